@@ -1,0 +1,128 @@
+"""The model directory: `bert_config.json`, `vocab.txt` and TF2 checkpoints.
+
+`bert_tf.convert` and `experiments.pretrain` write this layout and
+`experiments.export`, `experiments.finetune` and `load_encoder` read it. The
+checkpoint's top-level objects are `encoder`, `masked_lm` and `next_sentence`
+(training checkpoints add `optimizer`, `step` and the input iterator), so an
+encoder restores from a pretraining checkpoint and vice versa.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+from bert_tf.config import BertConfig
+from bert_tf.models import BertEncoder, BertPretrainer
+
+CONFIG_NAME = "bert_config.json"
+VOCAB_NAME = "vocab.txt"
+CHECKPOINT_PREFIX = "ckpt"
+
+ENCODER_KEY = "encoder"
+MASKED_LM_KEY = "masked_lm"
+NEXT_SENTENCE_KEY = "next_sentence"
+
+
+def checkpoint_items(model: BertEncoder | BertPretrainer) -> dict:
+    """The trackable objects under which a model's weights are checkpointed."""
+    if isinstance(model, BertPretrainer):
+        return {ENCODER_KEY: model.encoder, MASKED_LM_KEY: model.masked_lm, NEXT_SENTENCE_KEY: model.next_sentence}
+    if isinstance(model, BertEncoder):
+        return {ENCODER_KEY: model}
+    raise TypeError(f"Expected a BertEncoder or BertPretrainer, got {type(model).__name__}.")
+
+
+def find_checkpoint(path: str) -> str:
+    """Resolves a checkpoint prefix, or the latest checkpoint of a directory."""
+    if tf.io.gfile.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest is None:
+            raise FileNotFoundError(f"No TF2 checkpoint found in directory {path}.")
+        return latest
+    if not tf.io.gfile.exists(path + ".index"):
+        raise FileNotFoundError(f"Checkpoint not found: {path} (no {path}.index).")
+    return path
+
+
+def has_pretraining_heads(checkpoint_path: str) -> bool:
+    """Whether a checkpoint holds masked-LM and next-sentence weights."""
+    names = [name for name, _ in tf.train.list_variables(checkpoint_path)]
+    return (any(n.startswith(MASKED_LM_KEY + "/") for n in names)
+            and any(n.startswith(NEXT_SENTENCE_KEY + "/") for n in names))
+
+
+def restore(model: BertEncoder | BertPretrainer, checkpoint_path: str) -> None:
+    """Restores a model's weights, failing if any of them is not in the checkpoint.
+
+    Extra objects in the checkpoint (an optimizer, unused heads) are allowed.
+    """
+    checkpoint_path = find_checkpoint(checkpoint_path)
+    status = tf.train.Checkpoint(**checkpoint_items(model)).restore(checkpoint_path)
+    try:
+        status.assert_existing_objects_matched()
+    except AssertionError as e:
+        raise ValueError(f"Checkpoint {checkpoint_path} does not hold every weight of the "
+                         f"{type(model).__name__}: {e}") from None
+    status.expect_partial()
+
+
+def load_config(model_dir: str) -> BertConfig:
+    return BertConfig.from_json_file(os.path.join(model_dir, CONFIG_NAME))
+
+
+def load_encoder(model_dir: str, checkpoint: str | None = None, dtype=None) -> BertEncoder:
+    """A `BertEncoder` built from `model_dir/bert_config.json` with restored weights.
+
+    Args:
+      model_dir: a directory written by `bert_tf.convert` or `experiments.pretrain`.
+      checkpoint: a checkpoint prefix; defaults to the latest one in `model_dir`.
+    """
+    encoder = BertEncoder(load_config(model_dir), dtype=dtype)
+    restore(encoder, checkpoint or model_dir)
+    return encoder
+
+
+def load_pretrainer(model_dir: str, checkpoint: str | None = None, dtype=None) -> BertPretrainer:
+    """A `BertPretrainer` (encoder + MLM + NSP heads) with restored weights."""
+    checkpoint = find_checkpoint(checkpoint or model_dir)
+    if not has_pretraining_heads(checkpoint):
+        raise ValueError(f"Checkpoint {checkpoint} has no masked-LM/next-sentence weights; "
+                         "use load_encoder() for it.")
+    pretrainer = BertPretrainer(BertEncoder(load_config(model_dir), dtype=dtype))
+    restore(pretrainer, checkpoint)
+    return pretrainer
+
+
+def write_model_dir(output_dir: str, model: BertEncoder | BertPretrainer, vocab_file: str | None = None) -> str:
+    """Writes config, vocab and a checkpoint of `model` to `output_dir` atomically.
+
+    The directory is assembled under a temporary name beside `output_dir` and
+    renamed at the end, so an interrupted run never leaves a half-written one.
+    Returns the checkpoint path.
+    """
+    encoder = model.encoder if isinstance(model, BertPretrainer) else model
+    output_dir = os.path.abspath(output_dir)
+    if os.path.exists(output_dir) and os.listdir(output_dir):
+        raise FileExistsError(f"Output directory {output_dir} exists and is not empty.")
+    parent = os.path.dirname(output_dir)
+    os.makedirs(parent, exist_ok=True)
+    tmp_dir = tempfile.mkdtemp(prefix=os.path.basename(output_dir) + ".tmp-", dir=parent)
+    try:
+        encoder.config.to_json_file(os.path.join(tmp_dir, CONFIG_NAME))
+        if vocab_file:
+            shutil.copyfile(vocab_file, os.path.join(tmp_dir, VOCAB_NAME))
+        checkpoint = tf.train.Checkpoint(**checkpoint_items(model))
+        manager = tf.train.CheckpointManager(checkpoint, tmp_dir, max_to_keep=1, checkpoint_name=CHECKPOINT_PREFIX)
+        saved = manager.save(checkpoint_number=0)
+        if os.path.exists(output_dir):
+            os.rmdir(output_dir)
+        os.replace(tmp_dir, output_dir)
+    except BaseException:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise
+    # The `checkpoint` index file records relative paths, so the move keeps it valid.
+    return os.path.join(output_dir, os.path.basename(saved))

@@ -1,0 +1,83 @@
+"""`BertPretrainer`: the encoder with its masked-LM and next-sentence heads."""
+
+import keras
+from keras import ops
+
+from bert_tf.layers.masked_lm_head import MaskedLMHead
+from bert_tf.layers.next_sentence_head import NextSentenceHead
+from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES, BertEncoder, encoder_inputs
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertPretrainer(keras.Model):
+    """BERT's pretraining model: masked language model + next sentence prediction.
+
+    Args:
+      encoder: a `BertEncoder`.
+
+    Inputs: the encoder's dict plus `masked_lm_positions` int32 [batch, num_predictions].
+
+    Outputs: a dict with
+      `mlm_logits`: float32 [batch, num_predictions, vocab_size];
+      `nsp_logits`: float32 [batch, 2] (class 1 = "B is a random segment").
+    """
+
+    def __init__(self, encoder: BertEncoder, **kwargs):
+        config = encoder.config
+        masked_lm = MaskedLMHead(
+            encoder.token_embedding, activation=config.hidden_act, initializer_range=config.initializer_range,
+            layer_norm_eps=config.layer_norm_eps, dtype=encoder.dtype_policy, name="masked_lm")
+        next_sentence = NextSentenceHead(
+            initializer_range=config.initializer_range, dtype=encoder.dtype_policy, name="next_sentence")
+
+        inputs = encoder_inputs()
+        inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_lm_positions")
+        encoder_outputs = encoder({name: inputs[name] for name in ENCODER_INPUT_NAMES})
+        outputs = {
+            "mlm_logits": masked_lm(encoder_outputs["sequence_output"], inputs["masked_lm_positions"]),
+            "nsp_logits": next_sentence(encoder_outputs["pooled_output"]),
+        }
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.encoder = encoder
+        self.masked_lm = masked_lm
+        self.next_sentence = next_sentence
+
+    def get_config(self):
+        return {"encoder": keras.saving.serialize_keras_object(self.encoder), "name": self.name,
+                "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+        return cls(**config)
+
+
+def pretraining_losses(features: dict, outputs: dict) -> dict:
+    """The original BERT pretraining losses and accuracies for one batch.
+
+    Args:
+      features: `masked_lm_ids` int [batch, P], `masked_lm_weights` float
+        [batch, P] (0 for padding predictions), `next_sentence_labels` int [batch].
+      outputs: `BertPretrainer` outputs.
+
+    Returns:
+      A dict of float32 scalars: `loss` (= mlm_loss + nsp_loss), `mlm_loss`
+      (weighted mean over real predictions), `nsp_loss`, `mlm_accuracy`,
+      `nsp_accuracy`.
+    """
+    weights = ops.cast(features["masked_lm_weights"], "float32")
+    masked_lm_ids = ops.cast(features["masked_lm_ids"], "int32")
+    mlm_logits = ops.cast(outputs["mlm_logits"], "float32")
+    per_prediction = keras.losses.sparse_categorical_crossentropy(masked_lm_ids, mlm_logits, from_logits=True)
+    total_weight = ops.sum(weights) + 1e-5
+    mlm_loss = ops.sum(per_prediction * weights) / total_weight
+    mlm_correct = ops.cast(ops.equal(ops.argmax(mlm_logits, axis=-1), masked_lm_ids), "float32")
+    mlm_accuracy = ops.sum(mlm_correct * weights) / total_weight
+
+    nsp_labels = ops.reshape(ops.cast(features["next_sentence_labels"], "int32"), (-1,))
+    nsp_logits = ops.cast(outputs["nsp_logits"], "float32")
+    nsp_loss = ops.mean(keras.losses.sparse_categorical_crossentropy(nsp_labels, nsp_logits, from_logits=True))
+    nsp_accuracy = ops.mean(ops.cast(ops.equal(ops.argmax(nsp_logits, axis=-1), nsp_labels), "float32"))
+    return {"loss": mlm_loss + nsp_loss, "mlm_loss": mlm_loss, "nsp_loss": nsp_loss,
+            "mlm_accuracy": mlm_accuracy, "nsp_accuracy": nsp_accuracy}

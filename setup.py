@@ -1,0 +1,50 @@
+"""Package definition for bert_tf.
+
+The runtime pins are the set that installs together cleanly (see BUILD.md for
+what each one is for). tensorflow-text and tf-keras require the full
+`tensorflow` package; `tensorflow-cpu` conflicts with them.
+"""
+import setuptools
+
+INSTALL_REQUIRES = [
+    "tensorflow==2.21.0",
+    "tensorflow-text==2.21.1",
+    "tensorflow-hub==0.16.1",
+    "tf-keras==2.21.0",
+    "tensorflow-datasets==4.9.10",
+    "importlib_resources",  # needed by tensorflow-datasets, which does not declare it
+    "keras>=3.12,<4",
+    "absl-py",
+    "numpy",
+    "safetensors",
+    "matplotlib",
+]
+
+EXTRAS_REQUIRE = {
+    "test": [
+        "pytest",
+        "hypothesis",
+        "jax[cpu]",  # the backend-independence test runs the encoder on JAX
+        "nbclient",
+        "nbformat",
+        "ipykernel",
+    ],
+}
+
+setuptools.setup(
+    name="bert_tf",
+    version="0.1.0",
+    description="BERT for TensorFlow and Keras 3: encoder, pretraining, fine-tuning and TF Hub-style export.",
+    python_requires=">=3.10",
+    packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*", "experiments", "experiments.*",
+                                               "tfrecords_tools", "tfrecords_tools.*"]),
+    include_package_data=True,
+    package_data={"bert_tf": ["data/bundled/*", "data/bundled/**/*"]},
+    install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS_REQUIRE,
+    entry_points={
+        "console_scripts": [
+            "bert_tf_convert=bert_tf.convert:run",
+        ],
+    },
+)
