@@ -38,8 +38,6 @@ setuptools.setup(
     python_requires=">=3.10",
     packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*", "experiments", "experiments.*",
                                                "tfrecords_tools", "tfrecords_tools.*"]),
-    include_package_data=True,
-    package_data={"bert_tf": ["data/bundled/*", "data/bundled/**/*"]},
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
     entry_points={
