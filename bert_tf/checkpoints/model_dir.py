@@ -112,6 +112,10 @@ def write_model_dir(output_dir: str, model: BertEncoder | BertPretrainer, vocab_
     os.makedirs(parent, exist_ok=True)
     tmp_dir = tempfile.mkdtemp(prefix=os.path.basename(output_dir) + ".tmp-", dir=parent)
     try:
+        # mkdtemp creates 0700; the finished directory gets the usual permissions.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp_dir, 0o777 & ~umask)
         encoder.config.to_json_file(os.path.join(tmp_dir, CONFIG_NAME))
         if vocab_file:
             shutil.copyfile(vocab_file, os.path.join(tmp_dir, VOCAB_NAME))

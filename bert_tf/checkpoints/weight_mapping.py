@@ -153,23 +153,35 @@ class SourceTensors:
       description: what the checkpoint is (its path), for messages.
       display_names: our normalised name -> the name as spelt in the file,
         where they differ (HuggingFace prefixes, old gamma/beta names).
+      spell_absent: how the file would spell a name it lacks, for messages
+        about missing weights.
       ignored: names that are not model weights and are skipped on purpose
         (optimizer slots, buffers); logged, never reported as unexpected.
     """
 
     def __init__(self, shapes: Mapping[str, Sequence[int]], read: Callable[[str], np.ndarray], description: str,
-                 display_names: Mapping[str, str] | None = None, ignored: Sequence[str] = ()):
+                 display_names: Mapping[str, str] | None = None, ignored: Sequence[str] = (),
+                 spell_absent: Callable[[str], str] | None = None):
         self.shapes = {name: tuple(int(d) for d in shape) for name, shape in shapes.items()}
         self.read = read
         self.description = description
         self.display_names = dict(display_names or {})
         self.ignored = sorted(ignored)
+        self.spell_absent = spell_absent
 
     def display(self, name: str) -> str:
-        return self.display_names.get(name, name)
+        if name in self.display_names:
+            return self.display_names[name]
+        if name not in self.shapes and self.spell_absent is not None:
+            return self.spell_absent(name)
+        return name
 
     def __contains__(self, name: str) -> bool:
         return name in self.shapes
+
+
+def _listing(source: SourceTensors, names: Sequence[str]) -> str:
+    return ", ".join(source.display(n) for n in names)
 
 
 def select_groups(source: SourceTensors, specs: Sequence[WeightSpec], source_format: str, heads: str,
@@ -184,17 +196,20 @@ def select_groups(source: SourceTensors, specs: Sequence[WeightSpec], source_for
     groups = {ENCODER}
     left_out = []
 
+    if not present[ENCODER]:
+        # Not a BERT checkpoint of this format at all: report everything as missing rather than guess.
+        return {ENCODER, POOLER}, left_out
     if present[POOLER]:
         groups.add(POOLER)
     elif allow_missing_pooler:
-        message = (f"{source.description} has NO POOLER weights ({', '.join(expected[POOLER])}): "
+        message = (f"{source.description} has NO POOLER weights ({_listing(source, expected[POOLER])}): "
                    "the pooler keeps its RANDOM initial values, so pooled_output is meaningless until "
                    "it is fine-tuned.")
         logger.warning(message)
         warnings.warn(message, stacklevel=3)
     else:
         raise CheckpointMismatchError(
-            f"{source.description} has no pooler weights (missing: {', '.join(expected[POOLER])}). "
+            f"{source.description} has no pooler weights (missing: {_listing(source, expected[POOLER])}). "
             "pooled_output would come from randomly initialised weights; pass allow_missing_pooler=True "
             "(--allow_missing_pooler) to convert anyway and keep them.")
 
@@ -204,14 +219,14 @@ def select_groups(source: SourceTensors, specs: Sequence[WeightSpec], source_for
     elif heads == "auto" and has_mlm != has_nsp:
         found, lacking = (MASKED_LM, NEXT_SENTENCE) if has_mlm else (NEXT_SENTENCE, MASKED_LM)
         raise CheckpointMismatchError(
-            f"{source.description} has {found} weights ({', '.join(present[found])}) but no {lacking} "
-            f"weights (missing: {', '.join(expected[lacking])}); a BertPretrainer needs both heads. "
+            f"{source.description} has {found} weights ({_listing(source, present[found])}) but no {lacking} "
+            f"weights (missing: {_listing(source, expected[lacking])}); a BertPretrainer needs both heads. "
             "Pass heads='none' (--heads=none) to convert the encoder alone and leave the head weights out.")
     else:
         left_out = [name for group in (MASKED_LM, NEXT_SENTENCE) for name in present[group]]
         if left_out:
             logger.warning("heads=%r: not converting the pretraining-head weights of %s: %s",
-                           heads, source.description, ", ".join(source.display(n) for n in left_out))
+                           heads, source.description, _listing(source, left_out))
     return groups, left_out
 
 
@@ -237,9 +252,8 @@ def config_disagreements(config: BertConfig, source: SourceTensors, source_forma
         ("encoder.embeddings.token_embedding.embeddings", 1, "hidden_size", "columns"),
         ("encoder.embeddings.position_embeddings", 0, "max_position_embeddings", "rows"),
         ("encoder.embeddings.type_embedding.embeddings", 0, "type_vocab_size", "rows"),
+        ("encoder.transformer_layers.0.intermediate_dense.kernel", 1, "intermediate_size", "columns"),
     ]
-    if config.num_hidden_layers:
-        checks.append(("encoder.transformer_layers.0.intermediate_dense.kernel", 1, "intermediate_size", "columns"))
     for target, axis, field, what in checks:
         shape, name = shape_of(target)
         if shape is not None and len(shape) > axis and shape[axis] != getattr(config, field):
@@ -328,6 +342,6 @@ def convert_weights(config: BertConfig, source: SourceTensors, source_format: st
         variable.assign(np.asarray(spec.transform(source_format)(array), dtype=variable.dtype))
     if source.ignored:
         logger.info("Skipped %d non-weight variables of %s (optimizer slots, buffers): %s", len(source.ignored),
-                    source.description, ", ".join(source.display(n) for n in source.ignored))
+                    source.description, _listing(source, source.ignored))
     logger.info("Converted %d weights from %s into a %s.", len(specs), source.description, type(model).__name__)
     return model
