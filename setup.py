@@ -43,6 +43,14 @@ setuptools.setup(
     entry_points={
         "console_scripts": [
             "bert_tf_convert=bert_tf.convert:run",
+            "bert_tf_export=experiments.export:run",
+            "bert_tf_pretrain=experiments.pretrain:run",
+            "bert_tf_finetune=experiments.finetune:run",
+            "bert_tf_extract_features=experiments.extract_features:run",
+            "bert_tf_demo=experiments.demo:run",
+            "create_pretraining_data=tfrecords_tools.create_pretraining_data:run",
+            "inspect_tfrecords=tfrecords_tools.inspect_tfrecords:run",
+            "make_vocab=tfrecords_tools.make_vocab:run",
         ],
     },
 )

@@ -65,9 +65,11 @@ def _tf_variables(keras_variables) -> list:
 class _ReusableModule(tf.__internal__.tracking.AutoTrackable):
     """Common part of the encoder and masked-LM SavedModel objects.
 
-    Subclasses define `_input_spec()` and `_compute(inputs, training)`; the Keras
-    layers they call are kept off the tracked object graph (only their
+    Subclasses define `_input_spec()` and `_compute(inputs, training)`. The
+    Keras layers they call are kept off the tracked object graph (only their
     tf.Variables are saved), so the SavedModel holds no Keras-specific objects.
+    `call_training` and the serving signature call `__call__`, so the model is
+    traced once per `training` value and the graph stores it once.
     """
 
     def __init__(self, keras_variables, trainable_keras_variables):
@@ -88,7 +90,7 @@ class _ReusableModule(tf.__internal__.tracking.AutoTrackable):
     @tf.function
     def call_training(self, inputs):
         """`__call__(inputs, training=True)` as a one-argument function (for Keras 3 TFSMLayer)."""
-        return self._compute(inputs, True)
+        return self.__call__(inputs, training=True)
 
     def trace(self) -> None:
         """Traces `__call__` for both `training` values and `call_training`, as saving requires."""
@@ -99,12 +101,10 @@ class _ReusableModule(tf.__internal__.tracking.AutoTrackable):
 
     def serving_signature(self):
         """A concrete function with one named tensor per input and per (flattened) output."""
-        names = list(self._input_spec())
-
         def serve(**inputs):
-            return flatten_outputs(self._compute(inputs, False))
+            return flatten_outputs(self.__call__(inputs, training=False))
 
-        return tf.function(serve).get_concrete_function(**self._input_spec()) if names else None
+        return tf.function(serve).get_concrete_function(**self._input_spec())
 
 
 class MaskedLMModule(_ReusableModule):
@@ -115,18 +115,19 @@ class MaskedLMModule(_ReusableModule):
     outputs plus `mlm_logits` float32 [batch, num_predictions, vocab_size].
     """
 
-    def __init__(self, encoder: BertEncoder, masked_lm):
+    def __init__(self, encoder_module: "EncoderModule", encoder: BertEncoder, masked_lm):
         variables = list(encoder.variables) + list(masked_lm.variables)
         trainable = list(encoder.trainable_variables) + list(masked_lm.trainable_variables)
         super().__init__(variables, trainable)
-        self._keep_untracked("_encoder", encoder)
+        self._keep_untracked("_encoder_module", encoder_module)
         self._keep_untracked("_masked_lm", masked_lm)
 
     def _input_spec(self):
         return mlm_input_spec()
 
     def _compute(self, inputs, training):
-        outputs = _encode(self._encoder, inputs, training)
+        outputs = dict(self._encoder_module.__call__(
+            {name: inputs[name] for name in ENCODER_INPUT_NAMES}, training=training))
         outputs["mlm_logits"] = tf.cast(
             self._masked_lm(outputs["sequence_output"], inputs[MASKED_LM_POSITIONS], training=training),
             tf.float32)
@@ -158,7 +159,7 @@ class EncoderModule(_ReusableModule):
         super().__init__(encoder.variables, encoder.trainable_variables)
         self._keep_untracked("_encoder", encoder)
         if masked_lm is not None:
-            self.mlm = MaskedLMModule(encoder, masked_lm)
+            self.mlm = MaskedLMModule(self, encoder, masked_lm)
 
     @property
     def has_mlm(self) -> bool:

@@ -1,0 +1,276 @@
+"""Writes TF Hub-style SavedModels: the encoder (with optional `mlm`) and the preprocessing model.
+
+Layout of `export_model_dir(model_dir, export_dir)`:
+
+    export_dir/
+      encoder/      SavedModel: `__call__`, `call_training`, `serving_default` (+ `mlm`)
+        assets.extra/bert_config.json, assets.extra/vocab.txt   (for reference)
+      preprocess/   SavedModel: `__call__`, `tokenize`, `bert_pack_inputs`
+
+Every directory is assembled under a temporary name beside its destination
+and renamed when complete, so a failed or interrupted export leaves no
+partial SavedModel behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.checkpoints import CONFIG_NAME, VOCAB_NAME, find_checkpoint, has_pretraining_heads, restore
+from bert_tf.config import BertConfig
+from bert_tf.export.encoder_module import EncoderModule, flatten_outputs
+from bert_tf.models import BertEncoder, BertPretrainer
+
+ENCODER_SUBDIR = "encoder"
+PREPROCESS_SUBDIR = "preprocess"
+EXTRA_ASSETS_DIR = "assets.extra"  # TF Serving's place for files that are not graph assets
+
+# Float32 on CPU reproduces the Keras model up to ~1e-7; anything above this is a broken export.
+VERIFY_TOLERANCE = 1e-5
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str, overwrite: bool = False):
+    """Yields a fresh temporary directory that becomes `path` when the block succeeds.
+
+    An existing non-empty `path` raises FileExistsError unless `overwrite`;
+    then it is replaced only after the new directory is complete. On an
+    exception the temporary directory is removed and `path` is untouched.
+    """
+    path = os.path.abspath(path)
+    _check_destination(path, overwrite)
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=parent)
+    os.chmod(tmp_dir, 0o755)  # mkdtemp's 0700 would hide the model from a serving user
+    try:
+        yield tmp_dir
+        _check_destination(path, overwrite)  # it may have appeared meanwhile
+        _replace_directory(tmp_dir, path)
+    except BaseException:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise
+
+
+def _check_destination(path: str, overwrite: bool) -> None:
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise FileExistsError(f"Export path {path} exists and is not a directory.")
+        if os.listdir(path) and not overwrite:
+            raise FileExistsError(f"Export directory {path} already exists and is not empty; "
+                                  "choose another one or pass overwrite=True (--overwrite).")
+
+
+def _replace_directory(new_dir: str, path: str) -> None:
+    if not os.path.exists(path):
+        os.replace(new_dir, path)
+        return
+    old_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.old-", dir=os.path.dirname(path))
+    os.rmdir(old_dir)
+    os.replace(path, old_dir)
+    try:
+        os.replace(new_dir, path)
+    except BaseException:
+        os.replace(old_dir, path)
+        raise
+    shutil.rmtree(old_dir, ignore_errors=True)
+
+
+# --- encoder -------------------------------------------------------------------
+
+
+def _save_encoder(model: BertEncoder | BertPretrainer, path: str, vocab_file: str | None,
+                  include_mlm: bool, verify: bool) -> EncoderModule:
+    module = EncoderModule(model, include_mlm=include_mlm)
+    module.trace()
+    tf.saved_model.save(module, path, signatures=module.signatures())
+    extra_dir = os.path.join(path, EXTRA_ASSETS_DIR)
+    os.makedirs(extra_dir, exist_ok=True)
+    encoder = model.encoder if isinstance(model, BertPretrainer) else model
+    encoder.config.to_json_file(os.path.join(extra_dir, CONFIG_NAME))
+    if vocab_file:
+        shutil.copyfile(vocab_file, os.path.join(extra_dir, VOCAB_NAME))
+    if verify:
+        verify_encoder_export(model, path)
+    return module
+
+
+def export_encoder(model: BertEncoder | BertPretrainer, export_dir: str, *, vocab_file: str | None = None,
+                   include_mlm: bool = True, overwrite: bool = False, verify: bool = True) -> str:
+    """Saves a Keras encoder as a TF Hub-style encoder SavedModel.
+
+    Args:
+      model: a `BertEncoder`, or a `BertPretrainer` (its masked-LM head becomes
+        the `mlm` sub-object unless `include_mlm=False`).
+      export_dir: the SavedModel directory to create.
+      vocab_file: copied to `assets.extra/vocab.txt` for reference.
+      overwrite: replace an existing non-empty `export_dir`.
+      verify: reload the SavedModel and check it reproduces `model`'s outputs.
+
+    Returns:
+      The absolute path of the SavedModel.
+    """
+    if vocab_file:
+        _check_file(vocab_file, "vocab_file")
+    with atomic_directory(export_dir, overwrite) as tmp_dir:
+        _save_encoder(model, tmp_dir, vocab_file, include_mlm, verify)
+    return os.path.abspath(export_dir)
+
+
+def verify_encoder_export(model: BertEncoder | BertPretrainer, path: str, seq_length: int = 16) -> float:
+    """Reloads `path` and compares its outputs with `model` on a random padded batch.
+
+    Returns the largest absolute difference over all outputs (and `mlm_logits`
+    when the export has an `mlm` sub-object); raises ValueError above
+    `VERIFY_TOLERANCE`.
+    """
+    encoder = model.encoder if isinstance(model, BertPretrainer) else model
+    config = encoder.config
+    seq_length = min(seq_length, config.max_position_embeddings)
+    rng = np.random.default_rng(0)
+    inputs = {"input_word_ids": rng.integers(0, config.vocab_size, (2, seq_length)).astype(np.int32),
+              "input_mask": np.ones((2, seq_length), np.int32),
+              "input_type_ids": np.zeros((2, seq_length), np.int32)}
+    inputs["input_mask"][1, seq_length // 2:] = 0
+    inputs["input_type_ids"][0, seq_length // 2:] = 1
+    loaded = tf.saved_model.load(path)
+    expected = flatten_outputs(encoder(inputs, training=False))
+    got = flatten_outputs(loaded(inputs))
+    diffs = {name: float(np.max(np.abs(np.asarray(got[name]) - np.asarray(value))))
+             for name, value in expected.items()}
+    if hasattr(loaded, "mlm") and isinstance(model, BertPretrainer):
+        mlm_inputs = dict(inputs, masked_lm_positions=np.array([[1, 2], [3, 0]], np.int32))
+        diffs["mlm_logits"] = float(np.max(np.abs(
+            loaded.mlm(mlm_inputs)["mlm_logits"].numpy() - np.asarray(model(mlm_inputs)["mlm_logits"]))))
+    worst = max(diffs, key=diffs.get)
+    if diffs[worst] > VERIFY_TOLERANCE:
+        raise ValueError(f"The SavedModel written to {path} does not reproduce the Keras model: "
+                         f"max |difference| of {worst} is {diffs[worst]:.3g} > {VERIFY_TOLERANCE}.")
+    return diffs[worst]
+
+
+# --- preprocessing model ------------------------------------------------------------
+
+
+def _save_preprocessor(vocab_file: str, lower_case: bool, seq_length: int, path: str) -> None:
+    from bert_tf.tokenization import BertPreprocessor, save_preprocessor  # tensorflow_text is heavy
+    preprocessor = BertPreprocessor(vocab_file, lower_case=lower_case, default_seq_length=seq_length)
+    save_preprocessor(preprocessor, path)
+    os.chmod(path, 0o755)  # save_preprocessor's temporary directory is private (0700)
+
+
+def export_preprocessor(vocab_file: str, lower_case: bool, seq_length: int, export_dir: str, *,
+                        overwrite: bool = False) -> str:
+    """Saves the TF Hub-style BERT preprocessing SavedModel for `vocab_file`.
+
+    Args:
+      vocab_file: WordPiece vocabulary, one token per line (stored as an asset).
+      lower_case: whether text is lower-cased and accents stripped (uncased models).
+      seq_length: the sequence length of the default `__call__` packing.
+      export_dir: the SavedModel directory to create.
+
+    Returns:
+      The absolute path of the SavedModel.
+    """
+    _check_file(vocab_file, "vocab_file")
+    _check_seq_length(seq_length)
+    with atomic_directory(export_dir, overwrite) as tmp_dir:
+        _save_preprocessor(vocab_file, lower_case, seq_length, os.path.join(tmp_dir, "saved_model"))
+        _move_contents(os.path.join(tmp_dir, "saved_model"), tmp_dir)
+    return os.path.abspath(export_dir)
+
+
+def _move_contents(source: str, destination: str) -> None:
+    for name in os.listdir(source):
+        os.replace(os.path.join(source, name), os.path.join(destination, name))
+    os.rmdir(source)
+
+
+# --- from a model directory or checkpoint -----------------------------------------------
+
+
+def export_model_dir(model_dir: str | None, export_dir: str, *, checkpoint: str | None = None,
+                     bert_config_file: str | None = None, vocab_file: str | None = None,
+                     lower_case: bool = True, seq_length: int = 128, include_mlm: bool = True,
+                     overwrite: bool = False, verify: bool = True) -> dict:
+    """Exports a model directory (or explicit checkpoint files) as `encoder/` and `preprocess/`.
+
+    Args:
+      model_dir: a directory with `bert_config.json`, `vocab.txt` and TF2
+        checkpoints (the latest is used); None when all of `checkpoint`,
+        `bert_config_file` and `vocab_file` are given.
+      export_dir: the directory to create, holding `encoder/` and `preprocess/`.
+      checkpoint, bert_config_file, vocab_file: override the files of `model_dir`.
+      lower_case: whether the preprocessor lower-cases (uncased vocabularies).
+      seq_length: the preprocessor's default sequence length.
+      include_mlm: give the encoder an `mlm` sub-object when the checkpoint has
+        masked-LM weights.
+      overwrite: replace an existing non-empty `export_dir`.
+      verify: check that the encoder SavedModel reproduces the Keras model.
+
+    Returns:
+      {"encoder": path, "preprocess": path}.
+    """
+    config_file = _resolve(bert_config_file, model_dir, CONFIG_NAME, "bert_config_file")
+    vocab_file = _resolve(vocab_file, model_dir, VOCAB_NAME, "vocab_file")
+    if checkpoint is None and model_dir is None:
+        raise ValueError("No checkpoint: pass model_dir (--model_dir) or checkpoint (--checkpoint).")
+    checkpoint = find_checkpoint(checkpoint or model_dir)
+    config = BertConfig.from_json_file(config_file)
+    _check_vocab(vocab_file, config, config_file)
+    _check_seq_length(seq_length, config)
+    _check_destination(os.path.abspath(export_dir), overwrite)  # fail before the slow part
+
+    with_mlm = include_mlm and has_pretraining_heads(checkpoint)
+    model = BertPretrainer(BertEncoder(config)) if with_mlm else BertEncoder(config)
+    restore(model, checkpoint)
+    logging.info("Exporting %s (%s) to %s", checkpoint, "encoder + mlm" if with_mlm else "encoder", export_dir)
+
+    with atomic_directory(export_dir, overwrite) as tmp_dir:
+        _save_encoder(model, os.path.join(tmp_dir, ENCODER_SUBDIR), vocab_file, include_mlm, verify)
+        _save_preprocessor(vocab_file, lower_case, seq_length, os.path.join(tmp_dir, PREPROCESS_SUBDIR))
+    export_dir = os.path.abspath(export_dir)
+    return {"encoder": os.path.join(export_dir, ENCODER_SUBDIR),
+            "preprocess": os.path.join(export_dir, PREPROCESS_SUBDIR)}
+
+
+def _resolve(explicit: str | None, model_dir: str | None, name: str, argument: str) -> str:
+    if explicit:
+        return _check_file(explicit, argument)
+    if model_dir is None:
+        raise ValueError(f"No {name}: pass model_dir (--model_dir) or {argument} (--{argument}).")
+    if not os.path.isdir(model_dir):
+        raise FileNotFoundError(f"Model directory not found: {model_dir}")
+    return _check_file(os.path.join(model_dir, name), argument)
+
+
+def _check_file(path: str, argument: str) -> str:
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{argument}: file not found: {path}")
+    return path
+
+
+def _check_vocab(vocab_file: str, config: BertConfig, config_file: str) -> None:
+    from bert_tf.tokenization.vocab import load_vocab, special_token_ids
+    tokens = load_vocab(vocab_file)  # raises on empty, non-UTF-8 or repeated tokens
+    special_token_ids(tokens, vocab_file)  # the preprocessor needs [CLS], [SEP], [PAD], ...
+    size = len(tokens)
+    if size > config.vocab_size:
+        # Token ids >= vocab_size would index past the embedding table.
+        raise ValueError(f"Vocabulary file {vocab_file} has {size} tokens but {config_file} has "
+                         f"vocab_size={config.vocab_size}; they belong to different models.")
+
+
+def _check_seq_length(seq_length: int, config: BertConfig | None = None) -> None:
+    if isinstance(seq_length, bool) or not isinstance(seq_length, int) or seq_length < 2:
+        raise ValueError(f"seq_length must be an integer >= 2 ([CLS] and [SEP]), got {seq_length!r}.")
+    if config is not None and seq_length > config.max_position_embeddings:
+        raise ValueError(f"seq_length={seq_length} exceeds the model's max_position_embeddings="
+                         f"{config.max_position_embeddings}.")

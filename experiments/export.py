@@ -1,0 +1,85 @@
+r"""Exports a BERT checkpoint as TF Hub-style SavedModels: `encoder/` and `preprocess/`.
+
+    python -m experiments.export --model_dir=runs/pretrain --export_dir=runs/export
+
+or with explicit files (google-research/bert naming):
+
+    python -m experiments.export --checkpoint=runs/pretrain/ckpt-10000 \
+        --bert_config_file=bert_config.json --vocab_file=vocab.txt --export_dir=runs/export
+
+The result is used exactly like TF Hub's BERT:
+
+    preprocess = hub.KerasLayer("runs/export/preprocess")
+    encoder = hub.KerasLayer("runs/export/encoder", trainable=True)
+
+When the checkpoint holds masked-LM weights the encoder also has an `mlm`
+sub-object (`hub.load(encoder_dir).mlm(inputs_with_masked_lm_positions)`).
+The export directory is written atomically; an existing one is only replaced
+with --overwrite.
+"""
+
+import os
+import sys
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("model_dir", None, "Model directory: bert_config.json, vocab.txt and TF2 checkpoints "
+                    "(the latest one is exported).")
+flags.DEFINE_string("checkpoint", None, "A checkpoint prefix (or directory) to export instead of the latest "
+                    "one in --model_dir.")
+flags.DEFINE_string("bert_config_file", None, "bert_config.json; defaults to the one in --model_dir.")
+flags.DEFINE_string("vocab_file", None, "vocab.txt; defaults to the one in --model_dir.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents in the preprocessor (uncased models). "
+                  "Use --nodo_lower_case for cased vocabularies.")
+flags.DEFINE_integer("seq_length", 128, "Sequence length of the preprocessor's default packing.")
+flags.DEFINE_string("export_dir", None, "Directory to create, holding encoder/ and preprocess/.")
+flags.DEFINE_bool("overwrite", False, "Replace an existing non-empty --export_dir.")
+flags.DEFINE_bool("include_mlm", True, "Export the masked-LM head as encoder.mlm when the checkpoint has one.")
+flags.DEFINE_bool("verify", True, "Reload the encoder SavedModel and check it reproduces the Keras model.")
+
+
+def check_flags() -> None:
+    """Raises app.UsageError for flag combinations that cannot work."""
+    if not FLAGS.export_dir:
+        raise app.UsageError("--export_dir is required.")
+    if not FLAGS.model_dir:
+        missing = [name for name in ("checkpoint", "bert_config_file", "vocab_file") if not FLAGS[name].value]
+        if missing:
+            raise app.UsageError("Pass --model_dir, or all of --checkpoint, --bert_config_file and "
+                                 f"--vocab_file (missing: {', '.join('--' + m for m in missing)}).")
+    if FLAGS.seq_length < 2:
+        raise app.UsageError(f"--seq_length must be >= 2, got {FLAGS.seq_length}.")
+    # Cheap existence checks first: importing TensorFlow takes seconds.
+    if FLAGS.model_dir and not os.path.isdir(FLAGS.model_dir):
+        raise app.UsageError(f"--model_dir: directory not found: {FLAGS.model_dir}")
+    for name in ("bert_config_file", "vocab_file"):
+        if FLAGS[name].value and not os.path.isfile(FLAGS[name].value):
+            raise app.UsageError(f"--{name}: file not found: {FLAGS[name].value}")
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    check_flags()
+    from bert_tf.export import export_model_dir  # after flag checks: importing TensorFlow is slow
+    try:
+        paths = export_model_dir(
+            FLAGS.model_dir, FLAGS.export_dir, checkpoint=FLAGS.checkpoint,
+            bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
+            lower_case=FLAGS.do_lower_case, seq_length=FLAGS.seq_length, include_mlm=FLAGS.include_mlm,
+            overwrite=FLAGS.overwrite, verify=FLAGS.verify)
+    except (FileNotFoundError, FileExistsError, ValueError) as e:
+        sys.exit(f"export: error: {e}")
+    print(f"encoder:    {paths['encoder']}")
+    print(f"preprocess: {paths['preprocess']}")
+
+
+def run():
+    """Console-script entry point."""
+    app.run(main)
+
+
+if __name__ == "__main__":
+    app.run(main)
