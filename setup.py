@@ -15,6 +15,7 @@ INSTALL_REQUIRES = [
     "importlib_resources",  # needed by tensorflow-datasets, which does not declare it
     "keras>=3.12,<4",
     "absl-py",
+    "tensorboard",  # tf.summary scalars and the tensorboard command (tensorflow 2.21 no longer depends on it)
     "numpy",
     "safetensors",
     "matplotlib",

@@ -65,6 +65,7 @@ def build_classifier(preprocess_dir, encoder_dir):
     """The TF Hub BERT classifier: text -> preprocess -> encoder -> dropout -> sigmoid."""
     import tensorflow as tf
     import tensorflow_hub as hub
+    import tensorflow_text  # noqa: F401  (registers the preprocessing model's ops, as for TF Hub's BERT)
 
     bert_preprocess = hub.KerasLayer(preprocess_dir, name="preprocessing")
     bert_encoder = hub.KerasLayer(encoder_dir, trainable=True, name="encoder")

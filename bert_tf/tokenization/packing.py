@@ -1,0 +1,100 @@
+"""Packing tokenized segments into BERT's fixed-length inputs."""
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+MAX_SEGMENTS = 3
+
+
+def _as_2d_ragged(segment, index):
+    if not isinstance(segment, tf.RaggedTensor):
+        segment = tf.convert_to_tensor(segment)
+        if segment.shape.rank != 2:
+            raise ValueError(f"Segment {index} must be [batch, (tokens)], got shape {segment.shape}")
+        segment = tf.RaggedTensor.from_tensor(segment)
+    if segment.shape.rank == 3:
+        # [batch, (words), (pieces)], as TF Hub tokenizers return.
+        segment = segment.merge_dims(1, 2)
+    if segment.shape.rank != 2:
+        raise ValueError(f"Segment {index} must be [batch, (tokens)], got shape {segment.shape}")
+    if not segment.dtype.is_integer:
+        raise ValueError(f"Segment {index} must hold integer token ids, got {segment.dtype.name}")
+    return tf.cast(segment, tf.int32)
+
+
+def _batch_size_checks(segments):
+    """Static error, or run-time assertions, for segments of unequal batch size.
+
+    The trimming and combining ops read out of bounds on mismatched batches
+    instead of failing, so this must run first.
+    """
+    sizes = [s.shape[0] for s in segments]
+    if None not in sizes:
+        if len(set(sizes)) > 1:
+            raise ValueError(f"Segments have different batch sizes: {sizes}")
+        return []
+    return [tf.debugging.assert_equal(segment.nrows(), segments[0].nrows(),
+                                      message=f"Segment {i} has a different batch size than segment 0")
+            for i, segment in enumerate(segments[1:], start=1)]
+
+
+def _after(checks, segment):
+    checks = [c for c in checks if c is not None]  # eager assertions have already run
+    if not checks:
+        return segment
+    with tf.control_dependencies(checks):
+        return tf.RaggedTensor.from_row_splits(tf.identity(segment.values),
+                                               tf.identity(segment.row_splits), validate=False)
+
+
+def bert_pack_inputs(segments, seq_length, start_of_sequence_id, end_of_segment_id, padding_id):
+    """Packs 1-3 token segments into `[CLS] A [SEP] B [SEP] C [SEP]`, padded.
+
+    When the segments do not fit, the room is handed out one token per
+    segment in turn (so a short segment stays whole and the long ones are
+    cut), like TF Hub's BERT preprocessors (tensorflow_text's
+    `RoundRobinTrimmer`).
+
+    Args:
+      segments: list of 1 to 3 int RaggedTensors [batch, (tokens)] (or
+        [batch, (words), (pieces)]), without special tokens.
+      seq_length: output length; a Python int or an int32 scalar tensor. At
+        least `len(segments) + 1` (room for [CLS] and the [SEP]s).
+      start_of_sequence_id, end_of_segment_id, padding_id: ids of [CLS],
+        [SEP], [PAD].
+
+    Returns:
+      dict of int32 [batch, seq_length] tensors: `input_word_ids`,
+      `input_mask` (1 for real tokens), `input_type_ids` (0 for [CLS] A
+      [SEP], 1 for B [SEP], 2 for C [SEP], 0 for padding).
+    """
+    if isinstance(segments, (tf.Tensor, tf.RaggedTensor)):
+        segments = [segments]
+    segments = list(segments)
+    if not 1 <= len(segments) <= MAX_SEGMENTS:
+        raise ValueError(f"Expected 1 to {MAX_SEGMENTS} segments, got {len(segments)}")
+    segments = [_as_2d_ragged(s, i) for i, s in enumerate(segments)]
+    checks = _batch_size_checks(segments)
+    num_special = len(segments) + 1
+    if isinstance(seq_length, int):
+        if seq_length < num_special:
+            raise ValueError(f"seq_length={seq_length} leaves no room for [CLS] and "
+                             f"{len(segments)} [SEP] token(s); need at least {num_special}")
+        seq_length = tf.constant(seq_length, tf.int32)
+    else:
+        seq_length = tf.cast(seq_length, tf.int32)
+        checks.append(tf.debugging.assert_greater_equal(
+            seq_length, num_special,
+            message=f"seq_length leaves no room for [CLS] and {len(segments)} [SEP] token(s)"))
+    segments = [_after(checks, s) for s in segments]
+    trimmed = tf_text.RoundRobinTrimmer(max_seq_length=seq_length - num_special).trim(segments)
+    word_ids, type_ids = tf_text.combine_segments(
+        trimmed, start_of_sequence_id=start_of_sequence_id, end_of_segment_id=end_of_segment_id)
+    input_word_ids, input_mask = tf_text.pad_model_inputs(
+        word_ids, max_seq_length=seq_length, pad_value=padding_id)
+    input_type_ids, _ = tf_text.pad_model_inputs(type_ids, max_seq_length=seq_length, pad_value=0)
+    return {
+        "input_word_ids": tf.cast(input_word_ids, tf.int32),
+        "input_mask": tf.cast(input_mask, tf.int32),
+        "input_type_ids": tf.cast(input_type_ids, tf.int32),
+    }

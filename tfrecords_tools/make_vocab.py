@@ -1,0 +1,109 @@
+"""Learns a BERT WordPiece vocabulary from text files.
+
+    python -m tfrecords_tools.make_vocab --input_file=corpus.txt \\
+        --vocab_size=30522 --output_file=vocab.txt [--nodo_lower_case]
+
+One text per line. Words are split and normalized exactly as
+`bert_tf.tokenization.BertTokenizer` will split them (same lower-casing,
+accent stripping, punctuation and CJK splitting), so every learned piece is
+reachable. The file starts with [PAD] (id 0), [UNK], [CLS], [SEP], [MASK],
+then `--num_unused` placeholders [unused0].., then single characters, then
+the learned pieces.
+"""
+
+import glob
+import os
+
+from absl import app
+from absl import flags
+from absl import logging
+
+FLAGS = flags.FLAGS
+
+
+def _define_flags():
+    flags.DEFINE_string("input_file", None,
+                        "Text file(s): comma-separated paths or glob patterns.")
+    flags.DEFINE_string("output_file", None, "Where to write vocab.txt.")
+    flags.DEFINE_integer("vocab_size", 30522, "Maximum vocabulary size, special tokens included.")
+    flags.DEFINE_bool("do_lower_case", True,
+                      "Learn an uncased vocabulary (lower-case, strip accents); "
+                      "--nodo_lower_case for a cased one.")
+    flags.DEFINE_integer("num_unused", 0, "Placeholder tokens [unused0].. after the special tokens.")
+    flags.DEFINE_integer("min_count", 10, "Lowest piece count the learner's threshold search tries.")
+    flags.DEFINE_integer("max_unique_chars", 1000,
+                         "Alphabet size; words with rarer characters are ignored.")
+    flags.DEFINE_integer("max_word_length", 50, "Longer words are ignored.")
+    flags.DEFINE_integer("num_iterations", 4, "Refinement passes of the learner.")
+    flags.DEFINE_integer("max_lines", 0, "Read at most this many lines (0: all).")
+    flags.mark_flags_as_required(["input_file", "output_file"])
+
+
+def expand_input_files(pattern_list):
+    """Comma-separated paths/globs -> sorted file list; clear error if none."""
+    files = []
+    for pattern in [p.strip() for p in pattern_list.split(",") if p.strip()]:
+        matches = sorted(glob.glob(pattern))
+        if not matches:
+            raise FileNotFoundError(f"--input_file: no file matches {pattern!r}")
+        files.extend(matches)
+    if not files:
+        raise ValueError("--input_file is empty")
+    return files
+
+
+def make_vocab(input_files, output_file, vocab_size, do_lower_case=True, num_unused=0,
+               min_count=10, max_unique_chars=1000, max_word_length=50, num_iterations=4,
+               max_lines=0):
+    """Learns a vocabulary from `input_files` and writes it to `output_file`.
+
+    Returns the list of tokens written.
+    """
+    import tensorflow as tf  # heavy; keep `--help` fast
+
+    from bert_tf.tokenization import vocab as vocab_lib
+    from bert_tf.tokenization import vocab_learning
+
+    if vocab_size <= 0:
+        raise ValueError(f"--vocab_size must be positive, got {vocab_size}")
+    for path in input_files:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"--input_file: {path!r} is not a file")
+    lines = tf.data.TextLineDataset(input_files)
+    if max_lines:
+        lines = lines.take(max_lines)
+    try:
+        counts = vocab_learning.count_words(lines, lower_case=do_lower_case)
+    except tf.errors.OpError as e:
+        raise ValueError(f"Could not read {input_files}: {e.message}") from e
+    logging.info("%d distinct words, %d in all", len(counts), sum(counts.values()))
+    if not counts:
+        raise ValueError(f"--input_file: no words in {input_files}")
+    reserved = list(vocab_lib.SPECIAL_TOKENS) + [f"[unused{i}]" for i in range(num_unused)]
+    tokens = vocab_learning.learn_vocab(
+        counts, vocab_size, reserved_tokens=reserved, min_count=min_count,
+        max_unique_chars=max_unique_chars, max_word_length=max_word_length,
+        num_iterations=num_iterations)
+    vocab_lib.write_vocab(tokens, output_file)
+    logging.info("Wrote %d tokens to %s", len(tokens), output_file)
+    return tokens
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    make_vocab(expand_input_files(FLAGS.input_file), FLAGS.output_file, FLAGS.vocab_size,
+               do_lower_case=FLAGS.do_lower_case, num_unused=FLAGS.num_unused,
+               min_count=FLAGS.min_count, max_unique_chars=FLAGS.max_unique_chars,
+               max_word_length=FLAGS.max_word_length, num_iterations=FLAGS.num_iterations,
+               max_lines=FLAGS.max_lines)
+
+
+def run():
+    """Console-script entry point."""
+    _define_flags()
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()
