@@ -1,0 +1,14 @@
+"""Training: the distributed custom loop, BERT's optimizer, strategies and mixed precision.
+
+TensorFlow-specific (tf.distribute, tf.data, tf.train.Checkpoint); the models
+it trains are backend-independent Keras.
+"""
+
+from bert_tf.training.determinism import enable_determinism
+from bert_tf.training.distribution import (STRATEGIES, TPUNotFoundError, get_strategy, is_chief, num_workers,
+                                           worker_index)
+from bert_tf.training.loop import (EVAL_RESULTS_NAME, SUMMARIES_DIR, NonFiniteLossError, TrainingConfig,
+                                   TrainingResult, default_forward, train)
+from bert_tf.training.optimization import AdamWeightDecay, WarmupPolynomialDecay, create_optimizer
+from bert_tf.training.precision import (PRECISION_POLICIES, DynamicLossScale, needs_loss_scaling,
+                                        set_precision_policy)

@@ -1,0 +1,635 @@
+"""The distributed custom training loop, with checkpoint/resume, evaluation and summaries.
+
+One loop serves pretraining and fine-tuning: it takes a model factory, a loss
+function, dataset functions and the objects to checkpoint.
+
+API
+---
+
+    result = train(strategy, model_fn, loss_fn, train_dataset_fn, model_dir, config,
+                   eval_dataset_fn=None, checkpoint_items_fn=checkpoint_items,
+                   forward_fn=default_forward, init_fn=None, loop_callback=None)
+
+* `strategy`: a `tf.distribute.Strategy` (see `distribution.get_strategy`).
+* `model_fn() -> keras.Model`: builds the model; called inside `strategy.scope()`.
+* `loss_fn(batch, outputs) -> dict` of float32 scalars: `loss` (minimised) and
+  any metrics (`mlm_accuracy`, ...). Each is a mean over the replica's batch;
+  the loop averages them over replicas and steps. `batch` is one dataset
+  element, `outputs` what `forward_fn` returned.
+* `train_dataset_fn(input_context) -> tf.data.Dataset`: an endless dataset of
+  *per-replica* batches (`input_context.get_per_replica_batch_size(global)`),
+  of dense tensors with a fixed batch size (drop_remainder=True), sharded by
+  `input_context.input_pipeline_id`. For exact resumption it must be
+  deterministic given its seed.
+* `eval_dataset_fn(input_context) -> tf.data.Dataset`: per-replica batches; read
+  to the end (or `config.max_eval_steps` batches) at every evaluation.
+* `checkpoint_items_fn(model) -> dict`: the trackables under which the model's
+  weights are saved (default: `bert_tf.checkpoints.checkpoint_items`, which
+  knows `BertPretrainer` and `BertEncoder`). The loop adds `optimizer`, `step`,
+  `rng` (dropout seed states), `train_iterator` and, with float16, `loss_scale`.
+* `forward_fn(model, batch, training) -> outputs`: default calls the model on
+  the batch (or on `batch[0]` for `(features, labels)` tuples), keeping only
+  the keys that are model inputs.
+  `loss_fn` and `forward_fn` are traced without AutoGraph (it would double the
+  tracing time): use `keras.ops`/`tf.cond` rather than Python `if` on tensors.
+* `init_fn(model)`: called once when `model_dir` holds no checkpoint yet (e.g.
+  restore pretrained weights); not called on resume.
+* `loop_callback(step, metrics)`: called after every inner loop (after that step's
+  checkpoint and evaluation, if any) with the loop's mean metrics.
+
+`train` returns a `TrainingResult` (model, step, last train metrics, last
+eval metrics, latest checkpoint). `model_dir` receives `ckpt-<step>`
+checkpoints (`tf.train.CheckpointManager`, every `save_checkpoints_steps` and
+at the end, the last `keep_checkpoint_max` kept), `summaries/train` and
+`summaries/eval` (TensorBoard scalars, written with `tf.summary.write`, so the
+tensorboard package is not needed to write them) and `eval_results.json`.
+Progress lines (step, loss, metrics, learning rate, examples/s, ETA) go to
+absl logging.
+
+How a step runs, and why
+------------------------
+
+`strategy.run` calls a per-replica step in which the forward and backward
+pass is a `tf.function(jit_compile=config.jit_compile)`; the gradients are
+all-reduced (summed; each replica's loss is divided by the number of
+replicas) and the optimizer update is applied outside XLA, because with
+MirroredStrategy an optimizer update inside the XLA cluster fails. With
+OneDeviceStrategy (and on TPU, where everything is compiled) the whole step,
+update included, is one XLA computation. Gradients are clipped after the
+all-reduce, so two mirrored replicas or two workers train to the weights of
+one device on the same global batches (tests: within 1e-6). `steps_per_loop` steps run inside one
+`tf.function` call (a `tf.range` loop), as TPUs need, and keep Python out of
+the inner loop elsewhere. Keras' `fit()` is not used: it fails under
+MultiWorkerMirroredStrategy (keras-team/keras#20585). XLA and the TF kernels
+give the same training up to float rounding, except for dropout: XLA draws
+other masks from the same seeds.
+
+Resuming, and the position in the data
+--------------------------------------
+
+A run restarts from the latest checkpoint in `model_dir` with everything that
+determines its future: weights, optimizer moments and update count, step,
+dropout seed states, loss scale, and the input position. So with
+`enable_determinism(seed)` and a seeded dataset, a run killed at any moment
+and restarted ends with the same weights as an uninterrupted one.
+
+The input position is kept by checkpointing the tf.data iterator, which
+saves its buffers (shuffle, prefetch) and file offsets, so resuming costs
+nothing. `tf.distribute`'s distributed iterators are not checkpointable
+(TF 2.21: "`Checkpoint` was expecting a trackable object, got
+DistributedIterator"), so on CPU/GPU the loop reads each worker's plain
+tf.data iterator itself and hands replica `i` its batch with
+`experimental_distribute_values_from_function`. The chief's iterator is saved
+in the main checkpoint; every other worker of a multi-worker run saves its own
+checkpoint (with its iterator) under `model_dir/workers/worker-<i>/` (all
+workers must take part in a save anyway). On TPU the loop uses the strategy's
+distributed dataset (input goes through the TPU host), whose iterator cannot
+be saved; there, for a worker whose own iterator checkpoint is missing, and
+when a saved iterator state does not fit the pipeline any more, resuming
+fast-forwards deterministically: the dataset skips the batches the restored
+step has consumed (`step * replicas per input pipeline` per-replica batches),
+which reads them again but gives the same position.
+
+Checkpoint writes are atomic: `CheckpointManager` writes the files, then
+replaces the `checkpoint` index file (write + rename), then deletes old
+checkpoints, so a kill during a save leaves the previous checkpoint listed and
+restorable. A non-finite loss stops the run with `NonFiniteLossError` naming
+the step, before anything is saved, so the last checkpoint stays good.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+import warnings
+from typing import Callable, Mapping
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.checkpoints.model_dir import CHECKPOINT_PREFIX, checkpoint_items
+from bert_tf.training import distribution
+from bert_tf.training.optimization import create_optimizer
+from bert_tf.training.precision import DynamicLossScale, needs_loss_scaling
+
+SUMMARIES_DIR = "summaries"
+EVAL_RESULTS_NAME = "eval_results.json"
+WORKERS_DIR = "workers"
+_RESERVED_ITEMS = ("optimizer", "step", "rng", "train_iterator", "loss_scale")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig:
+    """Hyperparameters of the loop and the optimizer (google-research names where they exist).
+
+    Attributes:
+      num_train_steps: total optimizer steps.
+      learning_rate: peak learning rate, reached after the warm-up.
+      num_warmup_steps: linear warm-up steps; then linear decay to 0.
+      weight_decay_rate: decoupled weight decay (not on LayerNorm and biases).
+      clip_norm: global-norm gradient clipping; None to not clip.
+      adam_epsilon: Adam's epsilon.
+      steps_per_loop: steps per `tf.function` call (logging interval too).
+      save_checkpoints_steps: checkpoint interval in steps.
+      keep_checkpoint_max: how many checkpoints to keep.
+      eval_every_steps: evaluate every this many steps; None for only at the end.
+      max_eval_steps: batches per evaluation; None to read the eval data once.
+      jit_compile: XLA-compile the step (see the module docstring).
+    """
+
+    num_train_steps: int
+    learning_rate: float = 1e-4
+    num_warmup_steps: int = 0
+    weight_decay_rate: float = 0.01
+    clip_norm: float | None = 1.0
+    adam_epsilon: float = 1e-6
+    steps_per_loop: int = 100
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+    eval_every_steps: int | None = None
+    max_eval_steps: int | None = None
+    jit_compile: bool = False
+
+    def __post_init__(self):
+        for name in ("num_train_steps", "steps_per_loop", "save_checkpoints_steps", "keep_checkpoint_max"):
+            _check_positive_int(name, getattr(self, name))
+        for name in ("eval_every_steps", "max_eval_steps"):
+            if getattr(self, name) is not None:
+                _check_positive_int(name, getattr(self, name))
+        if isinstance(self.num_warmup_steps, bool) or not isinstance(self.num_warmup_steps, int) \
+                or not 0 <= self.num_warmup_steps <= self.num_train_steps:
+            raise ValueError(f"TrainingConfig.num_warmup_steps must be an integer in [0, num_train_steps="
+                             f"{self.num_train_steps}], got {self.num_warmup_steps!r}.")
+        if not self.learning_rate > 0:
+            raise ValueError(f"TrainingConfig.learning_rate must be positive, got {self.learning_rate!r}.")
+        if self.weight_decay_rate < 0:
+            raise ValueError(f"TrainingConfig.weight_decay_rate must be >= 0, got {self.weight_decay_rate!r}.")
+        if self.clip_norm is not None and not self.clip_norm > 0:
+            raise ValueError(f"TrainingConfig.clip_norm must be positive or None, got {self.clip_norm!r}.")
+
+
+def _check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"TrainingConfig.{name} must be a positive integer, got {value!r}.")
+
+
+@dataclasses.dataclass
+class TrainingResult:
+    model: keras.Model
+    step: int
+    train_metrics: dict  # means over the last inner loop; empty if no step ran
+    eval_metrics: dict | None  # the last evaluation's metrics, None without eval data
+    checkpoint: str | None  # the latest checkpoint of model_dir
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN or infinite; nothing was saved after it."""
+
+
+def default_forward(model: keras.Model, batch, training: bool):
+    """Calls `model` on a dict batch (or on `batch[0]` for `(features, labels)`), with only its input keys."""
+    features = batch[0] if isinstance(batch, tuple) else batch
+    if isinstance(features, Mapping) and isinstance(model.input, Mapping):
+        features = {name: features[name] for name in model.input}
+    return model(features, training=training)
+
+
+def train(strategy: tf.distribute.Strategy, model_fn: Callable[[], keras.Model], loss_fn: Callable,
+          train_dataset_fn: Callable, model_dir: str, config: TrainingConfig, *,
+          eval_dataset_fn: Callable | None = None, checkpoint_items_fn: Callable = checkpoint_items,
+          forward_fn: Callable = default_forward, init_fn: Callable | None = None,
+          loop_callback: Callable | None = None) -> TrainingResult:
+    """Trains (or resumes training) until `config.num_train_steps`; see the module docstring."""
+    trainer = _Trainer(strategy, model_fn, loss_fn, train_dataset_fn, model_dir, config, eval_dataset_fn,
+                       checkpoint_items_fn, forward_fn, init_fn, loop_callback)
+    return trainer.run()
+
+
+class _RandomState(tf.Module):
+    """The model's dropout seed states (Keras SeedGenerators are not tracked by tf.train.Checkpoint)."""
+
+    def __init__(self, model):
+        super().__init__(name="rng")
+        self.seed_states = [v for v in model.variables
+                            if isinstance(v, keras.Variable) and v.path.endswith("seed_generator_state")]
+
+
+class _Trainer:
+
+    def __init__(self, strategy, model_fn, loss_fn, train_dataset_fn, model_dir, config, eval_dataset_fn,
+                 checkpoint_items_fn, forward_fn, init_fn, loop_callback):
+        self.strategy = strategy
+        self.loss_fn = loss_fn
+        self.train_dataset_fn = train_dataset_fn
+        self.eval_dataset_fn = eval_dataset_fn
+        self.model_dir = model_dir
+        self.config = config
+        self.forward_fn = forward_fn
+        self.init_fn = init_fn
+        self.loop_callback = loop_callback
+
+        self.is_chief = distribution.is_chief(strategy)
+        self.worker_index = distribution.worker_index(strategy)
+        self.num_workers = distribution.num_workers(strategy)
+        self.num_replicas = strategy.num_replicas_in_sync
+        self.local_replicas = max(1, self.num_replicas // self.num_workers)
+        self.use_tpu = distribution.is_tpu_strategy(strategy)
+        # One XLA computation for the whole step where no mirrored variable is updated inside it.
+        self.fused_step = self.use_tpu or (config.jit_compile and isinstance(strategy, tf.distribute.OneDeviceStrategy))
+
+        with strategy.scope():
+            self.model = model_fn()
+            self.variables = list(self.model.trainable_variables)
+            if not self.variables:
+                raise ValueError("The model has no trainable variables.")
+            self.optimizer = create_optimizer(
+                self.variables, config.learning_rate, config.num_train_steps, config.num_warmup_steps,
+                weight_decay_rate=config.weight_decay_rate, clip_norm=config.clip_norm, epsilon=config.adam_epsilon)
+            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
+                                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            self.loss_scale = DynamicLossScale() if needs_loss_scaling(self.model) else None
+        self.rng = _RandomState(self.model)
+
+        items = dict(checkpoint_items_fn(self.model))
+        clashes = sorted(set(items) & set(_RESERVED_ITEMS))
+        if clashes:
+            raise ValueError(f"checkpoint_items_fn returned names the loop reserves: {clashes}.")
+        self.state_items = dict(items, optimizer=self.optimizer, step=self.step, rng=self.rng)
+        if self.loss_scale is not None:
+            self.state_items["loss_scale"] = self.loss_scale
+
+    # --- data -----------------------------------------------------------------
+
+    def _input_context(self):
+        return tf.distribute.InputContext(num_input_pipelines=self.num_workers,
+                                          input_pipeline_id=self.worker_index,
+                                          num_replicas_in_sync=self.num_replicas)
+
+    def _make_train_iterator(self, resume_step: int, iterator_checkpoint: str | None):
+        element_spec = {}
+
+        def make(skip_steps):
+            def dataset_fn(input_context):
+                dataset = self.train_dataset_fn(input_context)
+                if not isinstance(dataset, tf.data.Dataset):
+                    raise TypeError(f"train_dataset_fn must return a tf.data.Dataset, got {type(dataset).__name__}.")
+                if dataset.cardinality() != tf.data.INFINITE_CARDINALITY:
+                    logging.warning("The training dataset is finite (cardinality %d); training stops with an "
+                                    "OutOfRangeError when it runs out. Repeat it.", int(dataset.cardinality()))
+                element_spec["spec"] = dataset.element_spec
+                # Each step takes one per-replica batch for each replica this pipeline feeds.
+                skip = skip_steps * (input_context.num_replicas_in_sync // input_context.num_input_pipelines)
+                if skip:
+                    logging.info("Fast-forwarding the training data by %d per-replica batches (step %d).",
+                                 skip, skip_steps)
+                # Always a skip op, even of 0: a saved iterator state only restores into the same pipeline.
+                return dataset.skip(skip)
+
+            if self.use_tpu:
+                return iter(self.strategy.distribute_datasets_from_function(dataset_fn))
+            return iter(dataset_fn(self._input_context()))
+
+        if iterator_checkpoint is None:
+            return make(resume_step), element_spec["spec"]
+        iterator = make(0)
+        try:
+            status = tf.train.Checkpoint(train_iterator=iterator).read(iterator_checkpoint)
+            status.assert_existing_objects_matched()
+        except (tf.errors.OpError, AssertionError, ValueError) as e:
+            logging.warning("Could not restore the training data position from %s (%s): the input pipeline "
+                            "differs from the one that saved it. Fast-forwarding instead.", iterator_checkpoint,
+                            str(e).splitlines()[0])
+            return make(resume_step), element_spec["spec"]
+        status.expect_partial()
+        logging.info("Restored the training data position from %s.", iterator_checkpoint)
+        return iterator, element_spec["spec"]
+
+    def _next_batch(self, iterator):
+        if self.use_tpu:
+            return next(iterator)
+        batches = [next(iterator) for _ in range(self.local_replicas)]
+        if self.num_replicas == 1:
+            return batches[0]
+        local = self.local_replicas
+        return self.strategy.experimental_distribute_values_from_function(
+            lambda ctx: batches[ctx.replica_id_in_sync_group % local])
+
+    # --- checkpoints ------------------------------------------------------------
+
+    def _checkpoint_dir(self):
+        if self.is_chief:
+            return self.model_dir
+        return os.path.join(self.model_dir, WORKERS_DIR, f"worker-{self.worker_index}")
+
+    def _restore(self):
+        """Restores the latest checkpoint; returns (step, path of this worker's iterator state or None)."""
+        latest = tf.train.latest_checkpoint(self.model_dir)
+        if latest is None:
+            if self.init_fn is not None:
+                self.init_fn(self.model)
+            return 0, None
+        try:
+            status = tf.train.Checkpoint(**self.state_items).read(latest)
+            status.assert_existing_objects_matched()
+        except (AssertionError, ValueError) as e:
+            raise ValueError(f"Cannot resume from {latest}: it does not match this model and optimizer "
+                             f"({e}). Use a new output directory, or the same configuration.") from None
+        status.expect_partial()
+        step = int(self.step.numpy())
+        logging.info("Resumed from %s (step %d).", latest, step)
+        if self.is_chief:
+            own = latest
+        else:
+            own = os.path.join(self._checkpoint_dir(), f"{CHECKPOINT_PREFIX}-{step}")
+            if not tf.io.gfile.exists(own + ".index"):
+                own = None
+        if own is not None and not any(name.startswith("train_iterator/")
+                                       for name, _ in tf.train.list_variables(own)):
+            own = None
+        if own is None and step > 0 and not self.use_tpu:
+            logging.warning("No saved data position for this worker at step %d; fast-forwarding instead.", step)
+        return step, own
+
+    # --- steps ------------------------------------------------------------------
+
+    def _gradients(self, batch):
+        with tf.GradientTape() as tape:
+            outputs = self.forward_fn(self.model, batch, True)
+            metrics = {name: tf.cast(value, tf.float32) for name, value in self.loss_fn(batch, outputs).items()}
+            loss = metrics["loss"] / float(self.num_replicas)
+            if self.loss_scale is not None:
+                loss = self.loss_scale.scale_loss(loss)
+        grads = tape.gradient(loss, self.variables)
+        grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g) for g, v in zip(grads, self.variables)]
+        return grads, metrics
+
+    def _apply(self, grads):
+        if self.num_replicas > 1:
+            grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        finite = None
+        if self.loss_scale is not None:
+            grads, finite = self.loss_scale.unscale(grads)
+        grad_norm = self.optimizer.apply_gradients(grads, apply_update=finite)
+        if self.loss_scale is not None:
+            self.loss_scale.update(finite)
+        return grad_norm
+
+    def _build_functions(self):
+        jit = self.config.jit_compile and not self.use_tpu
+
+        def full_step(batch):
+            grads, metrics = self._gradients(batch)
+            metrics["gradient_norm"] = self._apply(grads)
+            return metrics
+
+        if self.fused_step:
+            compiled_step = tf.function(full_step, jit_compile=True, autograph=False) if jit else full_step
+        else:
+            gradients = tf.function(self._gradients, jit_compile=True, autograph=False) if jit else self._gradients
+
+            def compiled_step(batch):
+                grads, metrics = gradients(batch)
+                metrics["gradient_norm"] = self._apply(grads)
+                return metrics
+
+        # AutoGraph is only needed for the outer loop; converting Keras' call stack doubles tracing time.
+        @tf.autograph.experimental.do_not_convert
+        def replica_step(batch):
+            metrics = compiled_step(batch)
+            examples = tf.shape(tf.nest.flatten(batch)[0], out_type=tf.int64)[0]
+            return metrics, examples
+
+        strategy = self.strategy
+        names = self.metric_names
+
+        @tf.function
+        def train_loop(iterator, num_steps):
+            sums = {name: tf.constant(0.0) for name in names}
+            examples = tf.constant(0, tf.int64)
+            steps_run = tf.constant(0, tf.int64)
+            bad_step = tf.constant(-1, tf.int64)
+            bad_loss = tf.constant(0.0)
+            for _ in tf.range(num_steps):
+                metrics, batch_examples = strategy.run(replica_step, args=(self._next_batch(iterator),))
+                means = {name: strategy.reduce(tf.distribute.ReduceOp.MEAN, metrics[name], axis=None)
+                         for name in names}
+                self.step.assign_add(1)
+                steps_run += 1
+                examples += strategy.reduce(tf.distribute.ReduceOp.SUM, batch_examples, axis=None)
+                sums = {name: sums[name] + means[name] for name in names}
+                if not tf.math.is_finite(means["loss"]):
+                    bad_step = self.step.read_value()
+                    bad_loss = means["loss"]
+                    break
+            return sums, steps_run, examples, bad_step, bad_loss
+
+        self.train_loop = train_loop
+
+    def _probe_metric_names(self, element_spec):
+        """The loss function's output names, from a trace of the model (nothing runs)."""
+        if isinstance(element_spec, tf.TensorSpec) or not tf.nest.flatten(element_spec):
+            raise TypeError(f"Training batches must be a dict or tuple of tensors, got {element_spec}.")
+
+        def probe(batch):
+            return self.loss_fn(batch, self.forward_fn(self.model, batch, False))
+
+        with self.strategy.scope():
+            outputs = tf.function(probe, autograph=False).get_concrete_function(element_spec).structured_outputs
+        if not isinstance(outputs, Mapping) or "loss" not in outputs:
+            raise ValueError(f"loss_fn must return a dict with a 'loss' entry, got {outputs}.")
+        return sorted(outputs) + ["gradient_norm"]
+
+    # --- evaluation ---------------------------------------------------------------
+
+    def _build_eval(self):
+        jit = self.config.jit_compile and not self.use_tpu
+
+        def forward_metrics(batch):
+            outputs = self.forward_fn(self.model, batch, False)
+            return {name: tf.cast(value, tf.float32) for name, value in self.loss_fn(batch, outputs).items()}
+
+        forward = tf.function(forward_metrics, jit_compile=True, autograph=False) if jit else forward_metrics
+
+        @tf.autograph.experimental.do_not_convert
+        def replica_eval(batch):
+            examples = tf.shape(tf.nest.flatten(batch)[0])[0]
+            metrics = forward(batch)
+            weight = tf.cast(examples, tf.float32)
+            # A replica can get an empty final batch; its NaN means must not poison the sums.
+            sums = {name: tf.where(examples > 0, value * weight, 0.0) for name, value in metrics.items()}
+            return sums, weight
+
+        strategy = self.strategy
+        names = [name for name in self.metric_names if name != "gradient_norm"]
+        max_steps = self.config.max_eval_steps
+
+        def dataset_fn(input_context):
+            dataset = self.eval_dataset_fn(input_context)
+            if max_steps is not None:
+                # Each step takes one per-replica batch for each of this pipeline's replicas.
+                per_pipeline = input_context.num_replicas_in_sync // input_context.num_input_pipelines
+                dataset = dataset.take(max_steps * per_pipeline)
+            elif dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
+                raise ValueError("The evaluation dataset is infinite; set max_eval_steps.")
+            return dataset
+
+        eval_dataset = strategy.distribute_datasets_from_function(dataset_fn)
+
+        @tf.function
+        def evaluate_all():
+            totals = {name: tf.constant(0.0) for name in names}
+            weight = tf.constant(0.0)
+            for batch in eval_dataset:
+                sums, batch_weight = strategy.run(replica_eval, args=(batch,))
+                totals = {name: totals[name] + strategy.reduce(tf.distribute.ReduceOp.SUM, sums[name], axis=None)
+                          for name in names}
+                weight += strategy.reduce(tf.distribute.ReduceOp.SUM, batch_weight, axis=None)
+            return totals, weight
+
+        self.evaluate_all = evaluate_all
+
+    def evaluate(self) -> dict:
+        with warnings.catch_warnings():
+            # Iterating a distributed dataset inside tf.function reads its options in graph mode; harmless.
+            warnings.filterwarnings("ignore", message="To make it possible to preserve tf.data options")
+            totals, weight = self.evaluate_all()
+        weight = float(weight)
+        if not weight:
+            raise ValueError("The evaluation dataset yielded no examples.")
+        metrics = {name: float(value) / weight for name, value in totals.items()}
+        metrics["num_examples"] = int(round(weight))
+        return metrics
+
+    def _record_eval(self, step, metrics):
+        logging.info("eval at step %d: %s", step, _format_metrics(metrics))
+        if not self.is_chief:
+            return
+        _write_scalars(self.eval_writer, step, {k: v for k, v in metrics.items() if k != "num_examples"})
+        _write_json_atomically(os.path.join(self.model_dir, EVAL_RESULTS_NAME), dict(metrics, step=step))
+
+    # --- the run -------------------------------------------------------------------
+
+    def run(self) -> TrainingResult:
+        config = self.config
+        if self.is_chief:
+            tf.io.gfile.makedirs(self.model_dir)
+        step, iterator_checkpoint = self._restore()
+        iterator, element_spec = self._make_train_iterator(step, iterator_checkpoint)
+        self.metric_names = self._probe_metric_names(element_spec)
+        self._build_functions()
+        if self.eval_dataset_fn is not None:
+            self._build_eval()
+
+        items = dict(self.state_items)
+        if not self.use_tpu:
+            items["train_iterator"] = iterator
+        manager = tf.train.CheckpointManager(tf.train.Checkpoint(**items), self._checkpoint_dir(),
+                                             max_to_keep=config.keep_checkpoint_max,
+                                             checkpoint_name=CHECKPOINT_PREFIX)
+        train_writer = self.eval_writer = tf.summary.create_noop_writer()
+        if self.is_chief:
+            summaries = os.path.join(self.model_dir, SUMMARIES_DIR)
+            train_writer = tf.summary.create_file_writer(os.path.join(summaries, "train"))
+            if self.eval_dataset_fn is not None:
+                self.eval_writer = tf.summary.create_file_writer(os.path.join(summaries, "eval"))
+
+        train_metrics, eval_metrics = {}, None
+        last_saved = step  # the checkpoint just restored, or nothing trained yet
+        while step < config.num_train_steps:
+            num_steps = min(config.steps_per_loop, config.num_train_steps - step,
+                            _until_multiple(step, config.save_checkpoints_steps))
+            if self.eval_dataset_fn is not None and config.eval_every_steps:
+                num_steps = min(num_steps, _until_multiple(step, config.eval_every_steps))
+            start = time.time()
+            sums, steps_run, examples, bad_step, bad_loss = self.train_loop(
+                iterator, tf.constant(num_steps, tf.int64))
+            elapsed = time.time() - start
+            if int(bad_step) >= 0:
+                raise NonFiniteLossError(
+                    f"Non-finite training loss ({float(bad_loss)}) at step {int(bad_step)}; training stopped "
+                    f"without saving. The last good checkpoint is "
+                    f"{manager.latest_checkpoint or '(none: no checkpoint was written yet)'}. "
+                    "Try a lower learning rate, more warm-up, or float32.")
+            steps_run = int(steps_run)
+            step += steps_run
+            train_metrics = {name: float(value) / steps_run for name, value in sums.items()}
+            train_metrics["learning_rate"] = float(self.optimizer.learning_rate_at(
+                tf.maximum(self.optimizer.iterations - 1, 0)))
+            train_metrics["examples_per_second"] = float(examples) / max(elapsed, 1e-9)
+            if self.loss_scale is not None:
+                train_metrics["loss_scale"] = float(self.loss_scale.scale.numpy())
+            self._log_progress(step, train_metrics, elapsed / steps_run)
+            _write_scalars(train_writer, step, train_metrics)
+            if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
+                self._save(manager, step)
+                last_saved = step
+            if (self.eval_dataset_fn is not None and config.eval_every_steps
+                    and step % config.eval_every_steps == 0 and step < config.num_train_steps):
+                eval_metrics = self.evaluate()
+                self._record_eval(step, eval_metrics)
+            if self.loop_callback is not None:
+                self.loop_callback(step, dict(train_metrics))
+
+        if last_saved != step:
+            self._save(manager, step)
+        if self.eval_dataset_fn is not None:
+            eval_metrics = self.evaluate()
+            self._record_eval(step, eval_metrics)
+        return TrainingResult(model=self.model, step=step, train_metrics=train_metrics,
+                              eval_metrics=eval_metrics,
+                              checkpoint=tf.train.latest_checkpoint(self.model_dir))
+
+    def _save(self, manager, step):
+        path = manager.save(checkpoint_number=step)
+        logging.info("Saved checkpoint %s.", path)
+
+    def _log_progress(self, step, metrics, seconds_per_step):
+        eta = _format_duration((self.config.num_train_steps - step) * seconds_per_step)
+        logging.info("step %d/%d | %s | ETA %s", step, self.config.num_train_steps,
+                     _format_metrics(metrics), eta)
+
+
+def _until_multiple(step: int, interval: int) -> int:
+    return interval - step % interval
+
+
+def _format_metrics(metrics: dict) -> str:
+    parts = []
+    for name, value in metrics.items():
+        if name == "examples_per_second":
+            parts.append(f"{value:.1f} examples/s")
+        elif name == "learning_rate":
+            parts.append(f"lr {value:.3e}")
+        elif isinstance(value, int):
+            parts.append(f"{name} {value}")
+        else:
+            parts.append(f"{name} {value:.4f}")
+    return " | ".join(parts)
+
+
+def _format_duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def _write_scalars(writer, step: int, values: dict) -> None:
+    """TensorBoard scalars via `tf.summary.write`: unlike `tf.summary.scalar`, it needs no tensorboard package."""
+    metadata = tf.compat.v1.SummaryMetadata(
+        plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars"))
+    with writer.as_default(step=step):
+        for name, value in values.items():
+            tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata)
+    writer.flush()
+
+
+def _write_json_atomically(path: str, values: dict) -> None:
+    tmp_path = f"{path}.tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(tmp_path, "w") as f:
+        f.write(json.dumps(values, indent=2, sort_keys=True) + "\n")
+    tf.io.gfile.rename(tmp_path, path, overwrite=True)

@@ -1,0 +1,71 @@
+"""Mixed precision: the Keras dtype policy and dynamic loss scaling for float16.
+
+Set the policy before building the model: layers take the global policy when
+they are created. With `mixed_float16` the loop scales the loss by a
+`DynamicLossScale` so small float16 gradients do not flush to zero; bfloat16
+has float32's exponent range and needs no scaling. Variables stay float32
+under both mixed policies, and the model computes LayerNorm, softmax and the
+logits in float32.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+PRECISION_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+def set_precision_policy(name: str) -> None:
+    """Sets Keras' global dtype policy (`float32`, `mixed_bfloat16` or `mixed_float16`)."""
+    if name not in PRECISION_POLICIES:
+        raise ValueError(f"Unknown precision policy {name!r}; expected one of {', '.join(PRECISION_POLICIES)}.")
+    keras.mixed_precision.set_global_policy(name)
+
+
+def needs_loss_scaling(model: keras.Model) -> bool:
+    """Whether the model computes in float16 (and so needs loss scaling)."""
+    return model.dtype_policy.compute_dtype == "float16"
+
+
+class DynamicLossScale(tf.Module):
+    """A loss scale that halves on non-finite gradients and doubles after a run of finite ones.
+
+    Usage in a replica step: differentiate `scale_loss(loss)`, all-reduce,
+    `grads, finite = unscale(grads)`, apply the update only where `finite`,
+    then `update(finite)`. The state (`scale`, `good_steps`) is checkpointed.
+
+    Args:
+      initial_scale: the starting scale (2**15, as Keras and tf-keras).
+      growth_interval: consecutive finite steps before the scale doubles.
+    """
+
+    def __init__(self, initial_scale: float = 2.0 ** 15, growth_interval: int = 2000, name: str = "loss_scale"):
+        super().__init__(name=name)
+        if initial_scale <= 0:
+            raise ValueError(f"initial_scale must be positive, got {initial_scale}.")
+        if growth_interval <= 0:
+            raise ValueError(f"growth_interval must be positive, got {growth_interval}.")
+        self.growth_interval = int(growth_interval)
+        # Every replica computes the same new value from all-reduced gradients.
+        aggregation = tf.VariableAggregation.ONLY_FIRST_REPLICA
+        self.scale = tf.Variable(float(initial_scale), trainable=False, name="scale", aggregation=aggregation)
+        self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="good_steps",
+                                      aggregation=aggregation)
+
+    def scale_loss(self, loss):
+        return loss * tf.cast(self.scale, loss.dtype)
+
+    def unscale(self, grads):
+        """Divides gradients by the scale; returns them and whether all are finite."""
+        inverse = 1.0 / self.scale
+        grads = [None if g is None else g * tf.cast(inverse, g.dtype) for g in grads]
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads if g is not None])
+        return grads, finite
+
+    def update(self, finite):
+        good_steps = tf.where(finite, self.good_steps + 1, tf.zeros_like(self.good_steps))
+        grow = good_steps >= self.growth_interval
+        scale = tf.where(finite, tf.where(grow, self.scale * 2.0, self.scale), tf.maximum(self.scale / 2.0, 1.0))
+        self.scale.assign(scale)
+        self.good_steps.assign(tf.where(grow, tf.zeros_like(good_steps), good_steps))

@@ -1,0 +1,131 @@
+"""Subprocess side of the training tests (strategies that must be set up before TensorFlow starts).
+
+    python tests/helpers/training_run.py synthetic --strategy=one_device,mirrored:jit --logical_cpus=2 --out=w ...
+    python tests/helpers/training_run.py clipping --logical_cpus=2 --out=result.json
+    python tests/helpers/training_run.py pretrain --kill_at_step=30 --args='{"input_file": ...}'
+
+`synthetic` trains the tiny BERT on `training_data.synthetic_dataset_fn` (dropout 0, deterministic) with
+one strategy, or with several in turn (comma-separated; `name:jit` for XLA), evaluates it on
+`synthetic_eval_dataset_fn`, and saves each run's weights and metrics to `<out>.<run>.npz`;
+`--clipping_out` then also runs the `clipping` check. `clipping` checks the global-norm clipping of
+`AdamWeightDecay` across two mirrored replicas. `pretrain` calls `experiments.pretrain.run_pretraining`
+with the JSON arguments. `synthetic` and `pretrain` SIGKILL themselves after the inner loop that ends
+at `--kill_at_step`.
+"""
+
+import argparse
+import json
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def _configure_cpus(count):
+    import tensorflow as tf
+    if count > 1:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+
+
+def _killer(args):
+    def kill(step, metrics):
+        if step == args.kill_at_step:
+            os.kill(os.getpid(), signal.SIGKILL)
+    return kill if args.kill_at_step else None
+
+
+def run_synthetic(args):
+    import numpy as np
+
+    from bert_tf import BertEncoder, BertPretrainer, pretraining_losses, training
+    from tests.helpers import training_data
+
+    config = training_data.tiny_bert_config(training_data.SYNTHETIC_VOCAB, dropout=0.0,
+                                            max_positions=training_data.SYNTHETIC_SEQ, num_layers=1)
+    for run in args.strategy.split(","):
+        name, _, option = run.partition(":")  # e.g. "mirrored:jit"
+        training.enable_determinism(args.seed)
+        strategy = training.get_strategy(name, num_gpus=0 if name != "multi_worker_mirrored" else None)
+        loop_config = training.TrainingConfig(num_train_steps=args.steps, learning_rate=1e-3, num_warmup_steps=2,
+                                              steps_per_loop=args.steps_per_loop,
+                                              save_checkpoints_steps=args.save_steps, jit_compile=option == "jit")
+        result = training.train(strategy, lambda: BertPretrainer(BertEncoder(config)), pretraining_losses,
+                                training_data.synthetic_dataset_fn(args.global_batch),
+                                os.path.join(args.model_dir, run), loop_config, loop_callback=_killer(args),
+                                eval_dataset_fn=training_data.synthetic_eval_dataset_fn(args.global_batch))
+        weights = {v.path: v.numpy() for v in result.model.trainable_variables}
+        weights["__loss__"] = np.array(result.train_metrics["loss"])
+        for metric, value in result.eval_metrics.items():
+            weights[f"__eval_{metric}__"] = np.array(value)
+        weights["__replicas__"] = np.array(strategy.num_replicas_in_sync)
+        weights["__is_chief__"] = np.array(training.is_chief(strategy))
+        np.savez(f"{args.out}.{run}.npz", **weights)
+    if args.clipping_out:
+        # One MirroredStrategy per process: a second one can reuse the first one's collective keys.
+        run_clipping(args.clipping_out, strategy)
+
+
+def run_clipping(out, strategy=None):
+    """Two replicas with gradients [0.8, 0] and [0, 0.8]: the update must use the clipped *sum*."""
+    import numpy as np
+    import tensorflow as tf
+
+    from bert_tf.training import AdamWeightDecay
+
+    strategy = strategy or tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with strategy.scope():
+        weight = tf.Variable(np.zeros(2, np.float32), name="kernel")
+        optimizer = AdamWeightDecay([weight], learning_rate=1.0, weight_decay_rate=0.0, clip_norm=1.0)
+
+    @tf.function
+    def step():
+        def replica_fn():
+            context = tf.distribute.get_replica_context()
+            grad = tf.where(context.replica_id_in_sync_group == 0, tf.constant([0.8, 0.0]), tf.constant([0.0, 0.8]))
+            grad = context.all_reduce(tf.distribute.ReduceOp.SUM, grad)
+            return optimizer.apply_gradients([grad])
+        return strategy.run(replica_fn)
+
+    norms = strategy.experimental_local_results(step())
+    result = {"replicas": strategy.num_replicas_in_sync, "norms": [float(n) for n in norms],
+              "first_moment": [list(map(float, m)) for m in strategy.experimental_local_results(optimizer.m[0])],
+              "weights": [list(map(float, w)) for w in strategy.experimental_local_results(weight)]}
+    with open(out, "w") as f:
+        json.dump(result, f)
+
+
+def run_pretrain(args):
+    from experiments.pretrain import run_pretraining
+
+    run_pretraining(loop_callback=_killer(args), **json.loads(args.args))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("task", choices=("synthetic", "clipping", "pretrain"))
+    parser.add_argument("--strategy", default="one_device")
+    parser.add_argument("--logical_cpus", type=int, default=1)
+    parser.add_argument("--model_dir")
+    parser.add_argument("--out")
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--steps_per_loop", type=int, default=3)
+    parser.add_argument("--save_steps", type=int, default=3)
+    parser.add_argument("--global_batch", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--clipping_out", help="synthetic: also run the clipping check, writing here")
+    parser.add_argument("--kill_at_step", type=int, default=0)
+    parser.add_argument("--args", default="{}")
+    args = parser.parse_args()
+    _configure_cpus(args.logical_cpus)
+    from absl import logging
+    logging.set_verbosity(logging.INFO)
+    if args.task == "clipping":
+        run_clipping(args.out)
+    else:
+        {"synthetic": run_synthetic, "pretrain": run_pretrain}[args.task](args)
+
+
+if __name__ == "__main__":
+    main()

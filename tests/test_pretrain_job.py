@@ -1,0 +1,226 @@
+"""Tests of `python -m experiments.pretrain` and `run_pretraining`: outputs, kill-and-resume, warm start, flag checks.
+
+The kill-and-resume test runs, side by side, (A) `run_pretraining` uninterrupted in this process and
+(B) the same run in a subprocess SIGKILLing itself at step 15 (after the step-10 checkpoint, before
+the step-20 one); then it leaves the debris of an interrupted checkpoint write in B's directory and
+runs the CLI there with the same flags (--flagfile), which resumes. With --deterministic (and dropout
+on), B must end with A's weights exactly.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import BertConfig, load_encoder
+from experiments import pretrain
+from tests.helpers import training_data
+
+HELPER = str(training_data.ROOT / "tests" / "helpers" / "training_run.py")
+TIMEOUT = 150
+STEPS = 20
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("pretrain_job")
+    records = training_data.write_pretraining_records(tmp / "records")
+    config = training_data.tiny_bert_config(training_data.vocab_size(), num_layers=1)
+    config_file = tmp / "bert_config.json"
+    config.to_json_file(str(config_file))
+    arguments = {
+        "input_file": records["train"], "eval_input_file": records["eval"], "bert_config_file": str(config_file),
+        "vocab_file": records["vocab"], "deterministic": True, "seed": 11,
+        "max_seq_length": training_data.SEQ_LENGTH, "max_predictions_per_seq": training_data.MAX_PREDICTIONS,
+        "train_batch_size": 8, "eval_batch_size": 8, "learning_rate": 2e-3, "num_train_steps": STEPS,
+        "num_warmup_steps": 3, "save_checkpoints_steps": 10, "keep_checkpoint_max": 3, "max_eval_steps": 0,
+        "dynamic_masking": False, "shuffle_buffer_size": 100,
+    }
+    return tmp, config, arguments
+
+
+def _flags(arguments, output_dir):
+    flags = [f"--output_dir={output_dir}", "--iterations_per_loop=5"]
+    for name, value in arguments.items():
+        if isinstance(value, bool):
+            flags.append(f"--{name}" if value else f"--no{name}")
+        else:
+            flags.append(f"--{name}={value}")
+    return flags
+
+
+def _start(command, log_path):
+    log = open(log_path, "w")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=str(training_data.ROOT),
+                               env=training_data.subprocess_env())
+    log.close()
+    return process
+
+
+def _finish(process, log_path):
+    try:
+        process.wait(timeout=TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return process.returncode, open(log_path).read()
+
+
+def _checkpoint_values(path):
+    reader = tf.train.load_checkpoint(path)
+    return {name: reader.get_tensor(name) for name, _ in tf.train.list_variables(path)
+            if not name.startswith(("train_iterator/", "save_counter/"))}
+
+
+@pytest.fixture(scope="module")
+def runs(setup):
+    tmp, _, arguments = setup
+    killed_dir = tmp / "killed"
+    killed = _start([sys.executable, HELPER, "pretrain", "--kill_at_step=15",
+                     "--args=" + json.dumps(dict(arguments, output_dir=str(killed_dir), steps_per_loop=5))],
+                    tmp / "killed.log")
+    try:
+        # Meanwhile, the uninterrupted reference in this process.
+        losses = []
+        reference = pretrain.run_pretraining(**arguments, output_dir=str(tmp / "uninterrupted"), steps_per_loop=5,
+                                             loop_callback=lambda step, metrics: losses.append(metrics["loss"]))
+        killed_result = _finish(killed, tmp / "killed.log")
+    finally:
+        if killed.poll() is None:
+            killed.kill()
+    listing_after_kill = sorted(os.listdir(killed_dir))
+    # Debris of a save interrupted at step 20: data written, `checkpoint` index not yet updated.
+    shutil.copyfile(killed_dir / "ckpt-10.index", killed_dir / "ckpt-20.index")
+    (killed_dir / "ckpt-20.data-00000-of-00001").write_bytes(b"truncated")
+    (killed_dir / "ckpt-20_temp").mkdir()
+    flagfile = tmp / "flags.txt"
+    flagfile.write_text("\n".join(_flags(arguments, killed_dir)) + "\n")
+    resumed = _start([sys.executable, "-m", "experiments.pretrain", f"--flagfile={flagfile}"], tmp / "resumed.log")
+    return {"reference": reference, "losses": losses, "killed": killed_result,
+            "resumed": _finish(resumed, tmp / "resumed.log"), "listing_after_kill": listing_after_kill,
+            "dirs": (tmp / "uninterrupted", killed_dir)}
+
+
+def test_run_pretraining_writes_a_model_directory(setup, runs):
+    tmp, config, arguments = setup
+    output_dir = runs["dirs"][0]
+    assert runs["reference"].step == STEPS
+    assert runs["losses"][-1] < runs["losses"][0]
+    assert BertConfig.from_json_file(str(output_dir / "bert_config.json")) == config
+    assert (output_dir / "vocab.txt").read_bytes() == open(arguments["vocab_file"], "rb").read()
+    assert tf.train.latest_checkpoint(str(output_dir)) == str(output_dir / f"ckpt-{STEPS}")
+    assert sorted(os.listdir(output_dir / "summaries")) == ["eval", "train"]
+    results = json.loads((output_dir / "eval_results.json").read_text())
+    assert results["step"] == STEPS and results["num_examples"] > 0
+    assert results == pytest.approx(dict(runs["reference"].eval_metrics, step=STEPS))
+    assert 0.0 <= results["mlm_accuracy"] <= 1.0 and np.isfinite(results["loss"])
+    # A model directory for the rest of the package: the encoder loads from it.
+    encoder = load_encoder(str(output_dir))
+    saved = _checkpoint_values(str(output_dir / f"ckpt-{STEPS}"))
+    np.testing.assert_array_equal(
+        encoder.pooler.kernel.numpy(), saved["encoder/pooler/_kernel/.ATTRIBUTES/VARIABLE_VALUE"])
+
+
+def test_cli_with_flagfile_logs_progress(runs):
+    returncode, log = runs["resumed"]
+    assert returncode == 0, log[-3000:]
+    # Progress lines every --iterations_per_loop=5 steps (from step 10, where it resumed), with ETA.
+    progress = [line for line in log.splitlines() if f"/{STEPS} | loss " in line]
+    assert [line.split("] ")[-1].split(" |")[0] for line in progress] == ["step 15/20", "step 20/20"]
+    assert all("examples/s | ETA" in line for line in progress)
+    assert f"Done at step {STEPS}" in log
+
+
+def test_killed_run_resumes_to_the_same_weights(runs):
+    returncode, log = runs["killed"]
+    assert returncode == -signal.SIGKILL, log[-3000:]
+    assert "ckpt-10.index" in runs["listing_after_kill"] and "ckpt-20.index" not in runs["listing_after_kill"]
+    returncode, log = runs["resumed"]
+    assert returncode == 0, log[-3000:]
+    assert "(step 10)" in log and "Restored the training data position" in log
+    reference_dir, resumed_dir = runs["dirs"]
+    reference = _checkpoint_values(str(reference_dir / f"ckpt-{STEPS}"))
+    resumed = _checkpoint_values(str(resumed_dir / f"ckpt-{STEPS}"))
+    assert sorted(reference) == sorted(resumed)
+    assert any(name.startswith("rng/") for name in reference)  # dropout state travels with the checkpoint
+    assert any(name.startswith("optimizer/m/") for name in reference)
+    for name, value in reference.items():
+        np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+    assert json.loads((resumed_dir / "eval_results.json").read_text()) == \
+        json.loads((reference_dir / "eval_results.json").read_text())
+
+
+def test_init_checkpoint_warm_starts_encoder_and_heads_with_dynamic_masking(setup, runs, tmp_path):
+    _, _, arguments = setup
+    source = runs["dirs"][0]
+    # One step with warm-up: its learning rate is 0, so the weights stay those restored.
+    result = pretrain.run_pretraining(**dict(arguments, eval_input_file=None, num_train_steps=1, num_warmup_steps=1,
+                                             steps_per_loop=1, init_checkpoint=str(source), dynamic_masking=True),
+                                      output_dir=str(tmp_path / "warm"))
+    assert result.step == 1 and np.isfinite(result.train_metrics["mlm_loss"])
+    reference = _checkpoint_values(str(source / f"ckpt-{STEPS}"))
+    warm = _checkpoint_values(result.checkpoint)
+    for name, value in reference.items():
+        if name.startswith(("encoder/", "masked_lm/", "next_sentence/")):
+            np.testing.assert_array_equal(warm[name], value, err_msg=name)
+
+
+def _rejects(arguments, tmp_path, match, **changes):
+    with pytest.raises(pretrain.PretrainingArgumentError, match=match):
+        pretrain.run_pretraining(**dict(arguments, output_dir=str(tmp_path / "out"), **changes))
+    assert not os.path.exists(tmp_path / "out" / "checkpoint")
+
+
+@pytest.mark.parametrize("changes,match", [
+    ({"preset": "bert_tiny"}, "exactly one of --bert_config_file and --preset"),
+    ({"bert_config_file": None}, r"exactly one of --bert_config_file and --preset \(got neither\)"),
+    ({"bert_config_file": None, "preset": "bert_huge"}, "--preset: Unknown BERT preset 'bert_huge'"),
+    ({"input_file": "/nonexistent/*.tfrecord"}, "--input_file='/nonexistent/.*match no file"),
+    ({"eval_input_file": "/nonexistent.tfrecord"}, "--eval_input_file="),
+    ({"max_seq_length": 64}, "--max_seq_length=64 exceeds the model's max_position_embeddings=32"),
+    ({"max_seq_length": 16}, "--input_file: .*feature 'input_ids' has length 32 but seq_length=16"),
+    ({"num_warmup_steps": 100}, f"--num_warmup_steps=100 exceeds --num_train_steps={STEPS}"),
+    ({"train_batch_size": 0}, "--train_batch_size must be an integer >= 1"),
+    ({"distribution_strategy": "tpu"}, "--distribution_strategy=tpu needs --tpu"),
+    ({"tpu": "my-tpu"}, "--tpu='my-tpu' is only used with --distribution_strategy=tpu"),
+    ({"mixed_precision": "float16"}, "--mixed_precision='float16'"),
+    ({"vocab_file": None, "dynamic_masking": True}, "--dynamic_masking needs --vocab_file"),
+    ({"init_checkpoint": "/nonexistent/ckpt-5"}, "--init_checkpoint: Checkpoint not found"),
+    ({"num_gpus": 4}, "--distribution_strategy=one_device: .*num_gpus=4"),
+])
+def test_bad_arguments_are_rejected_naming_the_flag(setup, tmp_path, changes, match):
+    _, _, arguments = setup
+    _rejects(arguments, tmp_path, match, **changes)
+
+
+def test_vocab_must_match_the_config(setup, tmp_path):
+    _, _, arguments = setup
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[CLS]\n[SEP]\n[MASK]\n")
+    _rejects(arguments, tmp_path, "has 4 tokens but the BERT config has vocab_size=", vocab_file=str(vocab))
+
+
+def test_batch_size_must_divide_over_replicas(setup, tmp_path, monkeypatch):
+    _, _, arguments = setup
+    from bert_tf import training
+
+    class ThreeReplicas:
+        num_replicas_in_sync = 3
+
+    monkeypatch.setattr(training, "get_strategy", lambda *args, **kwargs: ThreeReplicas())
+    _rejects(arguments, tmp_path, "--train_batch_size=8 is not divisible by the 3 replicas")
+
+
+def test_output_dir_of_another_model_is_not_resumed(setup, runs, tmp_path):
+    _, config, arguments = setup
+    other = tmp_path / "other.json"
+    BertConfig.from_dict(dict(config.to_dict(), intermediate_size=48)).to_json_file(str(other))
+    with pytest.raises(pretrain.PretrainingArgumentError, match="holds a run of another model"):
+        pretrain.run_pretraining(**dict(arguments, bert_config_file=str(other), output_dir=str(runs["dirs"][0])))
