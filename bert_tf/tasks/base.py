@@ -1,0 +1,109 @@
+"""`FinetuningTask`: what a fine-tuning task adds to the encoder.
+
+A task owns, for its family of data: the output model on top of a
+`BertEncoder`, the loss, featurization of examples into model inputs, the
+tf.data pipeline, post-processing of the model's outputs into predictions,
+the metrics, and the prediction files. The training loop and the job
+(`bert_tf.tasks.job`) are shared by every task.
+
+Every dataset element is a dict with the encoder inputs, the task's label
+features (`label_keys`, training and evaluation) and `feature_index` (int32,
+the position in the featurized data; -1 for the rows that pad the last
+evaluation batch), so outputs computed in any order or on any number of
+replicas can be put back in order.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Sequence
+
+import numpy as np
+
+ENCODER_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+FEATURE_INDEX_KEY = "feature_index"
+
+
+class FinetuningTask(abc.ABC):
+    """Base class of the fine-tuning tasks (classification, tagging, SQuAD)."""
+
+    #: the name used by `experiments.finetune --task`.
+    name: str = ""
+    #: feature keys holding the training targets.
+    label_keys: tuple = ()
+
+    @abc.abstractmethod
+    def build_model(self, encoder):
+        """The task's Keras model on top of `encoder`."""
+
+    @abc.abstractmethod
+    def compute_loss(self, features: dict, outputs) -> dict:
+        """Training loss and batch metrics: a dict of float32 scalars with a `loss` entry."""
+
+    @abc.abstractmethod
+    def featurize(self, examples: Sequence, training: bool) -> Any:
+        """Model inputs for `examples` (task-specific, consumed by `dataset` and `postprocess`)."""
+
+    @abc.abstractmethod
+    def dataset(self, features, batch_size: int, training: bool, seed: int | None = None, input_context=None):
+        """A tf.data.Dataset of batches of `features`.
+
+        Training datasets are shuffled and repeated and drop the last partial
+        batch; others go once over the data in order. With an
+        `tf.distribute.InputContext`, the batch size is the per-replica one
+        and the data are sharded by input pipeline.
+        """
+
+    @abc.abstractmethod
+    def postprocess(self, examples: Sequence, features, outputs: dict) -> Any:
+        """Predictions from the model outputs (numpy, one row per feature, in feature order)."""
+
+    @abc.abstractmethod
+    def evaluate(self, examples: Sequence, predictions) -> dict:
+        """Metrics of `predictions` against the labels of `examples`."""
+
+    @abc.abstractmethod
+    def write_predictions(self, examples: Sequence, predictions, output_dir: str, prefix: str) -> list:
+        """Writes the predictions under `output_dir`; returns the written paths."""
+
+    def config(self) -> dict:
+        """What a later run needs to rebuild this task (labels, lengths), JSON-serialisable."""
+        return {"task": self.name}
+
+
+def sharded(dataset, input_context):
+    """Shards by input pipeline when a `tf.distribute.InputContext` is given."""
+    if input_context is not None and input_context.num_input_pipelines > 1:
+        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    return dataset
+
+
+def with_feature_index(columns: dict, batch_size: int, training: bool) -> dict:
+    """Adds `feature_index`; for evaluation, pads to a multiple of `batch_size`.
+
+    Padding rows repeat the first row with `feature_index` -1 (dropped from the
+    outputs), so every evaluation batch has the same static shape: no retrace
+    for a short last batch, and what XLA and TPUs need.
+    """
+    size = len(next(iter(columns.values())))
+    columns = dict(columns)
+    columns[FEATURE_INDEX_KEY] = np.arange(size, dtype=np.int32)
+    padding = 0 if training else -size % batch_size
+    if padding:
+        columns = {name: np.concatenate([np.asarray(values), np.repeat(np.asarray(values)[:1], padding, axis=0)])
+                   for name, values in columns.items()}
+        columns[FEATURE_INDEX_KEY][size:] = -1
+    return columns
+
+
+def numpy_dataset(arrays: dict, batch_size: int, training: bool, seed=None, input_context=None):
+    """A batched tf.data pipeline over equal-length numpy arrays, with `feature_index` added."""
+    import tensorflow as tf
+
+    size = len(next(iter(arrays.values())))
+    dataset = tf.data.Dataset.from_tensor_slices(with_feature_index(arrays, batch_size, training))
+    dataset = sharded(dataset, input_context)
+    if training:
+        dataset = dataset.shuffle(min(size, 100_000), seed=seed, reshuffle_each_iteration=True).repeat()
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    return dataset.prefetch(tf.data.AUTOTUNE)

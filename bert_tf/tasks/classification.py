@@ -1,0 +1,168 @@
+"""Sentence and sentence-pair classification, and regression (e.g. SST-2, MRPC, MNLI, STS-B).
+
+`[CLS] text_a [SEP] (text_b [SEP])` goes through the encoder; a
+`BertClassifier` reads the pooled [CLS] output. Tokenization and packing run
+inside tf.data with the in-graph tokenizer.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from typing import Optional, Sequence
+
+import keras
+import numpy as np
+from keras import ops
+
+from bert_tf.models import BertClassifier
+from bert_tf.tasks import metrics as metrics_lib
+from bert_tf.tasks.base import FinetuningTask, sharded, with_feature_index
+from bert_tf.tasks.examples import TextExample
+from bert_tf.tasks.io_utils import write_text_atomic
+from bert_tf.tasks.readers import DataError
+
+
+class ClassificationTask(FinetuningTask):
+    """Classification of a sentence or a pair (`label_list` given) or regression (`label_list` None).
+
+    Args:
+      tokenizer: a `TaskTokenizer`.
+      seq_length: packed length; longer pairs are trimmed.
+      label_list: class names in id order; None for regression (one score).
+      sentence_pair: whether examples have a `text_b`.
+      dropout_rate: before the output layer; None = the encoder's.
+    """
+
+    label_keys = ("label",)
+
+    def __init__(self, tokenizer, seq_length: int, label_list: Optional[Sequence[str]],
+                 sentence_pair: bool = False, dropout_rate: Optional[float] = None):
+        self.tokenizer = tokenizer
+        self.seq_length = seq_length
+        self.label_list = list(label_list) if label_list is not None else None
+        self.sentence_pair = sentence_pair
+        self.dropout_rate = dropout_rate
+        if self.label_list is not None:
+            if len(self.label_list) < 2:
+                raise ValueError(f"Classification needs at least 2 labels, got {self.label_list}.")
+            if len(set(self.label_list)) != len(self.label_list):
+                raise ValueError(f"Repeated labels in the label list {self.label_list}.")
+            self.label_ids = {label: i for i, label in enumerate(self.label_list)}
+
+    @property
+    def is_regression(self) -> bool:
+        return self.label_list is None
+
+    @property
+    def name(self) -> str:
+        if self.is_regression:
+            return "regression"
+        return "sentence_pair_classification" if self.sentence_pair else "classification"
+
+    @property
+    def num_outputs(self) -> int:
+        return 1 if self.is_regression else len(self.label_list)
+
+    def config(self) -> dict:
+        return {"task": self.name, "label_list": self.label_list, "max_seq_length": self.seq_length,
+                "sentence_pair": self.sentence_pair}
+
+    def build_model(self, encoder):
+        return BertClassifier(encoder, num_classes=self.num_outputs, dropout_rate=self.dropout_rate)
+
+    def compute_loss(self, features, outputs):
+        logits = ops.cast(outputs, "float32")
+        if self.is_regression:
+            targets = ops.cast(ops.reshape(features["label"], (-1,)), "float32")
+            scores = logits[:, 0]
+            loss = ops.mean(ops.square(scores - targets))
+            return {"loss": loss, "mean_absolute_error": ops.mean(ops.abs(scores - targets))}
+        labels = ops.cast(ops.reshape(features["label"], (-1,)), "int32")
+        loss = ops.mean(keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True))
+        correct = ops.cast(ops.equal(ops.cast(ops.argmax(logits, axis=-1), "int32"), labels), "float32")
+        return {"loss": loss, "accuracy": ops.mean(correct)}
+
+    # --- data ---------------------------------------------------------------
+
+    def featurize(self, examples: Sequence[TextExample], training: bool) -> dict:
+        """Column arrays of texts and labels; tokenization happens in the tf.data pipeline."""
+        if not examples:
+            raise DataError("No examples to featurize.")
+        features = {"text_a": np.array([e.text_a for e in examples], dtype=object)}
+        if self.sentence_pair:
+            missing = next((e for e in examples if e.text_b is None), None)
+            if missing is not None:
+                raise DataError(f"{missing.guid}: sentence-pair example without a second text (text_b).")
+            features["text_b"] = np.array([e.text_b for e in examples], dtype=object)
+        labelled = all(e.label is not None for e in examples)
+        if training and not labelled:
+            unlabelled = next(e for e in examples if e.label is None)
+            raise DataError(f"{unlabelled.guid}: training example without a label.")
+        if labelled:
+            if self.is_regression:
+                features["label"] = np.array([float(e.label) for e in examples], dtype=np.float32)
+            else:
+                features["label"] = np.array([self._label_id(e) for e in examples], dtype=np.int32)
+        return features
+
+    def _label_id(self, example: TextExample) -> int:
+        try:
+            return self.label_ids[str(example.label)]
+        except KeyError:
+            raise DataError(f"{example.guid}: unknown label {example.label!r}; the labels are "
+                            f"{self.label_list}.") from None
+
+    def dataset(self, features, batch_size, training, seed=None, input_context=None):
+        import tensorflow as tf
+
+        size = len(features["text_a"])
+        columns = {k: (v.astype(str) if v.dtype == object else v) for k, v in features.items()}
+        columns = with_feature_index(columns, batch_size, training)
+        dataset = sharded(tf.data.Dataset.from_tensor_slices(columns), input_context)
+        if training:
+            dataset = dataset.shuffle(min(size, 100_000), seed=seed, reshuffle_each_iteration=True).repeat()
+        dataset = dataset.batch(batch_size, drop_remainder=True)
+        dataset = dataset.map(self.tokenizer.pack_fn(self.seq_length), num_parallel_calls=tf.data.AUTOTUNE)
+        return dataset.prefetch(tf.data.AUTOTUNE)
+
+    # --- predictions and metrics -------------------------------------------
+
+    def postprocess(self, examples, features, outputs):
+        """{"scores": [N] regression values} or {"label_ids": [N], "probabilities": [N, C]}."""
+        logits = np.asarray(outputs["logits"], np.float64)
+        if self.is_regression:
+            return {"scores": logits[:, 0]}
+        shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        return {"label_ids": logits.argmax(axis=-1), "probabilities": shifted / shifted.sum(axis=-1, keepdims=True)}
+
+    def evaluate(self, examples, predictions):
+        if any(e.label is None for e in examples):
+            raise DataError(f"{next(e.guid for e in examples if e.label is None)}: evaluation example "
+                            "without a label.")
+        if self.is_regression:
+            return metrics_lib.regression_metrics([float(e.label) for e in examples], predictions["scores"])
+        labels = [self._label_id(e) for e in examples]
+        return metrics_lib.classification_metrics(labels, predictions["label_ids"], len(self.label_list))
+
+    def write_predictions(self, examples, predictions, output_dir, prefix):
+        """`{prefix}predictions.tsv`: guid, (label,) prediction, then one probability column per class."""
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, delimiter="\t", lineterminator="\n")
+        has_labels = all(e.label is not None for e in examples)
+        header = ["guid"] + (["label"] if has_labels else []) + ["prediction"]
+        if not self.is_regression:
+            header += [f"probability_{label}" for label in self.label_list]
+        writer.writerow(header)
+        for index, example in enumerate(examples):
+            row = [example.guid] + ([example.label] if has_labels else [])
+            if self.is_regression:
+                row.append(f"{predictions['scores'][index]:.6g}")
+            else:
+                row.append(self.label_list[int(predictions["label_ids"][index])])
+                row += [f"{p:.6f}" for p in predictions["probabilities"][index]]
+            writer.writerow(row)
+        path = os.path.join(output_dir, f"{prefix}predictions.tsv")
+        write_text_atomic(path, buffer.getvalue())
+        return [path]

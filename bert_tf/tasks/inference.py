@@ -1,0 +1,76 @@
+"""Runs a task model over a dataset under a distribution strategy and gathers the outputs.
+
+The forward pass is one `strategy.run` per batch of a (optionally XLA
+compiled) function; each replica's outputs come back to the host as numpy
+and are put in feature order with the `feature_index` every task dataset
+carries, so uneven last batches and replica interleaving do not matter.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.tasks.base import ENCODER_INPUT_KEYS, FEATURE_INDEX_KEY
+
+
+def iterate_outputs(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy | None = None,
+                    jit_compile: bool = False):
+    """Yields, per batch of `dataset`, a dict of numpy outputs (plus `feature_index`), rows in feature order.
+
+    `model` is called as `model(inputs, training=False)` on the encoder inputs
+    and returns a tensor (named "logits" here) or a dict of tensors.
+    """
+    strategy = strategy or tf.distribute.get_strategy()
+
+    @tf.function(jit_compile=jit_compile, reduce_retracing=True)
+    def forward(inputs):
+        outputs = model(inputs, training=False)
+        if not isinstance(outputs, dict):
+            outputs = {"logits": outputs}
+        return {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
+
+    @tf.function
+    def step(features):
+        def replica_step(batch):
+            outputs = forward({k: batch[k] for k in ENCODER_INPUT_KEYS})
+            outputs[FEATURE_INDEX_KEY] = batch[FEATURE_INDEX_KEY]
+            return outputs
+
+        return strategy.run(replica_step, args=(features,))
+
+    for features in strategy.experimental_distribute_dataset(dataset):
+        outputs = step(features)
+        batch = {name: np.concatenate([np.asarray(local) for local in strategy.experimental_local_results(value)])
+                 for name, value in outputs.items()}
+        indices = batch[FEATURE_INDEX_KEY]
+        order = np.argsort(indices, kind="stable")
+        order = order[indices[order] >= 0]  # drop the rows that pad the last batch
+        yield {name: value[order] for name, value in batch.items()}
+
+
+def predict_outputs(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy | None = None,
+                    jit_compile: bool = False, num_features: int | None = None) -> dict:
+    """Model outputs for every element of `dataset`, as numpy arrays in feature order.
+
+    Args:
+      model: a task model (outputs a tensor, named "logits" here, or a dict).
+      dataset: batches with the encoder inputs and `feature_index`.
+      strategy: defaults to the current (possibly default) strategy.
+      jit_compile: XLA-compile the forward step.
+      num_features: if given, checks that every feature got an output.
+
+    Returns:
+      dict output name -> array [num_features, ...].
+    """
+    collected = {}
+    for batch in iterate_outputs(model, dataset, strategy, jit_compile):
+        for name, value in batch.items():
+            collected.setdefault(name, []).append(value)
+    if not collected:
+        raise ValueError("The prediction dataset is empty.")
+    indices = np.concatenate(collected.pop(FEATURE_INDEX_KEY))
+    order = np.argsort(indices, kind="stable")
+    if num_features is not None and not np.array_equal(indices[order], np.arange(num_features)):
+        raise RuntimeError(f"Got outputs for {len(np.unique(indices))} of {num_features} features.")
+    return {name: np.concatenate(parts)[order] for name, parts in collected.items()}

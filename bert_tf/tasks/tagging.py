@@ -1,0 +1,173 @@
+"""Token classification (tagging, e.g. NER on CoNLL-2003) with one tag per word.
+
+Each word is split into WordPieces; the word's tag is the target of its
+first piece and the other pieces are ignored by the loss, as in the BERT
+paper. A sentence longer than `seq_length - 2` pieces is split into several
+features at word boundaries, and the predictions of its parts are joined.
+Metrics are word-level tag accuracy and entity (span) precision/recall/F1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Optional, Sequence
+
+import keras
+import numpy as np
+from keras import ops
+
+from bert_tf.models import BertTokenClassifier
+from bert_tf.tasks import metrics as metrics_lib
+from bert_tf.tasks.base import FinetuningTask, numpy_dataset
+from bert_tf.tasks.examples import TaggingExample
+from bert_tf.tasks.io_utils import write_text_atomic
+from bert_tf.tasks.readers import DataError
+
+IGNORED_LABEL = -1
+
+
+@dataclasses.dataclass
+class TaggingFeatures:
+    """`inputs`: encoder inputs (+ `label_ids` [N, S], -1 where ignored);
+    `example_index` [N]; `word_index` [N, S]: the word whose first piece is at
+    that position, else -1."""
+
+    inputs: dict
+    example_index: np.ndarray
+    word_index: np.ndarray
+
+    def __len__(self):
+        return len(self.example_index)
+
+
+class TaggingTask(FinetuningTask):
+    """Tags words with one of `tag_list` (e.g. ["O", "B-PER", "I-PER", ...]).
+
+    Args:
+      tokenizer: a `TaskTokenizer`.
+      seq_length: packed length per feature.
+      tag_list: tag names in id order.
+      dropout_rate: before the output layer; None = the encoder's.
+    """
+
+    name = "token_classification"
+    label_keys = ("label_ids",)
+
+    def __init__(self, tokenizer, seq_length: int, tag_list: Sequence[str], dropout_rate: Optional[float] = None):
+        if seq_length < 3:
+            raise ValueError(f"max_seq_length must be at least 3 for tagging, got {seq_length}.")
+        if not tag_list:
+            raise ValueError("Tagging needs a non-empty tag list.")
+        if len(set(tag_list)) != len(tag_list):
+            raise ValueError(f"Repeated tags in the tag list {list(tag_list)}.")
+        self.tokenizer = tokenizer
+        self.seq_length = seq_length
+        self.tag_list = list(tag_list)
+        self.tag_ids = {tag: i for i, tag in enumerate(self.tag_list)}
+        self.dropout_rate = dropout_rate
+        # Words without any piece (only deleted characters) get the "outside" tag.
+        self.default_tag = "O" if "O" in self.tag_ids else self.tag_list[0]
+
+    def config(self) -> dict:
+        return {"task": self.name, "label_list": self.tag_list, "max_seq_length": self.seq_length}
+
+    def build_model(self, encoder):
+        return BertTokenClassifier(encoder, num_labels=len(self.tag_list), dropout_rate=self.dropout_rate)
+
+    def compute_loss(self, features, outputs):
+        logits = ops.cast(outputs, "float32")
+        labels = ops.cast(features["label_ids"], "int32")
+        weights = ops.cast(ops.greater_equal(labels, 0), "float32")
+        safe_labels = ops.maximum(labels, 0)
+        per_token = keras.losses.sparse_categorical_crossentropy(safe_labels, logits, from_logits=True)
+        total = ops.maximum(ops.sum(weights), 1.0)
+        correct = ops.cast(ops.equal(ops.cast(ops.argmax(logits, axis=-1), "int32"), safe_labels), "float32")
+        return {"loss": ops.sum(per_token * weights) / total, "accuracy": ops.sum(correct * weights) / total}
+
+    # --- data ---------------------------------------------------------------
+
+    def featurize(self, examples: Sequence[TaggingExample], training: bool) -> TaggingFeatures:
+        if not examples:
+            raise DataError("No sentences to featurize.")
+        labelled = all(e.labels is not None for e in examples)
+        if training and not labelled:
+            raise DataError(f"{next(e.guid for e in examples if e.labels is None)}: training sentence without tags.")
+        flat_words = [w for e in examples for w in e.words]
+        flat_pieces = self.tokenizer.word_pieces(flat_words)
+        room = self.seq_length - 2
+
+        rows = {"input_word_ids": [], "label_ids": [], "word_index": [], "example_index": []}
+        position = 0
+        for example_index, example in enumerate(examples):
+            tag_ids = [self._tag_id(example, i) for i in range(len(example.words))] if labelled else None
+            chunk_ids, chunk_labels, chunk_words = [], [], []
+            for word_number in range(len(example.words)):
+                pieces = self.tokenizer.flat_pieces(flat_pieces[position])[:room]
+                position += 1
+                if chunk_ids and len(chunk_ids) + len(pieces) > room:
+                    self._append(rows, example_index, chunk_ids, chunk_labels, chunk_words)
+                    chunk_ids, chunk_labels, chunk_words = [], [], []
+                for i, piece in enumerate(pieces):
+                    chunk_ids.append(piece)
+                    chunk_words.append(word_number if i == 0 else -1)
+                    chunk_labels.append(tag_ids[word_number] if labelled and i == 0 else IGNORED_LABEL)
+            self._append(rows, example_index, chunk_ids, chunk_labels, chunk_words)
+
+        word_ids = np.asarray(rows["input_word_ids"], np.int32)
+        mask = (np.asarray(rows["word_index"]) != -2).astype(np.int32)
+        inputs = {"input_word_ids": word_ids, "input_mask": mask, "input_type_ids": np.zeros_like(word_ids)}
+        if labelled:
+            inputs["label_ids"] = np.asarray(rows["label_ids"], np.int32)
+        word_index = np.asarray(rows["word_index"], np.int32)
+        return TaggingFeatures(inputs=inputs, example_index=np.asarray(rows["example_index"], np.int32),
+                               word_index=np.where(word_index == -2, -1, word_index))
+
+    def _tag_id(self, example: TaggingExample, word_number: int) -> int:
+        tag = example.labels[word_number]
+        if tag not in self.tag_ids:
+            raise DataError(f"{example.guid}: word {word_number + 1} ({example.words[word_number]!r}) has unknown "
+                            f"tag {tag!r}; the tags are {self.tag_list}.")
+        return self.tag_ids[tag]
+
+    def _append(self, rows, example_index, piece_ids, labels, words):
+        """Adds `[CLS] pieces [SEP] [PAD]...`; word_index -2 marks padding (turned into the mask)."""
+        padding = self.seq_length - len(piece_ids) - 2
+        tokenizer = self.tokenizer
+        rows["input_word_ids"].append(
+            [tokenizer.cls_id] + piece_ids + [tokenizer.sep_id] + [tokenizer.pad_id] * padding)
+        rows["label_ids"].append([IGNORED_LABEL] + labels + [IGNORED_LABEL] * (padding + 1))
+        rows["word_index"].append([-1] + words + [-1] + [-2] * padding)
+        rows["example_index"].append(example_index)
+
+    def dataset(self, features, batch_size, training, seed=None, input_context=None):
+        return numpy_dataset(features.inputs, batch_size, training, seed, input_context)
+
+    # --- predictions and metrics -------------------------------------------
+
+    def postprocess(self, examples, features, outputs):
+        """A list with one tuple of predicted tags per example."""
+        predicted_ids = np.asarray(outputs["logits"]).argmax(axis=-1)
+        tags = [[self.default_tag] * len(e.words) for e in examples]
+        rows, positions = np.nonzero(features.word_index >= 0)
+        for row, position in zip(rows.tolist(), positions.tolist()):
+            example_tags = tags[features.example_index[row]]
+            example_tags[features.word_index[row, position]] = self.tag_list[predicted_ids[row, position]]
+        return [tuple(t) for t in tags]
+
+    def evaluate(self, examples, predictions):
+        if any(e.labels is None for e in examples):
+            raise DataError(f"{next(e.guid for e in examples if e.labels is None)}: evaluation sentence without tags.")
+        return metrics_lib.tagging_metrics([e.labels for e in examples], predictions)
+
+    def write_predictions(self, examples, predictions, output_dir, prefix):
+        """`{prefix}predictions.txt` in CoNLL form: word, (gold tag,) predicted tag; blank line between sentences."""
+        lines = []
+        for example, tags in zip(examples, predictions):
+            for i, (word, tag) in enumerate(zip(example.words, tags)):
+                gold = [example.labels[i]] if example.labels is not None else []
+                lines.append("\t".join([word] + gold + [tag]))
+            lines.append("")
+        path = os.path.join(output_dir, f"{prefix}predictions.txt")
+        write_text_atomic(path, "\n".join(lines) + "\n")
+        return [path]

@@ -1,0 +1,171 @@
+"""Fine-tunes BERT on classification, regression, tagging or SQuAD; evaluates and predicts.
+
+The flags follow google-research/bert's `run_classifier.py` and
+`run_squad.py` where those have one. Examples:
+
+    # GLUE MRPC from a prepared TFDS directory (nothing is downloaded)
+    python -m experiments.finetune --task=sentence_pair_classification \\
+        --tfds_name=glue/mrpc --tfds_data_dir=$HOME/tensorflow_datasets \\
+        --model_dir=models/bert_base --output_dir=runs/mrpc \\
+        --do_train --do_eval --max_seq_length=128 --train_batch_size=32 \\
+        --learning_rate=2e-5 --num_train_epochs=3
+
+    # Sentiment from a TSV with a header "sentence<TAB>label"
+    python -m experiments.finetune --task=classification --train_file=train.tsv \\
+        --eval_file=dev.tsv --text_a_column=sentence --label_column=label \\
+        --model_dir=models/bert_base --output_dir=runs/sst --do_train --do_eval
+
+    # SQuAD v1.1
+    python -m experiments.finetune --task=squad --train_file=train-v1.1.json \\
+        --predict_file=dev-v1.1.json --eval_file=dev-v1.1.json \\
+        --model_dir=models/bert_base --output_dir=runs/squad --do_train --do_eval --do_predict \\
+        --max_seq_length=384 --doc_stride=128 --train_batch_size=32 --learning_rate=3e-5 \\
+        --num_train_epochs=2
+
+    # NER from CoNLL files (word ... tag per line)
+    python -m experiments.finetune --task=token_classification --train_file=train.conll \\
+        --eval_file=dev.conll --model_dir=models/bert_base_cased --do_lower_case=false \\
+        --output_dir=runs/ner --do_train --do_eval
+
+Outputs in --output_dir: checkpoints (training resumes from them), TensorBoard
+summaries, `eval_results.json`, `eval_predictions.*`, `predictions.*`, and
+`bert_config.json` + `vocab.txt` + `task_config.json`, so the directory can be
+evaluated or used for prediction later with only --output_dir.
+"""
+
+from absl import app, flags, logging
+
+from bert_tf.tasks.job import TASKS
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_enum("task", None, list(TASKS), "The task family.")
+flags.DEFINE_string("output_dir", None, "Where checkpoints, results and predictions are written.")
+
+# Data.
+flags.DEFINE_string("train_file", None, "Training data: TSV/CSV/JSONL, CoNLL columns or SQuAD JSON.")
+flags.DEFINE_string("eval_file", None, "Evaluation data (labelled), same formats.")
+flags.DEFINE_string("predict_file", None, "Prediction data (labels optional), same formats.")
+flags.DEFINE_string("tfds_name", None, "A TFDS text dataset instead of files, e.g. glue/mrpc, glue/stsb, "
+                    "imdb_reviews. Must already be prepared in --tfds_data_dir.")
+flags.DEFINE_string("tfds_data_dir", None, "The TFDS data directory (default: TFDS's own default).")
+flags.DEFINE_string("tfds_train_split", "train", "TFDS split for training.")
+flags.DEFINE_string("tfds_eval_split", None, "TFDS split for evaluation (default: validation; "
+                    "validation_matched for MNLI; test for IMDb).")
+flags.DEFINE_string("tfds_predict_split", None, "TFDS split for prediction (default: test).")
+flags.DEFINE_string("text_a_column", None, "First text column: a header name or 0-based index (TSV/CSV), "
+                    "a key (JSONL) or a TFDS feature. Default: text_a, or the TFDS dataset's own.")
+flags.DEFINE_string("text_b_column", None, "Second text column for sentence pairs. Default: text_b, or the "
+                    "TFDS dataset's own.")
+flags.DEFINE_string("label_column", None, "Label column. Default: label.")
+flags.DEFINE_enum("file_format", None, ["tsv", "csv", "jsonl"], "Format of text files (default: from the "
+                  "extension).")
+flags.DEFINE_boolean("has_header", True, "Whether TSV/CSV files start with a header row.")
+flags.DEFINE_list("label_list", None, "Class names or tags in id order (default: sorted from the training data, "
+                  "or the TFDS label names).")
+flags.DEFINE_integer("conll_word_column", 0, "CoNLL files: the word column.")
+flags.DEFINE_integer("conll_label_column", -1, "CoNLL files: the tag column (-1 = last).")
+
+# Model.
+flags.DEFINE_string("model_dir", None, "A model directory (bert_config.json, vocab.txt, checkpoint) from "
+                    "bert_tf.convert or experiments.pretrain.")
+flags.DEFINE_string("init_checkpoint", None, "TF2 checkpoint (prefix or directory) of the pretrained encoder; "
+                    "overrides the one in --model_dir.")
+flags.DEFINE_string("bert_config_file", None, "bert_config.json (default: the one in --model_dir).")
+flags.DEFINE_string("vocab_file", None, "vocab.txt (default: the one in --model_dir).")
+flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+flags.DEFINE_float("dropout_rate", None, "Dropout before the output layer (default: hidden_dropout_prob).")
+
+# Training.
+flags.DEFINE_boolean("do_train", False, "Fine-tune.")
+flags.DEFINE_boolean("do_eval", False, "Evaluate on the evaluation data.")
+flags.DEFINE_boolean("do_predict", False, "Predict on the prediction data.")
+flags.DEFINE_integer("max_seq_length", 128, "Packed sequence length (WordPieces incl. [CLS]/[SEP]).")
+flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
+flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
+flags.DEFINE_integer("predict_batch_size", None, "Prediction batch size (default: --eval_batch_size).")
+flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate of AdamW.")
+flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training features.")
+flags.DEFINE_integer("num_train_steps", None, "Training steps; overrides --num_train_epochs.")
+flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of the steps with linear learning-rate warm-up.")
+flags.DEFINE_float("weight_decay_rate", 0.01, "Decoupled weight decay.")
+flags.DEFINE_float("clip_norm", 1.0, "Global gradient-norm clipping (0 = none).")
+flags.DEFINE_integer("steps_per_loop", 100, "Steps per compiled loop call (and logging interval).")
+flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint interval.")
+flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
+flags.DEFINE_integer("seed", 42, "Seed of initialisation, dropout and shuffling.")
+flags.DEFINE_boolean("deterministic", False, "Deterministic TensorFlow ops (reproducible runs and resumption; "
+                     "slower, and some GPU ops have no deterministic kernel).")
+flags.DEFINE_enum("distribution_strategy", "one_device", ["one_device", "mirrored", "multi_worker_mirrored", "tpu"],
+                  "tf.distribute strategy.")
+flags.DEFINE_integer("num_gpus", None, "GPUs to use (default: all visible; 0 = CPU).")
+flags.DEFINE_string("tpu", None, "TPU address for --distribution_strategy=tpu.")
+flags.DEFINE_boolean("jit_compile", False, "XLA-compile the training and prediction steps.")
+flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_bfloat16", "mixed_float16"],
+                  "Keras dtype policy (mixed_float16 uses dynamic loss scaling).")
+
+# SQuAD.
+flags.DEFINE_integer("doc_stride", 128, "SQuAD: pieces between the starts of context windows.")
+flags.DEFINE_integer("max_query_length", 64, "SQuAD: question length cap in pieces.")
+flags.DEFINE_integer("max_answer_length", 30, "SQuAD: answer length cap in pieces.")
+flags.DEFINE_integer("n_best_size", 20, "SQuAD: size of the n-best lists.")
+flags.DEFINE_boolean("version_2_with_negative", False, "SQuAD v2.0: questions may have no answer.")
+flags.DEFINE_float("null_score_diff_threshold", 0.0, "SQuAD v2.0: predict no answer when the null score "
+                   "exceeds the best span's by more than this.")
+
+flags.mark_flags_as_required(["task", "output_dir"])
+
+
+def _column(value):
+    return int(value) if value is not None and value.lstrip("-").isdigit() else value
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    from bert_tf.tasks.job import run_finetuning
+    from bert_tf.tasks.readers import DataError
+
+    try:
+        results = run_finetuning(
+            FLAGS.task, FLAGS.output_dir,
+            train_file=FLAGS.train_file, eval_file=FLAGS.eval_file, predict_file=FLAGS.predict_file,
+            tfds_name=FLAGS.tfds_name, tfds_data_dir=FLAGS.tfds_data_dir, tfds_train_split=FLAGS.tfds_train_split,
+            tfds_eval_split=FLAGS.tfds_eval_split, tfds_predict_split=FLAGS.tfds_predict_split,
+            text_a_column=_column(FLAGS.text_a_column), text_b_column=_column(FLAGS.text_b_column),
+            label_column=_column(FLAGS.label_column), file_format=FLAGS.file_format, has_header=FLAGS.has_header,
+            label_list=FLAGS.label_list, conll_word_column=FLAGS.conll_word_column,
+            conll_label_column=FLAGS.conll_label_column,
+            model_dir=FLAGS.model_dir, init_checkpoint=FLAGS.init_checkpoint,
+            bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
+            do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
+            train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
+            predict_batch_size=FLAGS.predict_batch_size, learning_rate=FLAGS.learning_rate,
+            num_train_epochs=FLAGS.num_train_epochs, num_train_steps=FLAGS.num_train_steps,
+            warmup_proportion=FLAGS.warmup_proportion, weight_decay_rate=FLAGS.weight_decay_rate,
+            clip_norm=FLAGS.clip_norm or None, do_train=FLAGS.do_train, do_eval=FLAGS.do_eval,
+            do_predict=FLAGS.do_predict, distribution_strategy=FLAGS.distribution_strategy,
+            num_gpus=FLAGS.num_gpus, tpu=FLAGS.tpu, jit_compile=FLAGS.jit_compile,
+            mixed_precision=FLAGS.mixed_precision, steps_per_loop=FLAGS.steps_per_loop,
+            save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+            seed=FLAGS.seed, deterministic=FLAGS.deterministic, dropout_rate=FLAGS.dropout_rate,
+            doc_stride=FLAGS.doc_stride,
+            max_query_length=FLAGS.max_query_length, max_answer_length=FLAGS.max_answer_length,
+            n_best_size=FLAGS.n_best_size, version_2_with_negative=FLAGS.version_2_with_negative,
+            null_score_diff_threshold=FLAGS.null_score_diff_threshold)
+    except (DataError, ValueError, FileNotFoundError) as e:
+        # Bad input: one clear line instead of a traceback.
+        logging.error("%s", e)
+        raise SystemExit(f"finetune: error: {e}") from None
+    if results:
+        print("***** Eval results *****")
+        for key in sorted(results):
+            print(f"{key} = {results[key]}")
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()
