@@ -31,8 +31,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", "runs/demo", "Where the demo writes everything it builds.")
 flags.DEFINE_bool("restart", False, "Delete --output_dir first instead of reusing finished steps.")
 flags.DEFINE_integer("vocab_size", 8000, "Size of the learned WordPiece vocabulary.")
-flags.DEFINE_integer("num_layers", 4, "Transformer layers of the demo BERT.")
-flags.DEFINE_integer("hidden_size", 256, "Hidden size of the demo BERT (heads = hidden_size / 64).")
+flags.DEFINE_integer("num_layers", 2, "Transformer layers of the demo BERT.")
+flags.DEFINE_integer("hidden_size", 128, "Hidden size of the demo BERT (heads = hidden_size / 64).")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length for pretraining and fine-tuning.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per pretraining sequence.")
 flags.DEFINE_integer("dupe_factor", 2, "Times the corpus is masked differently (create_pretraining_data).")
@@ -66,7 +66,7 @@ def _run_tool(module, log_path, *args, env=None):
         for line in process.stdout:
             log.write(line)
             if _is_progress_line(line):
-                print("    " + line.rstrip()[-160:], flush=True)
+                print("    " + _ABSL_PREFIX.sub("", line.rstrip()), flush=True)
         returncode = process.wait()
     if returncode != 0:
         with open(log_path, encoding="utf-8") as log:
@@ -77,6 +77,9 @@ def _run_tool(module, log_path, *args, env=None):
 _NOISE = re.compile(r"oneDNN|cuda|cuInit|absl::InitializeLog|cpu_feature_guard|rebuild TensorFlow|"
                     r"functional_saver|Sharding callback|WARNING: All log messages|TF_ENABLE_ONEDNN|"
                     r"AVX|computation placer|UserWarning|warnings.warn|DeprecationWarning")
+
+
+_ABSL_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\] ")
 
 
 def _is_progress_line(line):
@@ -362,7 +365,8 @@ def main(argv):
     print(f"   {'step':58s} {'time':>7s}  result")
     for step in steps:
         print(f"   {step.name:58s} {step.seconds:6.0f}s  {step.summary}")
-    print(f"   total {time.time() - start:.0f} s; curves: {curves}; "
+    print(f"   steps {sum(step.seconds for step in steps):.0f} s in all; this run {time.time() - start:.0f} s "
+          f"(finished steps are reused); curves: {curves}; "
           f"TensorBoard: tensorboard --logdir {output_dir}")
 
 
