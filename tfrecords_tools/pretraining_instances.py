@@ -47,473 +47,484 @@ MASK_CHOICE_KEEP = 3
 
 @dataclasses.dataclass(frozen=True)
 class InstanceConfig:
-  """Parameters of instance building, named as google-research/bert's flags."""
+    """Parameters of instance building, named as google-research/bert's flags."""
 
-  max_seq_length: int = 128
-  max_predictions_per_seq: int = 20
-  masked_lm_prob: float = 0.15
-  short_seq_prob: float = 0.1
-  dupe_factor: int = 10
-  do_whole_word_mask: bool = False
-  do_masking: bool = True
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    dupe_factor: int = 10
+    do_whole_word_mask: bool = False
+    do_masking: bool = True
 
-  def validate(self):
-    """Raises ValueError naming the offending parameter (= the CLI flag)."""
-    if self.max_seq_length < 5:
-      raise ValueError(
-          f"--max_seq_length={self.max_seq_length} is too small: an instance "
-          "needs [CLS] A [SEP] B [SEP], at least 5 tokens.")
-    if self.dupe_factor < 1:
-      raise ValueError(f"--dupe_factor={self.dupe_factor} must be >= 1.")
-    if not 0.0 <= self.short_seq_prob <= 1.0:
-      raise ValueError(
-          f"--short_seq_prob={self.short_seq_prob} must be in [0, 1].")
-    if not self.do_masking:
-      return
-    if not 0.0 < self.masked_lm_prob < 1.0:
-      raise ValueError(
-          f"--masked_lm_prob={self.masked_lm_prob} must be in (0, 1).")
-    if self.max_predictions_per_seq < 1:
-      raise ValueError(
-          f"--max_predictions_per_seq={self.max_predictions_per_seq} must be "
-          ">= 1.")
-    needed = int(round(self.max_seq_length * self.masked_lm_prob))
-    if self.max_predictions_per_seq < needed:
-      raise ValueError(
-          f"--max_predictions_per_seq={self.max_predictions_per_seq} is too "
-          f"small for --masked_lm_prob={self.masked_lm_prob} x "
-          f"--max_seq_length={self.max_seq_length}: full-length instances "
-          f"need {needed} predictions, so they would be masked at a lower "
-          f"rate than requested. Use --max_predictions_per_seq >= {needed}.")
+    def validate(self):
+        """Raises ValueError naming the offending parameter (= the CLI flag)."""
+        if self.max_seq_length < 5:
+            raise ValueError(f"--max_seq_length={self.max_seq_length} is too small: an instance "
+                             "needs [CLS] A [SEP] B [SEP], at least 5 tokens.")
+        if self.dupe_factor < 1:
+            raise ValueError(f"--dupe_factor={self.dupe_factor} must be >= 1.")
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise ValueError(f"--short_seq_prob={self.short_seq_prob} must be in [0, 1].")
+        if not self.do_masking:
+            return
+        if not 0.0 < self.masked_lm_prob < 1.0:
+            raise ValueError(f"--masked_lm_prob={self.masked_lm_prob} must be in (0, 1).")
+        if self.max_predictions_per_seq < 1:
+            raise ValueError(f"--max_predictions_per_seq={self.max_predictions_per_seq} must be "
+                             ">= 1.")
+        needed = int(round(self.max_seq_length * self.masked_lm_prob))
+        if self.max_predictions_per_seq < needed:
+            raise ValueError(f"--max_predictions_per_seq={self.max_predictions_per_seq} is too "
+                             f"small for --masked_lm_prob={self.masked_lm_prob} x "
+                             f"--max_seq_length={self.max_seq_length}: full-length instances "
+                             f"need {needed} predictions, so they would be masked at a lower "
+                             f"rate than requested. Use --max_predictions_per_seq >= {needed}.")
 
-  @property
-  def max_num_tokens(self):
-    """Tokens left for A and B after [CLS], [SEP], [SEP]."""
-    return self.max_seq_length - 3
+    @property
+    def max_num_tokens(self):
+        """Tokens left for A and B after [CLS], [SEP], [SEP]."""
+        return self.max_seq_length - 3
 
 
 @dataclasses.dataclass(frozen=True)
 class VocabInfo:
-  """What the algorithm needs to know about the vocabulary.
+    """What the algorithm needs to know about the vocabulary.
 
-  Attributes:
-    vocab_size: number of ids; random replacements are drawn from all of them.
-    cls_id, sep_id, mask_id: ids of [CLS], [SEP], [MASK].
-    is_continuation: bool array [vocab_size], True for `##` pieces.
-  """
+    Attributes:
+        vocab_size: number of ids; random replacements are drawn from all of them.
+        cls_id, sep_id, mask_id: ids of [CLS], [SEP], [MASK].
+        is_continuation: bool array [vocab_size], True for `##` pieces.
+    """
 
-  vocab_size: int
-  cls_id: int
-  sep_id: int
-  mask_id: int
-  is_continuation: np.ndarray
+    vocab_size: int
+    cls_id: int
+    sep_id: int
+    mask_id: int
+    is_continuation: np.ndarray
 
-  @classmethod
-  def from_tokens(cls, tokens: Sequence[str], source: str = "vocabulary"):
-    """Builds it from the vocabulary's token list (index = id)."""
-    index = {}
-    for i, token in enumerate(tokens):
-      index.setdefault(token, i)
-    missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in index]
-    if missing:
-      raise ValueError(f"{source} has no {', '.join(missing)} token; BERT "
-                       "pretraining data needs [CLS], [SEP] and [MASK].")
-    is_continuation = np.array([t.startswith("##") for t in tokens], bool)
-    return cls(vocab_size=len(tokens), cls_id=index["[CLS]"],
-               sep_id=index["[SEP]"], mask_id=index["[MASK]"],
-               is_continuation=is_continuation)
+    @classmethod
+    def from_tokens(cls, tokens: Sequence[str], source: str = "vocabulary"):
+        """Builds it from the vocabulary's token list (index = id)."""
+        index = {}
+        for i, token in enumerate(tokens):
+            index.setdefault(token, i)
+        missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in index]
+        if missing:
+            raise ValueError(f"{source} has no {', '.join(missing)} token; BERT "
+                             "pretraining data needs [CLS], [SEP] and [MASK].")
+        is_continuation = np.array([t.startswith("##") for t in tokens], bool)
+        return cls(vocab_size=len(tokens),
+                   cls_id=index["[CLS]"],
+                   sep_id=index["[SEP]"],
+                   mask_id=index["[MASK]"],
+                   is_continuation=is_continuation)
 
 
 @dataclasses.dataclass
 class DocumentChunk:
-  """Tokenized documents, flat.
+    """Tokenized documents, flat.
 
-  Attributes:
-    token_ids: int32 [num_tokens], all sentences back to back.
-    sentence_offsets: int64 [num_sentences + 1], token offset of each sentence.
-    document_offsets: int64 [num_documents + 1], sentence offset of each doc.
-  Every sentence and every document is non-empty.
-  """
+    Attributes:
+        token_ids: int32 [num_tokens], all sentences back to back.
+        sentence_offsets: int64 [num_sentences + 1], token offset of each sentence.
+        document_offsets: int64 [num_documents + 1], sentence offset of each doc.
+    Every sentence and every document is non-empty.
+    """
 
-  token_ids: np.ndarray
-  sentence_offsets: np.ndarray
-  document_offsets: np.ndarray
+    token_ids: np.ndarray
+    sentence_offsets: np.ndarray
+    document_offsets: np.ndarray
 
-  @classmethod
-  def from_documents(cls, documents: Sequence[Sequence[Sequence[int]]]):
-    """Builds a chunk from documents -> sentences -> token ids (empty dropped)."""
-    sentences = []
-    document_offsets = [0]
-    for document in documents:
-      kept = [list(s) for s in document if len(s)]
-      if kept:
-        sentences.extend(kept)
-        document_offsets.append(len(sentences))
-    lengths = [len(s) for s in sentences]
-    token_ids = np.fromiter((t for s in sentences for t in s), np.int32,
-                            count=sum(lengths))
-    return cls(token_ids=token_ids,
-               sentence_offsets=np.concatenate(
-                   [[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64),
-               document_offsets=np.asarray(document_offsets, np.int64))
+    @classmethod
+    def from_documents(cls, documents: Sequence[Sequence[Sequence[int]]]):
+        """Builds a chunk from documents -> sentences -> token ids (empty dropped)."""
+        sentences = []
+        document_offsets = [0]
+        for document in documents:
+            kept = [list(s) for s in document if len(s)]
+            if kept:
+                sentences.extend(kept)
+                document_offsets.append(len(sentences))
+        lengths = [len(s) for s in sentences]
+        token_ids = np.fromiter((t for s in sentences for t in s), np.int32, count=sum(lengths))
+        return cls(token_ids=token_ids,
+                   sentence_offsets=np.concatenate([[0],
+                                                    np.cumsum(lengths,
+                                                              dtype=np.int64)]).astype(np.int64),
+                   document_offsets=np.asarray(document_offsets, np.int64))
 
-  @property
-  def num_documents(self):
-    return len(self.document_offsets) - 1
+    @property
+    def num_documents(self):
+        return len(self.document_offsets) - 1
 
-  @property
-  def num_tokens(self):
-    return int(self.token_ids.shape[0])
+    @property
+    def num_tokens(self):
+        return int(self.token_ids.shape[0])
 
 
 @dataclasses.dataclass
 class PairSpans:
-  """A/B token spans of instances, before assembly. All arrays are [N]."""
+    """A/B token spans of instances, before assembly. All arrays are [N].
 
-  a_start: np.ndarray
-  a_length: np.ndarray
-  b_start: np.ndarray
-  b_length: np.ndarray
-  is_random_next: np.ndarray
+    `one_sentence` marks segments of a single sentence, whose B is random
+    whatever the coin says.
+    """
 
-  def __len__(self):
-    return int(self.a_start.shape[0])
+    a_start: np.ndarray
+    a_length: np.ndarray
+    b_start: np.ndarray
+    b_length: np.ndarray
+    is_random_next: np.ndarray
+    one_sentence: np.ndarray
 
-  def take(self, index):
-    return PairSpans(*(getattr(self, f.name)[index]
-                       for f in dataclasses.fields(self)))
+    def __len__(self):
+        return int(self.a_start.shape[0])
+
+    def take(self, index):
+        return PairSpans(*(getattr(self, f.name)[index] for f in dataclasses.fields(self)))
 
 
 @dataclasses.dataclass
 class PretrainingInstances:
-  """A batch of finished instances, padded like the original TFRecords.
+    """A batch of finished instances, padded like the original TFRecords.
 
-  Attributes:
-    input_ids: int32 [N, max_seq_length], masked.
-    input_mask: int32 [N, max_seq_length].
-    segment_ids: int32 [N, max_seq_length].
-    masked_lm_positions: int32 [N, max_predictions_per_seq], 0-padded.
-    masked_lm_ids: int32 [N, max_predictions_per_seq], original ids, 0-padded.
-    masked_lm_weights: float32 [N, max_predictions_per_seq], 1 or 0.
-    next_sentence_labels: int32 [N], 1 when B is from another document.
-    mask_choices: int8 [N, max_predictions_per_seq], MASK_CHOICE_* per
-      prediction (for statistics; not written).
-  """
+    Attributes:
+        input_ids: int32 [N, max_seq_length], masked.
+        input_mask: int32 [N, max_seq_length].
+        segment_ids: int32 [N, max_seq_length].
+        masked_lm_positions: int32 [N, max_predictions_per_seq], 0-padded.
+        masked_lm_ids: int32 [N, max_predictions_per_seq], original ids, 0-padded.
+        masked_lm_weights: float32 [N, max_predictions_per_seq], 1 or 0.
+        next_sentence_labels: int32 [N], 1 when B is from another document.
+        mask_choices: int8 [N, max_predictions_per_seq], MASK_CHOICE_* per
+            prediction (for statistics; not written).
+        one_sentence: bool [N], the segment had one sentence so B had to be
+            random (for statistics; not written).
+    """
 
-  input_ids: np.ndarray
-  input_mask: np.ndarray
-  segment_ids: np.ndarray
-  masked_lm_positions: np.ndarray
-  masked_lm_ids: np.ndarray
-  masked_lm_weights: np.ndarray
-  next_sentence_labels: np.ndarray
-  mask_choices: np.ndarray
+    input_ids: np.ndarray
+    input_mask: np.ndarray
+    segment_ids: np.ndarray
+    masked_lm_positions: np.ndarray
+    masked_lm_ids: np.ndarray
+    masked_lm_weights: np.ndarray
+    next_sentence_labels: np.ndarray
+    mask_choices: np.ndarray
+    one_sentence: np.ndarray
 
-  def __len__(self):
-    return int(self.input_ids.shape[0])
+    def __len__(self):
+        return int(self.input_ids.shape[0])
 
 
 def create_pair_spans(chunk: DocumentChunk, config: InstanceConfig,
                       rng: random.Random) -> PairSpans:
-  """Runs segment building and A/B choice for every document and dupe round.
+    """Runs segment building and A/B choice for every document and dupe round.
 
-  Returns spans before truncation, in creation order.
-  """
-  sentence_length = np.diff(chunk.sentence_offsets).tolist()
-  sentence_start = chunk.sentence_offsets.tolist()
-  document_start = chunk.document_offsets.tolist()
-  num_documents = len(document_start) - 1
-  max_num_tokens = config.max_num_tokens
+    Returns spans before truncation, in creation order.
+    """
+    sentence_length = np.diff(chunk.sentence_offsets).tolist()
+    sentence_start = chunk.sentence_offsets.tolist()
+    document_start = chunk.document_offsets.tolist()
+    num_documents = len(document_start) - 1
+    max_num_tokens = config.max_num_tokens
 
-  a_start, a_length, b_start, b_length, random_next = [], [], [], [], []
-  # The original shuffles the document list once, before the dupe rounds.
-  document_order = list(range(num_documents))
-  rng.shuffle(document_order)
-  for _ in range(config.dupe_factor):
-    for doc in document_order:
-      first, stop = document_start[doc], document_start[doc + 1]
-      target_length = max_num_tokens
-      if rng.random() < config.short_seq_prob:
-        target_length = rng.randint(2, max_num_tokens)
-      segment_first = first
-      segment_tokens = 0
-      i = first
-      while i < stop:
-        segment_tokens += sentence_length[i]
-        if i == stop - 1 or segment_tokens >= target_length:
-          num_sentences = i - segment_first + 1
-          a_sentences = 1
-          if num_sentences >= 2:
-            a_sentences = rng.randint(1, num_sentences - 1)
-          a_from = sentence_start[segment_first]
-          a_to = sentence_start[segment_first + a_sentences]
-          if num_sentences == 1 or rng.random() < 0.5:
-            target_b_length = target_length - (a_to - a_from)
-            # Few tries suffice on real corpora; a one-document chunk falls
-            # back to itself, as the original does for a one-document corpus.
-            for _ in range(10):
-              other = rng.randint(0, num_documents - 1)
-              if other != doc:
-                break
-            other_first, other_stop = (document_start[other],
-                                       document_start[other + 1])
-            j = rng.randint(other_first, other_stop - 1)
-            b_from = sentence_start[j]
-            b_tokens = 0
-            while j < other_stop:
-              b_tokens += sentence_length[j]
-              j += 1
-              if b_tokens >= target_b_length:
-                break
-            b_to = sentence_start[j]
-            # The sentences meant for B were not used: give them back.
-            i -= num_sentences - a_sentences
-            is_random = 1
-          else:
-            b_from = a_to
-            b_to = sentence_start[i + 1]
-            is_random = 0
-          a_start.append(a_from)
-          a_length.append(a_to - a_from)
-          b_start.append(b_from)
-          b_length.append(b_to - b_from)
-          random_next.append(is_random)
-          segment_first = i + 1
-          segment_tokens = 0
-        i += 1
-  return PairSpans(a_start=np.asarray(a_start, np.int64),
-                   a_length=np.asarray(a_length, np.int64),
-                   b_start=np.asarray(b_start, np.int64),
-                   b_length=np.asarray(b_length, np.int64),
-                   is_random_next=np.asarray(random_next, np.int32))
+    a_start, a_length, b_start, b_length, random_next = [], [], [], [], []
+    one_sentence = []
+    uniform = rng.random
 
+    def randint(low, high):
+        # random.randint is unbiased but 3x slower; the bias here is < 2**-40.
+        return low + int(uniform() * (high - low + 1))
 
-def truncate_pairs(spans: PairSpans, max_num_tokens: int,
-                   rng: np.random.Generator) -> PairSpans:
-  """Trims pairs to `max_num_tokens` like the original's `truncate_seq_pair`.
-
-  The original pops one token at a time from the longer list (B on ties),
-  front or back by a coin flip. The number of pops per side follows from the
-  lengths alone; the front/back split of each side is Binomial(pops, 0.5).
-  """
-  a_length, b_length = spans.a_length, spans.b_length
-  excess = np.maximum(a_length + b_length - max_num_tokens, 0)
-  gap = np.abs(a_length - b_length)
-  beyond_gap = np.maximum(excess - gap, 0)  # pops once the sides are equal
-  a_longer = a_length > b_length
-  # Once equal, pops alternate B, A, B, ...: B takes the odd one.
-  a_cut = np.where(a_longer, np.minimum(excess, gap), 0) + beyond_gap // 2
-  b_cut = (np.where(a_longer, 0, np.minimum(excess, gap)) + beyond_gap -
-           beyond_gap // 2)
-  a_front = rng.binomial(a_cut, 0.5)
-  b_front = rng.binomial(b_cut, 0.5)
-  return PairSpans(a_start=spans.a_start + a_front,
-                   a_length=a_length - a_cut,
-                   b_start=spans.b_start + b_front,
-                   b_length=b_length - b_cut,
-                   is_random_next=spans.is_random_next)
+    # The original shuffles the document list once, before the dupe rounds.
+    document_order = list(range(num_documents))
+    rng.shuffle(document_order)
+    for _ in range(config.dupe_factor):
+        for doc in document_order:
+            first, stop = document_start[doc], document_start[doc + 1]
+            target_length = max_num_tokens
+            if uniform() < config.short_seq_prob:
+                target_length = randint(2, max_num_tokens)
+            segment_first = first
+            segment_tokens = 0
+            i = first
+            while i < stop:
+                segment_tokens += sentence_length[i]
+                if i == stop - 1 or segment_tokens >= target_length:
+                    num_sentences = i - segment_first + 1
+                    a_sentences = 1
+                    if num_sentences >= 2:
+                        a_sentences = randint(1, num_sentences - 1)
+                    a_from = sentence_start[segment_first]
+                    a_to = sentence_start[segment_first + a_sentences]
+                    if num_sentences == 1 or uniform() < 0.5:
+                        target_b_length = target_length - (a_to - a_from)
+                        # Few tries suffice on real corpora; a one-document chunk falls
+                        # back to itself, as the original does for a one-document corpus.
+                        for _ in range(10):
+                            other = randint(0, num_documents - 1)
+                            if other != doc:
+                                break
+                        other_first, other_stop = (document_start[other], document_start[other + 1])
+                        j = randint(other_first, other_stop - 1)
+                        b_from = sentence_start[j]
+                        b_tokens = 0
+                        while j < other_stop:
+                            b_tokens += sentence_length[j]
+                            j += 1
+                            if b_tokens >= target_b_length:
+                                break
+                        b_to = sentence_start[j]
+                        # The sentences meant for B were not used: give them back.
+                        i -= num_sentences - a_sentences
+                        is_random = 1
+                    else:
+                        b_from = a_to
+                        b_to = sentence_start[i + 1]
+                        is_random = 0
+                    a_start.append(a_from)
+                    a_length.append(a_to - a_from)
+                    b_start.append(b_from)
+                    b_length.append(b_to - b_from)
+                    random_next.append(is_random)
+                    one_sentence.append(num_sentences == 1)
+                    segment_first = i + 1
+                    segment_tokens = 0
+                i += 1
+    return PairSpans(a_start=np.asarray(a_start, np.int64),
+                     a_length=np.asarray(a_length, np.int64),
+                     b_start=np.asarray(b_start, np.int64),
+                     b_length=np.asarray(b_length, np.int64),
+                     is_random_next=np.asarray(random_next, np.int32),
+                     one_sentence=np.asarray(one_sentence, bool))
 
 
-def assemble_instances(token_ids: np.ndarray, spans: PairSpans,
-                       config: InstanceConfig, vocab: VocabInfo):
-  """Lays out [CLS] A [SEP] B [SEP] + padding.
+def truncate_pairs(spans: PairSpans, max_num_tokens: int, rng: np.random.Generator) -> PairSpans:
+    """Trims pairs to `max_num_tokens` like the original's `truncate_seq_pair`.
 
-  Returns:
-    (input_ids, input_mask, segment_ids), each int32 [N, max_seq_length].
-  """
-  n = len(spans)
-  position = np.arange(config.max_seq_length, dtype=np.int64)[None, :]
-  a_length = spans.a_length[:, None]
-  b_length = spans.b_length[:, None]
-  length = a_length + b_length + 3
-  in_a = (position >= 1) & (position <= a_length)
-  b_offset = position - a_length - 2
-  in_b = (b_offset >= 0) & (b_offset < b_length)
-  source = np.where(in_a, spans.a_start[:, None] + position - 1,
-                    np.where(in_b, spans.b_start[:, None] + b_offset, 0))
-  input_ids = np.where(in_a | in_b, token_ids[source], 0).astype(np.int32)
-  rows = np.arange(n)
-  input_ids[:, 0] = vocab.cls_id
-  input_ids[rows, spans.a_length + 1] = vocab.sep_id
-  input_ids[rows, spans.a_length + spans.b_length + 2] = vocab.sep_id
-  input_mask = (position < length).astype(np.int32)
-  segment_ids = ((position >= a_length + 2) & (position < length)).astype(
-      np.int32)
-  return input_ids, input_mask, segment_ids
+    The original pops one token at a time from the longer list (B on ties),
+    front or back by a coin flip. The number of pops per side follows from the
+    lengths alone; the front/back split of each side is Binomial(pops, 0.5).
+    """
+    a_length, b_length = spans.a_length, spans.b_length
+    excess = np.maximum(a_length + b_length - max_num_tokens, 0)
+    gap = np.abs(a_length - b_length)
+    beyond_gap = np.maximum(excess - gap, 0)  # pops once the sides are equal
+    a_longer = a_length > b_length
+    # Once equal, pops alternate B, A, B, ...: B takes the odd one.
+    a_cut = np.where(a_longer, np.minimum(excess, gap), 0) + beyond_gap // 2
+    b_cut = (np.where(a_longer, 0, np.minimum(excess, gap)) + beyond_gap - beyond_gap // 2)
+    a_front = rng.binomial(a_cut, 0.5)
+    b_front = rng.binomial(b_cut, 0.5)
+    return PairSpans(a_start=spans.a_start + a_front,
+                     a_length=a_length - a_cut,
+                     b_start=spans.b_start + b_front,
+                     b_length=b_length - b_cut,
+                     is_random_next=spans.is_random_next,
+                     one_sentence=spans.one_sentence)
+
+
+def assemble_instances(token_ids: np.ndarray, spans: PairSpans, config: InstanceConfig,
+                       vocab: VocabInfo):
+    """Lays out [CLS] A [SEP] B [SEP] + padding.
+
+    Returns:
+        (input_ids, input_mask, segment_ids), each int32 [N, max_seq_length].
+    """
+    n = len(spans)
+    # int32 index arithmetic: chunks hold far fewer than 2**31 tokens.
+    position = np.arange(config.max_seq_length, dtype=np.int32)[None, :]
+    a_length = spans.a_length.astype(np.int32)[:, None]
+    b_length = spans.b_length.astype(np.int32)[:, None]
+    length = a_length + b_length + 3
+    in_a = (position >= 1) & (position <= a_length)
+    b_offset = position - a_length - 2
+    in_b = (b_offset >= 0) & (b_offset < b_length)
+    source = np.where(in_a, spans.a_start.astype(np.int32)[:, None] + (position - 1),
+                      spans.b_start.astype(np.int32)[:, None] + b_offset)
+    in_text = in_a | in_b
+    input_ids = np.where(in_text, token_ids[np.where(in_text, source, 0)], 0).astype(np.int32)
+    rows = np.arange(n)
+    input_ids[:, 0] = vocab.cls_id
+    input_ids[rows, spans.a_length + 1] = vocab.sep_id
+    input_ids[rows, spans.a_length + spans.b_length + 2] = vocab.sep_id
+    input_mask = (position < length).astype(np.int32)
+    segment_ids = ((position >= a_length + 2) & (position < length)).astype(np.int32)
+    return input_ids, input_mask, segment_ids
 
 
 def _num_to_predict(length: np.ndarray, config: InstanceConfig):
-  # np.rint rounds half to even, like Python's round() in the original.
-  wanted = np.rint(length.astype(np.float64) * config.masked_lm_prob)
-  return np.minimum(config.max_predictions_per_seq,
-                    np.maximum(1, wanted)).astype(np.int64)
+    # np.rint rounds half to even, like Python's round() in the original.
+    wanted = np.rint(length.astype(np.float64) * config.masked_lm_prob)
+    return np.minimum(config.max_predictions_per_seq, np.maximum(1, wanted)).astype(np.int64)
 
 
-def _select_tokens(candidates: np.ndarray, num_to_predict: np.ndarray,
-                   rng: np.random.Generator) -> np.ndarray:
-  """Chooses `num_to_predict` random candidate positions per row (bool mask)."""
-  n, seq_length = candidates.shape
-  keys = rng.random(candidates.shape)
-  keys[~candidates] = _UNSELECTABLE_KEY
-  most = int(min(seq_length, num_to_predict.max(initial=0)))
-  selected = np.zeros_like(candidates)
-  if most == 0:
-    return selected
-  rows = np.arange(n)[:, None]
-  # Only the `most` smallest keys of a row can be chosen: partition, then
-  # order those few.
-  smallest = (np.argpartition(keys, most - 1, axis=1)[:, :most]
-              if most < seq_length else np.tile(np.arange(seq_length), (n, 1)))
-  smallest = np.take_along_axis(
-      smallest, np.argsort(keys[rows, smallest], axis=1), axis=1)
-  take = ((np.arange(most)[None, :] < num_to_predict[:, None]) &
-          (keys[rows, smallest] < _UNSELECTABLE_KEY))
-  take_rows, take_cols = np.nonzero(take)
-  selected[take_rows, smallest[take_rows, take_cols]] = True
-  return selected
+def _select_token_positions(candidates: np.ndarray, num_to_predict: np.ndarray,
+                            rng: np.random.Generator) -> np.ndarray:
+    """Chooses `num_to_predict` random candidate positions per row.
+
+    Returns:
+        int [N, max(num_to_predict)]: chosen positions ascending, then
+        `seq_length` as padding.
+    """
+    n, seq_length = candidates.shape
+    most = int(min(seq_length, num_to_predict.max(initial=0)))
+    if most == 0:
+        return np.zeros((n, 0), np.int64)
+    keys = rng.random(candidates.shape, dtype=np.float32)
+    keys[~candidates] = _UNSELECTABLE_KEY
+    rows = np.arange(n)[:, None]
+    # Only the `most` smallest keys of a row can be chosen: partition, then
+    # order those few.
+    smallest = (np.argpartition(keys, most - 1, axis=1)[:, :most]
+                if most < seq_length else np.tile(np.arange(seq_length), (n, 1)))
+    smallest = np.take_along_axis(smallest, np.argsort(keys[rows, smallest], axis=1), axis=1)
+    take = ((np.arange(most)[None, :] < num_to_predict[:, None]) &
+            (keys[rows, smallest] < _UNSELECTABLE_KEY))
+    return np.sort(np.where(take, smallest, seq_length), axis=1)
 
 
-def _select_whole_words(input_ids: np.ndarray, candidates: np.ndarray,
-                        num_to_predict: np.ndarray, vocab: VocabInfo,
-                        rng: np.random.Generator) -> np.ndarray:
-  """Whole-word selection: words in random order, skipping any that overflow.
+def _select_whole_words(input_ids: np.ndarray, candidates: np.ndarray, num_to_predict: np.ndarray,
+                        vocab: VocabInfo, rng: np.random.Generator) -> np.ndarray:
+    """Whole-word selection: words in random order, skipping any that overflow.
 
-  A word is a candidate token plus the `##` candidates right after it. As in
-  the original, a word that would take the count past `num_to_predict` is
-  skipped and later (shorter) words may still fit.
-  """
-  n, seq_length = candidates.shape
-  continues = vocab.is_continuation[input_ids] & candidates
-  continues[:, 1:] &= candidates[:, :-1]
-  continues[:, 0] = False
-  starts = candidates & ~continues
-  word_index = np.cumsum(starts, axis=1) - 1  # valid where candidates
-  num_words = starts.sum(axis=1)
-  max_words = int(num_words.max()) if n else 0
-  if max_words == 0:
-    return np.zeros_like(candidates)
-  rows = np.arange(n)
-  word_length = np.zeros((n, max_words), np.int64)
-  cand_rows, cand_cols = np.nonzero(candidates)
-  np.add.at(word_length, (cand_rows, word_index[cand_rows, cand_cols]), 1)
-  keys = rng.random((n, max_words))
-  keys[np.arange(max_words)[None, :] >= num_words[:, None]] = _UNSELECTABLE_KEY
-  order = np.argsort(keys, axis=1, kind="stable")
-  chosen_words = np.zeros((n, max_words), bool)
-  count = np.zeros(n, np.int64)
-  for r in range(max_words):
-    word = order[:, r]
-    size = word_length[rows, word]
-    take = (r < num_words) & (count + size <= num_to_predict)
-    chosen_words[rows[take], word[take]] = True
-    count += np.where(take, size, 0)
-  safe_index = np.where(candidates, word_index, 0)
-  return candidates & chosen_words[rows[:, None], safe_index]
+    A word is a candidate token plus the `##` candidates right after it. As in
+    the original, a word that would take the count past `num_to_predict` is
+    skipped and later (shorter) words may still fit.
+    """
+    n, seq_length = candidates.shape
+    continues = vocab.is_continuation[input_ids] & candidates
+    continues[:, 1:] &= candidates[:, :-1]
+    continues[:, 0] = False
+    starts = candidates & ~continues
+    word_index = np.cumsum(starts, axis=1) - 1  # valid where candidates
+    num_words = starts.sum(axis=1)
+    max_words = int(num_words.max()) if n else 0
+    if max_words == 0:
+        return np.zeros_like(candidates)
+    rows = np.arange(n)
+    word_length = np.zeros((n, max_words), np.int64)
+    cand_rows, cand_cols = np.nonzero(candidates)
+    np.add.at(word_length, (cand_rows, word_index[cand_rows, cand_cols]), 1)
+    keys = rng.random((n, max_words))
+    keys[np.arange(max_words)[None, :] >= num_words[:, None]] = _UNSELECTABLE_KEY
+    order = np.argsort(keys, axis=1, kind="stable")
+    chosen_words = np.zeros((n, max_words), bool)
+    count = np.zeros(n, np.int64)
+    for r in range(max_words):
+        word = order[:, r]
+        size = word_length[rows, word]
+        take = (r < num_words) & (count + size <= num_to_predict)
+        chosen_words[rows[take], word[take]] = True
+        count += np.where(take, size, 0)
+    safe_index = np.where(candidates, word_index, 0)
+    return candidates & chosen_words[rows[:, None], safe_index]
 
 
-def mask_instances(input_ids: np.ndarray, input_mask: np.ndarray,
-                   spans: PairSpans, config: InstanceConfig, vocab: VocabInfo,
-                   rng: np.random.Generator):
-  """Applies masked-LM masking in place on `input_ids`.
+def mask_instances(input_ids: np.ndarray, input_mask: np.ndarray, spans: PairSpans,
+                   config: InstanceConfig, vocab: VocabInfo, rng: np.random.Generator):
+    """Applies masked-LM masking in place on `input_ids`.
 
-  Returns:
-    (masked_lm_positions, masked_lm_ids, masked_lm_weights, mask_choices),
-    each [N, max_predictions_per_seq], positions ascending then 0-padded.
-  """
-  n, seq_length = input_ids.shape
-  max_predictions = config.max_predictions_per_seq
-  positions_out = np.zeros((n, max_predictions), np.int32)
-  ids_out = np.zeros((n, max_predictions), np.int32)
-  weights_out = np.zeros((n, max_predictions), np.float32)
-  choices_out = np.zeros((n, max_predictions), np.int8)
-  if not config.do_masking or n == 0:
+    Returns:
+        (masked_lm_positions, masked_lm_ids, masked_lm_weights, mask_choices),
+        each [N, max_predictions_per_seq], positions ascending then 0-padded.
+    """
+    n, seq_length = input_ids.shape
+    max_predictions = config.max_predictions_per_seq
+    positions_out = np.zeros((n, max_predictions), np.int32)
+    ids_out = np.zeros((n, max_predictions), np.int32)
+    weights_out = np.zeros((n, max_predictions), np.float32)
+    choices_out = np.zeros((n, max_predictions), np.int8)
+    if not config.do_masking or n == 0:
+        return positions_out, ids_out, weights_out, choices_out
+
+    length = input_mask.sum(axis=1).astype(np.int64)
+    rows = np.arange(n)
+    candidates = input_mask.astype(bool)
+    candidates[:, 0] = False
+    candidates[rows, spans.a_length + 1] = False
+    candidates[rows, length - 1] = False
+    num_to_predict = _num_to_predict(length, config)
+    if config.do_whole_word_mask:
+        selected = _select_whole_words(input_ids, candidates, num_to_predict, vocab, rng)
+        # Selected positions first (ascending), then padding.
+        positions = np.sort(np.where(selected, np.arange(seq_length)[None, :], seq_length),
+                            axis=1)[:, :max_predictions]
+    else:
+        positions = _select_token_positions(candidates, num_to_predict, rng)
+    if positions.shape[1] < max_predictions:
+        positions = np.pad(positions, [(0, 0), (0, max_predictions - positions.shape[1])],
+                           constant_values=seq_length)
+    valid = positions < seq_length
+    positions = np.where(valid, positions, 0)
+    original = input_ids[rows[:, None], positions]
+
+    draw = rng.random((n, max_predictions), dtype=np.float32)
+    keep_or_random = rng.random((n, max_predictions), dtype=np.float32)
+    random_ids = rng.integers(0, vocab.vocab_size, size=(n, max_predictions))
+    choice = np.where(draw < 0.8, MASK_CHOICE_MASK,
+                      np.where(keep_or_random < 0.5, MASK_CHOICE_KEEP, MASK_CHOICE_RANDOM))
+    replacement = np.where(choice == MASK_CHOICE_MASK, vocab.mask_id,
+                           np.where(choice == MASK_CHOICE_KEEP, original, random_ids))
+    valid_rows, valid_cols = np.nonzero(valid)
+    input_ids[valid_rows, positions[valid_rows, valid_cols]] = replacement[valid_rows, valid_cols]
+
+    positions_out[:] = positions
+    ids_out[:] = np.where(valid, original, 0)
+    weights_out[:] = valid
+    choices_out[:] = np.where(valid, choice, MASK_CHOICE_NONE)
     return positions_out, ids_out, weights_out, choices_out
 
-  length = input_mask.sum(axis=1).astype(np.int64)
-  rows = np.arange(n)
-  candidates = input_mask.astype(bool)
-  candidates[:, 0] = False
-  candidates[rows, spans.a_length + 1] = False
-  candidates[rows, length - 1] = False
-  num_to_predict = _num_to_predict(length, config)
-  if config.do_whole_word_mask:
-    selected = _select_whole_words(input_ids, candidates, num_to_predict,
-                                   vocab, rng)
-  else:
-    selected = _select_tokens(candidates, num_to_predict, rng)
 
-  # Selected positions first (ascending), then the rest.
-  sort_key = np.where(selected, np.arange(seq_length)[None, :], seq_length)
-  positions = np.sort(sort_key, axis=1)[:, :max_predictions]
-  valid = positions < seq_length
-  positions = np.where(valid, positions, 0)
-  original = input_ids[rows[:, None], positions]
-
-  draw = rng.random((n, max_predictions))
-  keep_or_random = rng.random((n, max_predictions))
-  random_ids = rng.integers(0, vocab.vocab_size, size=(n, max_predictions))
-  choice = np.where(
-      draw < 0.8, MASK_CHOICE_MASK,
-      np.where(keep_or_random < 0.5, MASK_CHOICE_KEEP, MASK_CHOICE_RANDOM))
-  replacement = np.where(choice == MASK_CHOICE_MASK, vocab.mask_id,
-                         np.where(choice == MASK_CHOICE_KEEP, original,
-                                  random_ids))
-  valid_rows, valid_cols = np.nonzero(valid)
-  input_ids[valid_rows, positions[valid_rows, valid_cols]] = replacement[
-      valid_rows, valid_cols]
-
-  positions_out[:] = positions
-  ids_out[:] = np.where(valid, original, 0)
-  weights_out[:] = valid
-  choices_out[:] = np.where(valid, choice, MASK_CHOICE_NONE)
-  return positions_out, ids_out, weights_out, choices_out
-
-
-def finish_instances(token_ids: np.ndarray, spans: PairSpans,
-                     config: InstanceConfig, vocab: VocabInfo,
-                     rng: np.random.Generator) -> PretrainingInstances:
-  """Truncates, lays out and masks a batch of pair spans."""
-  spans = truncate_pairs(spans, config.max_num_tokens, rng)
-  input_ids, input_mask, segment_ids = assemble_instances(
-      token_ids, spans, config, vocab)
-  positions, ids, weights, choices = mask_instances(
-      input_ids, input_mask, spans, config, vocab, rng)
-  return PretrainingInstances(
-      input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids,
-      masked_lm_positions=positions, masked_lm_ids=ids,
-      masked_lm_weights=weights,
-      next_sentence_labels=spans.is_random_next.astype(np.int32),
-      mask_choices=choices)
+def finish_instances(token_ids: np.ndarray, spans: PairSpans, config: InstanceConfig,
+                     vocab: VocabInfo, rng: np.random.Generator) -> PretrainingInstances:
+    """Truncates, lays out and masks a batch of pair spans."""
+    spans = truncate_pairs(spans, config.max_num_tokens, rng)
+    input_ids, input_mask, segment_ids = assemble_instances(token_ids, spans, config, vocab)
+    positions, ids, weights, choices = mask_instances(input_ids, input_mask, spans, config, vocab,
+                                                      rng)
+    return PretrainingInstances(input_ids=input_ids,
+                                input_mask=input_mask,
+                                segment_ids=segment_ids,
+                                masked_lm_positions=positions,
+                                masked_lm_ids=ids,
+                                masked_lm_weights=weights,
+                                next_sentence_labels=spans.is_random_next.astype(np.int32),
+                                mask_choices=choices,
+                                one_sentence=spans.one_sentence)
 
 
 def chunk_seeds(random_seed: int, chunk_index: int):
-  """(python_seed, numpy_generator) of one chunk, independent of other chunks."""
-  sequence = np.random.SeedSequence([random_seed, chunk_index])
-  python_seed = int.from_bytes(sequence.generate_state(4).tobytes(), "little")
-  return python_seed, np.random.Generator(np.random.PCG64(sequence.spawn(1)[0]))
+    """(python_seed, numpy_generator) of one chunk, independent of other chunks."""
+    sequence = np.random.SeedSequence([random_seed, chunk_index])
+    python_seed = int.from_bytes(sequence.generate_state(4).tobytes(), "little")
+    return python_seed, np.random.Generator(np.random.PCG64(sequence.spawn(1)[0]))
 
 
-def create_instances(chunk: DocumentChunk, config: InstanceConfig,
-                     vocab: VocabInfo, seed: int, chunk_index: int = 0,
+def create_instances(chunk: DocumentChunk,
+                     config: InstanceConfig,
+                     vocab: VocabInfo,
+                     seed: int,
+                     chunk_index: int = 0,
                      batch_size: Optional[int] = 4096):
-  """Yields `PretrainingInstances` batches for one chunk, shuffled.
+    """Yields `PretrainingInstances` batches for one chunk, shuffled.
 
-  Args:
-    chunk: the documents.
-    config: instance parameters.
-    vocab: special ids and `##` table.
-    seed: the run's random seed.
-    chunk_index: position of the chunk in the corpus; with `seed` it fixes
-      every random draw, so chunks can be processed in any process or order.
-    batch_size: instances per yielded batch (bounds memory); None = all.
-  """
-  python_seed, generator = chunk_seeds(seed, chunk_index)
-  if chunk.num_documents == 0:
-    return
-  spans = create_pair_spans(chunk, config, random.Random(python_seed))
-  spans = spans.take(generator.permutation(len(spans)))
-  step = batch_size or max(len(spans), 1)
-  for begin in range(0, len(spans), step):
-    yield finish_instances(chunk.token_ids,
-                           spans.take(slice(begin, begin + step)), config,
-                           vocab, generator)
+    Args:
+        chunk: the documents.
+        config: instance parameters.
+        vocab: special ids and `##` table.
+        seed: the run's random seed.
+        chunk_index: position of the chunk in the corpus; with `seed` it fixes
+            every random draw, so chunks can be processed in any process or order.
+        batch_size: instances per yielded batch (bounds memory); None = all.
+    """
+    python_seed, generator = chunk_seeds(seed, chunk_index)
+    if chunk.num_documents == 0:
+        return
+    spans = create_pair_spans(chunk, config, random.Random(python_seed))
+    spans = spans.take(generator.permutation(len(spans)))
+    step = batch_size or max(len(spans), 1)
+    for begin in range(0, len(spans), step):
+        yield finish_instances(chunk.token_ids, spans.take(slice(begin, begin + step)), config,
+                               vocab, generator)

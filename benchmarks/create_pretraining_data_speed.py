@@ -1,0 +1,268 @@
+r"""Speed and peak memory of create_pretraining_data: ours vs google-research/bert.
+
+Runs both tools as subprocesses on the same corpus, vocabulary and flags
+(max_seq_length 128, max_predictions_per_seq 20, dupe_factor 10, seed 12345),
+measuring wall time, input words per second and the peak resident memory of
+the whole process tree (main process + workers, sampled every 50 ms). Ours runs
+on the corpus repeated 1x and 10x to show that its memory does not grow with
+the corpus; the original (which holds every instance in memory and takes
+minutes per 4 MB) runs on 1x only. Both outputs are then summarized with
+`tfrecords_tools.inspect_tfrecords` to show they are the same kind of data.
+
+The original is not part of this repository. Put google-research/bert's
+`create_pretraining_data.py` and `tokenization.py` in a scratch folder, e.g.
+from the `bert-tensorflow` wheel (its `bert/` folder), and pass it as
+--reference_dir; import lines are adapted at run time in a temporary copy
+(`import tensorflow.compat.v1 as tf`, `import tokenization`).
+
+  python benchmarks/create_pretraining_data_speed.py \
+      --vocab_file=/tmp/vocab_uncased.txt --reference_dir=/tmp/bert_original
+
+Updates its section of benchmarks/RESULTS.md.
+"""
+
+import argparse
+import datetime
+import io
+import os
+import pathlib
+import platform
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "benchmarks" / "RESULTS.md"
+SECTION = "create_pretraining_data_speed"
+FLAGS = ["--max_seq_length=128", "--max_predictions_per_seq=20", "--dupe_factor=10",
+         "--random_seed=12345", "--masked_lm_prob=0.15", "--short_seq_prob=0.1", "--do_lower_case=True"]
+
+
+def _tree_rss(process):
+    import psutil
+    try:
+        total = process.memory_info().rss
+        for child in process.children(recursive=True):
+            try:
+                total += child.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+    except psutil.Error:
+        return 0
+
+
+def _children_cpu_seconds():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure(command, env):
+    """Runs `command`; returns (wall s, CPU s of the tree, peak tree RSS in bytes, output).
+
+    CPU time covers the process and the workers it waited for, so it shows the
+    work done even when other jobs share the cores.
+    """
+    import psutil
+    cpu_before = _children_cpu_seconds()
+    start = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as log:
+        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        handle = psutil.Process(child.pid)
+        peak = 0
+        loads = []
+        while child.poll() is None:
+            peak = max(peak, _tree_rss(handle))
+            loads.append(os.getloadavg()[0])
+            time.sleep(0.05)
+        seconds = time.perf_counter() - start
+        log.seek(0)
+        output = log.read()
+    if child.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({child.returncode}):\n{output[-3000:]}")
+    load = sum(loads) / max(len(loads), 1)
+    return seconds, _children_cpu_seconds() - cpu_before, peak, load, output
+
+
+def prepare_reference(reference_dir, work):
+    """Copies the original script + tokenizer and adapts their imports."""
+    target = work / "original"
+    target.mkdir(exist_ok=True)
+    for name in ("create_pretraining_data.py", "tokenization.py"):
+        source = pathlib.Path(reference_dir) / name
+        if not source.exists():
+            raise FileNotFoundError(f"--reference_dir has no {name}: {source}")
+        text = source.read_text(encoding="utf-8")
+        text = re.sub(r"^import tensorflow as tf$", "import tensorflow.compat.v1 as tf", text, flags=re.M)
+        text = re.sub(r"^from bert import tokenization$", "import tokenization", text, flags=re.M)
+        (target / name).write_text(text, encoding="utf-8")
+    return target / "create_pretraining_data.py"
+
+
+def summarize(paths, vocab_file):
+    from tfrecords_tools import inspect_tfrecords
+    out = io.StringIO()
+    stats = inspect_tfrecords.inspect(",".join(paths), vocab_file, num=0, out=out)
+    text = out.getvalue()
+    import numpy as np
+    lengths = np.concatenate(stats.lengths)
+    predictions = np.concatenate(stats.predictions)
+    return {"instances": stats.num_records, "mean_length": float(lengths.mean()),
+            "random_next": stats.num_random_next / stats.num_records,
+            "masked_fraction": float(predictions.sum() / lengths.sum()), "text": text}
+
+
+def count_words(path):
+    words = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 24), b""):
+            words += len(block.split())  # blocks end mid-word at most once per 16 MB
+    return words
+
+
+def update_results(section_text):
+    start, end = f"<!-- {SECTION}:start -->", f"<!-- {SECTION}:end -->"
+    block = f"{start}\n{section_text.rstrip()}\n{end}\n"
+    if RESULTS.exists():
+        content = RESULTS.read_text(encoding="utf-8")
+        if start in content and end in content:
+            content = content[:content.index(start)] + block + content[content.index(end) + len(end) + 1:]
+        else:
+            content = content.rstrip() + "\n\n" + block
+    else:
+        content = "# Benchmark results\n\n" + block
+    RESULTS.parent.mkdir(exist_ok=True)
+    temp = RESULTS.with_name(f"RESULTS.md.tmp-{os.getpid()}")
+    temp.write_text(content, encoding="utf-8")
+    os.replace(temp, RESULTS)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", default=str(ROOT / "data" / "austen_corpus.txt"))
+    parser.add_argument("--vocab_file", required=True, help="a real BERT vocab (e.g. uncased, 30,522)")
+    parser.add_argument("--reference_dir", help="folder with the original two files; omit to skip it")
+    parser.add_argument("--repeats", default="1,10", help="corpus sizes for ours, in copies")
+    parser.add_argument("--reference_repeats", default="1,3",
+                        help="corpus sizes for the original (it needs ~25 CPU s and ~0.1 GB per MB)")
+    parser.add_argument("--num_workers", type=int, default=2)
+    parser.add_argument("--work_dir", default=None)
+    parser.add_argument("--no_update", action="store_true", help="do not touch RESULTS.md")
+    args = parser.parse_args()
+
+    work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="cpd_bench_"))
+    work.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(ROOT))
+    corpus_text = pathlib.Path(args.corpus).read_bytes()
+    if not corpus_text.endswith(b"\n"):
+        corpus_text += b"\n"
+    rows = []
+    ours_1x_output = None
+    for repeat in [int(r) for r in args.repeats.split(",")]:
+        corpus = work / f"corpus_x{repeat}.txt"
+        with open(corpus, "wb") as f:
+            for _ in range(repeat):
+                f.write(corpus_text + b"\n")  # blank line: copies are separate documents
+        words = count_words(corpus)
+        output = work / f"ours_x{repeat}.tfrecord"
+        command = [sys.executable, "-m", "tfrecords_tools.create_pretraining_data", f"--input_file={corpus}",
+                   f"--output_file={output}", f"--vocab_file={args.vocab_file}",
+                   f"--num_workers={args.num_workers}"] + FLAGS
+        seconds, cpu, peak, load, _ = measure(command, env)
+        rows.append(("bert_tf (ours), %d workers" % args.num_workers, repeat, words, seconds, cpu, peak,
+                     load))
+        print(rows[-1], flush=True)
+        if repeat == 1:
+            ours_1x_output = output
+
+    original_summary = ours_summary = None
+    if args.reference_dir:
+        script = prepare_reference(args.reference_dir, work)
+        env_original = dict(env, PYTHONPATH=str(script.parent))
+        for repeat in [int(r) for r in args.reference_repeats.split(",")]:
+            corpus = work / f"corpus_x{repeat}.txt"
+            with open(corpus, "wb") as f:
+                for _ in range(repeat):
+                    f.write(corpus_text + b"\n")
+            output = work / f"original_x{repeat}.tfrecord"
+            command = [sys.executable, str(script), f"--input_file={corpus}", f"--output_file={output}",
+                       f"--vocab_file={args.vocab_file}"] + FLAGS
+            seconds, cpu, peak, load, _ = measure(command, env_original)
+            rows.append(("google-research/bert (original), 1 process", repeat, count_words(corpus),
+                         seconds, cpu, peak, load))
+            print(rows[-1], flush=True)
+            if repeat == 1:
+                original_summary = summarize([str(output)], args.vocab_file)
+        if ours_1x_output is not None and original_summary is not None:
+            ours_summary = summarize([str(ours_1x_output)], args.vocab_file)
+
+    # Report.
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = re.search(r"model name\s*:\s*(.*)", f.read()).group(1)
+    except (OSError, AttributeError):
+        pass
+    lines = [
+        "## create_pretraining_data: speed and peak memory",
+        "",
+        f"Date: {datetime.date.today()}. Machine: {os.cpu_count()}-core CPU ({cpu}), shared with other "
+        "jobs, no GPU. Python " + platform.python_version() + ".",
+        "",
+        "Command: `python benchmarks/create_pretraining_data_speed.py --vocab_file=VOCAB "
+        "--reference_dir=BERT_ORIGINAL`",
+        f"(corpus `{os.path.relpath(args.corpus, ROOT)}` repeated, uncased vocab of "
+        f"{sum(1 for _ in open(args.vocab_file, encoding='utf-8')):,} tokens, flags "
+        f"`{' '.join(FLAGS)}`). Wall time is end to end, process start included; words/s is input "
+        "words (whitespace-separated) per wall second; CPU s is user + system time of the process and "
+        "its workers (words per CPU second is what the work costs when other jobs share the cores); "
+        "memory is the peak RSS summed over the process tree; load is the mean 1-minute load average "
+        "during the run (2 means both cores busy: other jobs compete with the run above that).",
+        "",
+        "| tool | corpus | input words | wall s | words/s | CPU s | words per CPU s | peak RSS MB | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, repeat, words, seconds, cpu, peak, load in rows:
+        lines.append(f"| {name} | {repeat}x | {words:,} | {seconds:.1f} | {words / seconds:,.0f} | "
+                     f"{cpu:.1f} | {words / cpu:,.0f} | {peak / 2**20:,.0f} | {load:.1f} |")
+    original = [r for r in rows if r[0].startswith("google")]
+    ours = [r for r in rows if not r[0].startswith("google")]
+    if original and ours:
+        # The original's rate is steady (its start-up is ~4 s of minutes); ours
+        # has a fixed start-up (TensorFlow in 2 processes, tokenizer set-up), so
+        # the rate between the two corpus sizes is what a large corpus sees.
+        base = original[0]
+        base_wall, base_cpu = base[2] / base[3], base[2] / base[4]
+        lines.append("")
+        lines.append(f"Original: {base_wall:,.0f} words/s, {base_cpu:,.0f} words per CPU s ({base[1]}x corpus).")
+        for name, repeat, words, seconds, cpu, _, _ in ours:
+            lines.append(f"Ours, {repeat}x corpus, end to end: {words / seconds / base_wall:.1f}x the original's "
+                         f"words/s, {words / cpu / base_cpu:.1f}x its words per CPU s.")
+        if len(ours) >= 2:
+            (_, r0, w0, s0, c0, _, _), (_, r1, w1, s1, c1, _, _) = ours[0], ours[-1]
+            lines.append(f"Ours, marginal rate from {r0}x to {r1}x (start-up excluded): "
+                         f"{(w1 - w0) / (s1 - s0):,.0f} words/s = {(w1 - w0) / (s1 - s0) / base_wall:.1f}x the "
+                         f"original; {(w1 - w0) / (c1 - c0):,.0f} words per CPU s = "
+                         f"{(w1 - w0) / (c1 - c0) / base_cpu:.1f}x.")
+    if original_summary and ours_summary:
+        lines += ["", "Same kind of output (1x corpus, from `inspect_tfrecords`):", "",
+                  "| tool | instances | mean length | random next | masked fraction |",
+                  "|---|---:|---:|---:|---:|"]
+        for name, s in (("ours", ours_summary), ("original", original_summary)):
+            lines.append(f"| {name} | {s['instances']:,} | {s['mean_length']:.1f} | "
+                         f"{s['random_next']:.1%} | {s['masked_fraction']:.2%} |")
+    report = "\n".join(lines)
+    print(report)
+    if not args.no_update:
+        update_results(report)
+    if not args.work_dir:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
