@@ -22,23 +22,27 @@ import time  # noqa: E402
 from absl import app, flags, logging  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("export_dir", None, "Directory with the `encoder` and `preprocess` SavedModels.")
-flags.DEFINE_string("train_file", None, "TSV with a header and columns `text` and `label` (0/1).")
-flags.DEFINE_string("test_file", None, "Held-out TSV in the same format.")
-flags.DEFINE_string("output_dir", None, "Where the fine-tuned model, TensorBoard logs and results go.")
-flags.DEFINE_integer("epochs", 2, "Training epochs.")
-flags.DEFINE_integer("batch_size", 32, "Batch size.")
-flags.DEFINE_float("learning_rate", 1e-4, "Adam learning rate.")
-flags.DEFINE_integer("max_train_examples", 0, "Use at most this many training examples (0: all).")
-flags.DEFINE_integer("max_test_examples", 0, "Use at most this many test examples (0: all).")
-flags.DEFINE_list("new_sentences", [
-    "Absolutely delicious, I will order this again.",
-    "The coffee was stale and tasted like cardboard.",
-    "My dog loves these treats.",
-    "Too sweet and the package arrived damaged.",
-], "Sentences to classify after training.")
-flags.DEFINE_integer("seed", 1, "Random seed.")
-flags.mark_flags_as_required(["export_dir", "train_file", "test_file", "output_dir"])
+
+
+def define_flags():
+    """Defines this job's flags (at run time, so importing the module defines none)."""
+    flags.DEFINE_string("export_dir", None, "Directory with the `encoder` and `preprocess` SavedModels.")
+    flags.DEFINE_string("train_file", None, "TSV with a header and columns `text` and `label` (0/1).")
+    flags.DEFINE_string("test_file", None, "Held-out TSV in the same format.")
+    flags.DEFINE_string("output_dir", None, "Where the fine-tuned model, TensorBoard logs and results go.")
+    flags.DEFINE_integer("epochs", 2, "Training epochs.")
+    flags.DEFINE_integer("batch_size", 32, "Batch size.")
+    flags.DEFINE_float("learning_rate", 1e-4, "Adam learning rate.")
+    flags.DEFINE_integer("max_train_examples", 0, "Use at most this many training examples (0: all).")
+    flags.DEFINE_integer("max_test_examples", 0, "Use at most this many test examples (0: all).")
+    flags.DEFINE_list("new_sentences", [
+        "Absolutely delicious, I will order this again.",
+        "The coffee was stale and tasted like cardboard.",
+        "My dog loves these treats.",
+        "Too sweet and the package arrived damaged.",
+    ], "Sentences to classify after training.")
+    flags.DEFINE_integer("seed", 1, "Random seed.")
+    flags.mark_flags_as_required(["export_dir", "train_file", "test_file", "output_dir"])
 
 
 def read_labeled_tsv(path, limit=0):
@@ -130,6 +134,7 @@ def main(argv):
 
 
 def run():
+    define_flags()
     app.run(main)
 
 

@@ -28,23 +28,28 @@ import time
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("output_dir", "runs/demo", "Where the demo writes everything it builds.")
-flags.DEFINE_bool("restart", False, "Delete --output_dir first instead of reusing finished steps.")
-flags.DEFINE_integer("vocab_size", 8000, "Size of the learned WordPiece vocabulary.")
-flags.DEFINE_integer("num_layers", 2, "Transformer layers of the demo BERT.")
-flags.DEFINE_integer("hidden_size", 128, "Hidden size of the demo BERT (heads = hidden_size / 64).")
-flags.DEFINE_integer("max_seq_length", 128, "Sequence length for pretraining and fine-tuning.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per pretraining sequence.")
-flags.DEFINE_integer("dupe_factor", 2, "Times the corpus is masked differently (create_pretraining_data).")
-flags.DEFINE_integer("pretrain_steps", 1500, "Pretraining steps.")
-flags.DEFINE_integer("pretrain_batch_size", 32, "Pretraining batch size.")
-flags.DEFINE_float("pretrain_learning_rate", 1e-3, "Peak pretraining learning rate.")
-flags.DEFINE_integer("finetune_epochs", 2, "Fine-tuning epochs.")
-flags.DEFINE_float("finetune_learning_rate", 1e-4, "Fine-tuning learning rate (Adam).")
-flags.DEFINE_integer("corpus_lines", 0, "Use only the first N lines of the bundled corpus (0: all), for quick runs.")
-flags.DEFINE_integer("train_examples", 0, "Use at most N labeled training reviews (0: all 4,000).")
-flags.DEFINE_integer("test_examples", 0, "Use at most N held-out reviews (0: all 1,000).")
-flags.DEFINE_bool("compare_random_init", True, "Also fine-tune a randomly initialised encoder, for comparison.")
+
+
+def define_flags():
+    """Defines this job's flags (at run time, so importing the module defines none)."""
+    flags.DEFINE_string("output_dir", "runs/demo", "Where the demo writes everything it builds.")
+    flags.DEFINE_bool("restart", False, "Delete --output_dir first instead of reusing finished steps.")
+    flags.DEFINE_integer("vocab_size", 8000, "Size of the learned WordPiece vocabulary.")
+    flags.DEFINE_integer("num_layers", 2, "Transformer layers of the demo BERT.")
+    flags.DEFINE_integer("hidden_size", 128, "Hidden size of the demo BERT (heads = hidden_size / 64).")
+    flags.DEFINE_integer("max_seq_length", 128, "Sequence length for pretraining and fine-tuning.")
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per pretraining sequence.")
+    flags.DEFINE_integer("dupe_factor", 2, "Times the corpus is masked differently (create_pretraining_data).")
+    flags.DEFINE_integer("pretrain_steps", 1500, "Pretraining steps.")
+    flags.DEFINE_integer("pretrain_batch_size", 32, "Pretraining batch size.")
+    flags.DEFINE_float("pretrain_learning_rate", 1e-3, "Peak pretraining learning rate.")
+    flags.DEFINE_integer("finetune_epochs", 2, "Fine-tuning epochs.")
+    flags.DEFINE_float("finetune_learning_rate", 1e-4, "Fine-tuning learning rate (Adam).")
+    flags.DEFINE_integer("corpus_lines", 0, "Use only the first N lines of the bundled corpus (0: all), for quick runs.")
+    flags.DEFINE_integer("train_examples", 0, "Use at most N labeled training reviews (0: all 4,000).")
+    flags.DEFINE_integer("test_examples", 0, "Use at most N held-out reviews (0: all 1,000).")
+    flags.DEFINE_bool("compare_random_init", True, "Also fine-tune a randomly initialised encoder, for comparison.")
+
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -406,6 +411,7 @@ def _write_random_init_model_dir(model_dir, config, vocab_file):
 
 
 def run():
+    define_flags()
     app.run(main)
 
 

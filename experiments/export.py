@@ -25,19 +25,21 @@ from absl import app, flags
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("model_dir", None, "Model directory: bert_config.json, vocab.txt and TF2 checkpoints "
-                    "(the latest one is exported).")
-flags.DEFINE_string("checkpoint", None, "A checkpoint prefix (or directory) to export instead of the latest "
-                    "one in --model_dir.")
-flags.DEFINE_string("bert_config_file", None, "bert_config.json; defaults to the one in --model_dir.")
-flags.DEFINE_string("vocab_file", None, "vocab.txt; defaults to the one in --model_dir.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents in the preprocessor (uncased models). "
-                  "Use --nodo_lower_case for cased vocabularies.")
-flags.DEFINE_integer("seq_length", 128, "Sequence length of the preprocessor's default packing.")
-flags.DEFINE_string("export_dir", None, "Directory to create, holding encoder/ and preprocess/.")
-flags.DEFINE_bool("overwrite", False, "Replace an existing non-empty --export_dir.")
-flags.DEFINE_bool("include_mlm", True, "Export the masked-LM head as encoder.mlm when the checkpoint has one.")
-flags.DEFINE_bool("verify", True, "Reload the encoder SavedModel and check it reproduces the Keras model.")
+def define_flags():
+    """Defines this job's flags (at run time, so importing the module defines none)."""
+    flags.DEFINE_string("model_dir", None, "Model directory: bert_config.json, vocab.txt and TF2 checkpoints "
+                        "(the latest one is exported).")
+    flags.DEFINE_string("checkpoint", None, "A checkpoint prefix (or directory) to export instead of the latest "
+                        "one in --model_dir.")
+    flags.DEFINE_string("bert_config_file", None, "bert_config.json; defaults to the one in --model_dir.")
+    flags.DEFINE_string("vocab_file", None, "vocab.txt; defaults to the one in --model_dir.")
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents in the preprocessor (uncased models). "
+                      "Use --nodo_lower_case for cased vocabularies.")
+    flags.DEFINE_integer("seq_length", 128, "Sequence length of the preprocessor's default packing.")
+    flags.DEFINE_string("export_dir", None, "Directory to create, holding encoder/ and preprocess/.")
+    flags.DEFINE_bool("overwrite", False, "Replace an existing non-empty --export_dir.")
+    flags.DEFINE_bool("include_mlm", True, "Export the masked-LM head as encoder.mlm when the checkpoint has one.")
+    flags.DEFINE_bool("verify", True, "Reload the encoder SavedModel and check it reproduces the Keras model.")
 
 
 def check_flags() -> None:
@@ -78,8 +80,9 @@ def main(argv):
 
 def run():
     """Console-script entry point."""
+    define_flags()
     app.run(main)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    run()

@@ -255,18 +255,14 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path, written):
 
 def _run_cli(argv):
     """Runs the absl entry point in this process; returns its exit code."""
-    from absl import flags
+    from tests.helpers.absl_flags import temporary_flags
     from tfrecords_tools import create_pretraining_data as cli
-    cli.define_flags()
-    flags.FLAGS.unparse_flags()
     try:
-        flags.FLAGS(["create_pretraining_data"] + argv)
-        cli.main(["create_pretraining_data"])
+        with temporary_flags(cli.define_flags, ["create_pretraining_data"] + argv):
+            cli.main(["create_pretraining_data"])
         return 0
     except SystemExit as exit_:
         return exit_.code
-    finally:
-        flags.FLAGS.unparse_flags()
 
 
 def test_cli_with_two_workers_matches_one_worker(tmp_path, caplog):

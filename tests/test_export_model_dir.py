@@ -9,19 +9,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from absl import app, flags
-from absl.testing import flagsaver
 
 from bert_tf.export import export_model_dir
 from experiments import export as export_cli
 from tests.helpers import export_fixtures
+from tests.helpers.absl_flags import temporary_flags
 
-FLAGS = flags.FLAGS
 ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 def run_cli(*args):
-    with flagsaver.flagsaver():
-        FLAGS(["export", *args])
+    with temporary_flags(export_cli.define_flags, ["export", *args]):
         export_cli.main(["export"])
 
 

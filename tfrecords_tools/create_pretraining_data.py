@@ -42,19 +42,13 @@ from tfrecords_tools import text_corpus
 
 FLAGS = flags.FLAGS
 
-_flags_defined = False
-
 
 def define_flags():
-    """Defines this tool's flags (once); run() calls it.
+    """Defines this tool's flags; run() calls it.
 
     Flags are not defined at import so that importing several tools (or this
     module and a training script) in one process cannot clash on flag names.
     """
-    global _flags_defined
-    if _flags_defined:
-        return
-    _flags_defined = True
     flags.DEFINE_string("input_file", None,
                         "Input raw text file (or comma-separated list of files and globs).")
     flags.DEFINE_string("output_file", None,

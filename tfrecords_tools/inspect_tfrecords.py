@@ -26,19 +26,13 @@ from bert_tf.data import tfrecord_files
 
 FLAGS = flags.FLAGS
 
-_flags_defined = False
-
 
 def define_flags():
-    """Defines this tool's flags (once); run() calls it.
+    """Defines this tool's flags; run() calls it.
 
     Flags are not defined at import so that importing several tools (or this
     module and a training script) in one process cannot clash on flag names.
     """
-    global _flags_defined
-    if _flags_defined:
-        return
-    _flags_defined = True
     flags.DEFINE_string("input_file", None, "TFRecord files: comma-separated paths or globs.")
     flags.DEFINE_string("vocab_file", None, "Vocabulary to show tokens (ids are shown without it).")
     flags.DEFINE_integer("num", 5, "Instances to print.")
