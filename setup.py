@@ -30,6 +30,9 @@ EXTRAS_REQUIRE = {
         "nbformat",
         "ipykernel",
     ],
+    "benchmarks": [
+        "psutil",  # peak memory of a process tree (benchmarks/create_pretraining_data_speed.py)
+    ],
 }
 
 setuptools.setup(
