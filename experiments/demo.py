@@ -35,10 +35,13 @@ def define_flags():
     flags.DEFINE_string("output_dir", "runs/demo", "Where the demo writes everything it builds.")
     flags.DEFINE_bool("restart", False, "Delete --output_dir first instead of reusing finished steps.")
     flags.DEFINE_integer("vocab_size", 8000, "Size of the learned WordPiece vocabulary.")
+    flags.DEFINE_integer("vocab_input_words", 8000,
+                         "The vocabulary is learned from this many most frequent distinct words (faster).")
     flags.DEFINE_integer("num_layers", 2, "Transformer layers of the demo BERT.")
     flags.DEFINE_integer("hidden_size", 128, "Hidden size of the demo BERT (heads = hidden_size / 64).")
-    flags.DEFINE_integer("max_seq_length", 128, "Sequence length for pretraining and fine-tuning.")
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per pretraining sequence.")
+    flags.DEFINE_integer("max_seq_length", 64, "Sequence length for pretraining and fine-tuning (64 keeps the run "
+                         "short on a CPU; a review averages about 90 WordPieces).")
+    flags.DEFINE_integer("max_predictions_per_seq", 10, "Masked positions per pretraining sequence.")
     flags.DEFINE_integer("dupe_factor", 2, "Times the corpus is masked differently (create_pretraining_data).")
     flags.DEFINE_integer("pretrain_steps", 1500, "Pretraining steps.")
     flags.DEFINE_integer("pretrain_batch_size", 32, "Pretraining batch size.")
@@ -244,7 +247,7 @@ def main(argv):
         vocab_file = os.path.join(step_dir, "vocab.txt")
         _run_tool("tfrecords_tools.make_vocab", os.path.join(step_dir, "make_vocab.log"),
                   f"--input_file={corpus}", f"--output_file={vocab_file}", f"--vocab_size={FLAGS.vocab_size}",
-                  "--do_lower_case")
+                  "--do_lower_case", f"--max_input_words={FLAGS.vocab_input_words}")
         with open(vocab_file, encoding="utf-8") as f:
             size = sum(1 for _ in f)
         return {"corpus": corpus, "corpus_lines": lines, "vocab_file": vocab_file, "vocab_size": size}

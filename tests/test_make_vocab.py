@@ -63,6 +63,17 @@ def test_cased_vocab_keeps_case_and_covers_text(corpus, tmp_path):
     assert unk_rate(out, texts, lower_case=False) < 0.01
 
 
+def test_max_input_words_learns_from_the_most_frequent_words_only():
+    # "zebra" is rarer than every other word, so with max_input_words=3 it is
+    # never a learned whole-word piece, but its characters keep it off [UNK].
+    counts = {"apple": 50, "banana": 40, "cherry": 30, "zebra": 25}
+    full = learn_vocab(counts, vocab_size=200, min_count=1, num_iterations=2)
+    top = learn_vocab(counts, vocab_size=200, min_count=1, num_iterations=2, max_input_words=3)
+    assert "zebra" in full and "cherry" in full
+    assert "zebra" not in top and "cherry" in top
+    assert {"z", "e", "b", "r", "a", "##z", "##e", "##b", "##r", "##a"} <= set(top)
+
+
 def test_words_are_counted_after_bert_normalization():
     counts = count_words(["Café, CAFÉ!", "ﬁne…"], lower_case=True)
     assert counts == {"cafe": 2, ",": 1, "!": 1, "ﬁne": 1, "…": 1}

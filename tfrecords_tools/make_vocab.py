@@ -35,6 +35,9 @@ def _define_flags():
                          "Alphabet size; words with rarer characters are ignored.")
     flags.DEFINE_integer("max_word_length", 50, "Longer words are ignored.")
     flags.DEFINE_integer("num_iterations", 4, "Refinement passes of the learner.")
+    flags.DEFINE_integer("max_input_words", 5_000_000,
+                         "Learn from this many of the most frequent distinct words; the others are still "
+                         "tokenized into the learned pieces. Lower is faster (the learner is pure Python).")
     flags.DEFINE_integer("max_lines", 0, "Read at most this many lines (0: all).")
     flags.mark_flags_as_required(["input_file", "output_file"])
 
@@ -54,7 +57,7 @@ def expand_input_files(pattern_list):
 
 def make_vocab(input_files, output_file, vocab_size, do_lower_case=True, num_unused=0,
                min_count=10, max_unique_chars=1000, max_word_length=50, num_iterations=4,
-               max_lines=0):
+               max_input_words=5_000_000, max_lines=0):
     """Learns a vocabulary from `input_files` and writes it to `output_file`.
 
     Returns the list of tokens written.
@@ -83,7 +86,7 @@ def make_vocab(input_files, output_file, vocab_size, do_lower_case=True, num_unu
     tokens = vocab_learning.learn_vocab(
         counts, vocab_size, reserved_tokens=reserved, min_count=min_count,
         max_unique_chars=max_unique_chars, max_word_length=max_word_length,
-        num_iterations=num_iterations)
+        num_iterations=num_iterations, max_input_words=max_input_words)
     vocab_lib.write_vocab(tokens, output_file)
     logging.info("Wrote %d tokens to %s", len(tokens), output_file)
     return tokens
@@ -96,7 +99,7 @@ def main(argv):
                do_lower_case=FLAGS.do_lower_case, num_unused=FLAGS.num_unused,
                min_count=FLAGS.min_count, max_unique_chars=FLAGS.max_unique_chars,
                max_word_length=FLAGS.max_word_length, num_iterations=FLAGS.num_iterations,
-               max_lines=FLAGS.max_lines)
+               max_input_words=FLAGS.max_input_words, max_lines=FLAGS.max_lines)
 
 
 def run():

@@ -74,8 +74,9 @@ def learn_vocab(word_counts, vocab_size, reserved_tokens=vocab_lib.SPECIAL_TOKEN
         max_input_tokens=max_input_words, max_token_length=max_word_length,
         max_unique_chars=max_unique_chars, slack_ratio=slack_ratio,
         include_joiner_token=True, joiner=vocab_lib.SUFFIX_INDICATOR)
+    tokens = _with_whole_alphabet(list(tokens), word_counts, reserved_tokens, max_word_length, max_unique_chars)
     if len(tokens) <= vocab_size:
-        return list(tokens)
+        return tokens
     # The learner can overshoot when its threshold search ends early. Every
     # character and its "##" form must stay (without them words become
     # [UNK]); drop the least frequent longer pieces, which come last.
@@ -90,3 +91,24 @@ def learn_vocab(word_counts, vocab_size, reserved_tokens=vocab_lib.SPECIAL_TOKEN
     optional = [t for t in tokens if t not in set(required)]
     keep = set(required) | set(optional[:vocab_size - len(required)])
     return [t for t in tokens if t in keep]
+
+
+def _with_whole_alphabet(tokens, word_counts, reserved_tokens, max_word_length, max_unique_chars):
+    """Adds the single characters (and "##" forms) the learner left out.
+
+    The learner takes its characters from the `max_input_words` words it learns
+    from; characters that occur only in rarer words must still be tokens, or
+    those words become [UNK].
+    """
+    alphabet = learner.get_allowed_chars(
+        [(w, c) for w, c in word_counts.items() if len(w) <= max_word_length], max_unique_chars)
+    present = set(tokens)
+    missing = []
+    for char in sorted(alphabet):
+        for token in (char, vocab_lib.SUFFIX_INDICATOR + char):
+            if token not in present:
+                missing.append(token)
+    if not missing:
+        return tokens
+    num_reserved = sum(1 for t in tokens[:len(reserved_tokens)] if t in reserved_tokens)
+    return tokens[:num_reserved] + missing + tokens[num_reserved:]
