@@ -110,5 +110,5 @@ def _with_whole_alphabet(tokens, word_counts, reserved_tokens, max_word_length, 
                 missing.append(token)
     if not missing:
         return tokens
-    num_reserved = sum(1 for t in tokens[:len(reserved_tokens)] if t in reserved_tokens)
-    return tokens[:num_reserved] + missing + tokens[num_reserved:]
+    # The learner lists the reserved tokens first; the characters go right after them.
+    return tokens[:len(reserved_tokens)] + missing + tokens[len(reserved_tokens):]
