@@ -32,7 +32,8 @@ def define_flags():
     flags.DEFINE_string("output_dir", None, "Where the fine-tuned model, TensorBoard logs and results go.")
     flags.DEFINE_integer("epochs", 2, "Training epochs.")
     flags.DEFINE_integer("batch_size", 32, "Batch size.")
-    flags.DEFINE_float("learning_rate", 1e-4, "Adam learning rate.")
+    flags.DEFINE_float("learning_rate", 1e-3, "Adam learning rate (1e-3: Keras' default, as `optimizer='adam'` in the "
+                       "notebook).")
     flags.DEFINE_integer("max_train_examples", 0, "Use at most this many training examples (0: all).")
     flags.DEFINE_integer("max_test_examples", 0, "Use at most this many test examples (0: all).")
     flags.DEFINE_list("new_sentences", [

@@ -33,7 +33,14 @@ def test_demo_runs_the_life_cycle_and_reuses_finished_steps(tmp_path):
     assert data["train_instances"] > 100 and data["eval_instances"] > 0
     pretrain = json.loads((output_dir / "pretrain" / "result.json").read_text())
     assert len(pretrain["eval_mlm_accuracy"]) >= 2 and len(pretrain["eval_nsp_accuracy"]) >= 2
-    assert (output_dir / "pretrain" / "model" / "bert_config.json").exists()
+    # Pretraining runs without dropout; the exported encoder fine-tunes with BERT's 0.1.
+    pretrain_config = json.loads((output_dir / "pretrain" / "model" / "bert_config.json").read_text())
+    assert pretrain_config["hidden_dropout_prob"] == pretrain_config["attention_probs_dropout_prob"] == 0.0
+    exported_config = json.loads(
+        (output_dir / "export" / "pretrained" / "encoder" / "assets.extra" / "bert_config.json").read_text())
+    assert exported_config["hidden_dropout_prob"] == exported_config["attention_probs_dropout_prob"] == 0.1
+    assert {k: v for k, v in exported_config.items() if "dropout" not in k} == \
+        {k: v for k, v in pretrain_config.items() if "dropout" not in k}
     assert (output_dir / "export" / "pretrained" / "encoder" / "saved_model.pb").exists()
     assert (output_dir / "export" / "pretrained" / "preprocess" / "saved_model.pb").exists()
     classifier = json.loads((output_dir / "classifier_pretrained" / "result.json").read_text())
