@@ -89,7 +89,8 @@ def _run_tool(module, log_path, *args, env=None):
 
 _NOISE = re.compile(r"oneDNN|cuda|cuInit|absl::InitializeLog|cpu_feature_guard|rebuild TensorFlow|"
                     r"functional_saver|Sharding callback|WARNING: All log messages|TF_ENABLE_ONEDNN|"
-                    r"AVX|computation placer|UserWarning|warnings.warn|DeprecationWarning")
+                    r"AVX|computation placer|UserWarning|warnings.warn|DeprecationWarning|"
+                    r"unsupported characters which will be renamed|Assets written to|Writing fingerprint")
 
 
 _ABSL_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\] ")
