@@ -88,8 +88,9 @@ def learn_vocab(word_counts, vocab_size, reserved_tokens=vocab_lib.SPECIAL_TOKEN
         raise ValueError(
             f"vocab_size={vocab_size} is too small for the {len(required)} reserved and "
             "single-character tokens; raise it or lower max_unique_chars")
-    optional = [t for t in tokens if t not in set(required)]
-    keep = set(required) | set(optional[:vocab_size - len(required)])
+    required_set = set(required)
+    optional = [t for t in tokens if t not in required_set]
+    keep = required_set | set(optional[:vocab_size - len(required)])
     return [t for t in tokens if t in keep]
 
 
