@@ -5,6 +5,14 @@ Keras 3. Checkpoint loading needs TensorFlow and is imported on first use, so
 `import bert_tf` works on the JAX backend too.
 """
 
+import os
+
+from bert_tf import tensorflow_startup
+
+# Before Keras loads TensorFlow (the default backend), so that its C++ start-up notes stay off stderr.
+if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
+    tensorflow_startup.load_tensorflow_quietly()
+
 from bert_tf.config import PRESETS, BertConfig
 from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
                             BertTokenClassifier, pretraining_losses)

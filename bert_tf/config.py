@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
+
+from bert_tf import file_io
 
 ACTIVATIONS = ("gelu", "gelu_new", "relu")
 
@@ -100,10 +101,7 @@ class BertConfig:
 
     def to_json_file(self, path: str) -> None:
         """Writes `bert_config.json` atomically (temporary file, then rename)."""
-        tmp_path = f"{path}.tmp-{os.getpid()}"
-        with open(tmp_path, "w", encoding="utf-8") as f:
-            f.write(self.to_json_string())
-        os.replace(tmp_path, path)
+        file_io.write_text(path, self.to_json_string())
 
     # --- HuggingFace config.json --------------------------------------------
 

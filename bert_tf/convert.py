@@ -13,18 +13,13 @@ next-sentence heads, else a `BertEncoder` one. Read it back with
 from __future__ import annotations
 
 import os
-import sys
 
-from absl import app, flags
+from absl import flags
 
+from bert_tf import cli
 from bert_tf.config import BertConfig
 
 SOURCE_FORMATS = ("tf1", "hf")
-
-
-def _count_vocab_lines(vocab_file: str) -> int:
-    with open(vocab_file, encoding="utf-8") as f:
-        return sum(1 for _ in f)
 
 
 def convert(source_format: str, input_path: str, output_dir: str, bert_config_file: str | None = None,
@@ -51,39 +46,42 @@ def convert(source_format: str, input_path: str, output_dir: str, bert_config_fi
     if source_format == "tf1":
         default_config, default_vocab = tf1.tf1_companion_files(input_path)
         config_file = bert_config_file or default_config
-        config = BertConfig.from_json_file(config_file)
     else:
         if bert_config_file:
             raise ValueError("bert_config_file applies to TF1 checkpoints only; a HuggingFace directory "
                              f"carries its own {huggingface.HF_CONFIG_NAME}.")
         default_config, default_vocab = huggingface.hf_companion_files(input_path)
-        config = huggingface.hf_bert_config(input_path)
+        config_file = default_config
+    try:
+        config = (BertConfig.from_json_file(config_file) if source_format == "tf1"
+                  else huggingface.hf_bert_config(input_path))
+    except ValueError as e:
+        raise ValueError(f"{config_file}: {e}") from None
     vocab_file = vocab_file or default_vocab
     if not os.path.isfile(vocab_file):
         raise FileNotFoundError(f"Vocabulary file not found: {vocab_file} (pass --vocab_file).")
-    vocab_lines = _count_vocab_lines(vocab_file)
+    vocab_lines = len(cli.load_vocab(vocab_file, "vocab_file"))
     if vocab_lines > config.vocab_size:
         raise ValueError(f"{vocab_file} has {vocab_lines} tokens but the config's vocab_size is "
                          f"{config.vocab_size}: token ids past {config.vocab_size - 1} would have no embedding.")
 
-    if source_format == "tf1":
-        model = tf1.convert_tf1_checkpoint(input_path, config_file, heads=heads,
-                                           allow_missing_pooler=allow_missing_pooler)
-    else:
-        model = huggingface.convert_hf_directory(input_path, heads=heads, allow_missing_pooler=allow_missing_pooler)
+    import tensorflow as tf
+
+    try:
+        if source_format == "tf1":
+            model = tf1.convert_tf1_checkpoint(input_path, config_file, heads=heads,
+                                               allow_missing_pooler=allow_missing_pooler)
+        else:
+            model = huggingface.convert_hf_directory(input_path, heads=heads,
+                                                     allow_missing_pooler=allow_missing_pooler)
+    except tf.errors.OpError as e:
+        # A file that is not a checkpoint (or is damaged) fails in TensorFlow's reader.
+        raise ValueError(f"--input={input_path}: cannot read the {source_format} checkpoint: {e.message}") from None
     return model_dir.write_model_dir(output_dir, model, vocab_file=vocab_file)
 
 
-_flags_defined = False
-
-
 def define_flags() -> None:
-    """Defines this tool's flags (once), only when it runs as a program, so importing
-    `convert()` adds nothing to the global flag registry."""
-    global _flags_defined
-    if _flags_defined:
-        return
-    _flags_defined = True
+    """Defines this tool's flags; `run()` calls it, so importing `convert()` adds no flags."""
     flags.DEFINE_enum("from", None, list(SOURCE_FORMATS),
                       "Source format: tf1 (google-research bert_model.ckpt) or hf (HuggingFace directory "
                       "with config.json and model.safetensors).")
@@ -96,20 +94,16 @@ def define_flags() -> None:
                       "heads, else a BertEncoder; pretraining: require both heads; none: encoder only.")
     flags.DEFINE_bool("allow_missing_pooler", False,
                       "Convert a source without pooler weights, keeping the pooler's random initial values.")
-    flags.mark_flags_as_required(["from", "input", "output_dir"])
 
 
+@cli.main_function("bert_tf.convert", bad_input=(ValueError, FileNotFoundError, FileExistsError))
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    del argv  # Checked by cli.main_function.
+    cli.require_flags("from", "input", "output_dir")
     FLAGS = flags.FLAGS
-    try:
-        checkpoint = convert(FLAGS["from"].value, FLAGS.input, FLAGS.output_dir,
-                             bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
-                             heads=FLAGS.heads, allow_missing_pooler=FLAGS.allow_missing_pooler)
-    except (ValueError, FileNotFoundError, FileExistsError) as e:
-        print(f"bert_tf.convert: error: {e}", file=sys.stderr)
-        return 1
+    checkpoint = convert(FLAGS["from"].value, FLAGS.input, FLAGS.output_dir,
+                         bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
+                         heads=FLAGS.heads, allow_missing_pooler=FLAGS.allow_missing_pooler)
     from bert_tf.checkpoints import has_pretraining_heads
     kind = ("BertPretrainer (encoder + masked-LM + next-sentence)" if has_pretraining_heads(checkpoint)
             else "BertEncoder")
@@ -117,10 +111,9 @@ def main(argv):
     return 0
 
 
-def run():
+def run(argv=None):
     """Console-script entry point (`bert_tf_convert`)."""
-    define_flags()
-    app.run(main)
+    cli.run(main, define_flags, argv)
 
 
 if __name__ == "__main__":

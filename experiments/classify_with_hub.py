@@ -16,10 +16,11 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-import json  # noqa: E402
 import time  # noqa: E402
 
-from absl import app, flags, logging  # noqa: E402
+from absl import flags, logging  # noqa: E402
+
+from bert_tf import cli, file_io  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -33,7 +34,9 @@ def define_flags():
     flags.DEFINE_integer("epochs", 2, "Training epochs.")
     flags.DEFINE_integer("batch_size", 32, "Batch size.")
     flags.DEFINE_float("learning_rate", 1e-3, "Adam learning rate (1e-3: Keras' default, as `optimizer='adam'` in the "
-                       "notebook).")
+                       "notebook; pretrained encoders want BERT's 2e-5 to 1e-4).")
+    flags.DEFINE_float("warmup_fraction", 0.0, "0: a constant learning rate. Otherwise BERT's schedule, as in TF Hub's "
+                       "tutorial: linear warm-up over this fraction of the steps, then linear decay to 0.")
     flags.DEFINE_integer("max_train_examples", 0, "Use at most this many training examples (0: all).")
     flags.DEFINE_integer("max_test_examples", 0, "Use at most this many test examples (0: all).")
     flags.DEFINE_list("new_sentences", [
@@ -81,22 +84,46 @@ def build_classifier(preprocess_dir, encoder_dir):
     return tf.keras.Model(inputs=[text_input], outputs=[x])
 
 
+def warmup_linear_decay(peak, num_steps, warmup_steps):
+    """BERT's learning-rate schedule as a tf_keras schedule: linear warm-up to `peak`, then linear decay to 0."""
+    import tensorflow as tf
+
+    class _Schedule(tf.keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step):
+            step = tf.cast(step, tf.float32)
+            warmup = step / max(warmup_steps, 1)
+            decay = (num_steps - step) / max(num_steps - warmup_steps, 1)
+            return peak * tf.maximum(tf.minimum(warmup, decay), 0.0)
+
+        def get_config(self):
+            return {"peak": peak, "num_steps": num_steps, "warmup_steps": warmup_steps}
+
+    return _Schedule()
+
+
+@cli.main_function("classify_with_hub", bad_input=(ValueError, OSError))
 def main(argv):
     del argv
     import numpy as np
     import tensorflow as tf
 
+    cli.check_utf8(FLAGS.train_file, "train_file")
+    cli.check_utf8(FLAGS.test_file, "test_file")
     tf.keras.utils.set_random_seed(FLAGS.seed)
     for name in ("encoder", "preprocess"):
         if not os.path.isdir(os.path.join(FLAGS.export_dir, name)):
-            raise app.UsageError(f"--export_dir={FLAGS.export_dir} has no '{name}' SavedModel.")
+            raise cli.BadInputError(f"--export_dir={FLAGS.export_dir} has no '{name}' SavedModel.")
     train_texts, train_labels = read_labeled_tsv(FLAGS.train_file, FLAGS.max_train_examples)
     test_texts, test_labels = read_labeled_tsv(FLAGS.test_file, FLAGS.max_test_examples)
     x_train, y_train = tf.constant(train_texts), np.array(train_labels, "float32")
     x_test, y_test = tf.constant(test_texts), np.array(test_labels, "float32")
 
     model = build_classifier(os.path.join(FLAGS.export_dir, "preprocess"), os.path.join(FLAGS.export_dir, "encoder"))
-    model.compile(optimizer=tf.keras.optimizers.Adam(FLAGS.learning_rate), loss="binary_crossentropy",
+    num_steps = FLAGS.epochs * -(-len(train_texts) // FLAGS.batch_size)
+    learning_rate = FLAGS.learning_rate
+    if FLAGS.warmup_fraction > 0:
+        learning_rate = warmup_linear_decay(FLAGS.learning_rate, num_steps, int(FLAGS.warmup_fraction * num_steps))
+    model.compile(optimizer=tf.keras.optimizers.Adam(learning_rate), loss="binary_crossentropy",
                   metrics=["accuracy"])
     os.makedirs(FLAGS.output_dir, exist_ok=True)
     start = time.time()
@@ -104,7 +131,8 @@ def main(argv):
         x_train, y_train, epochs=FLAGS.epochs, batch_size=FLAGS.batch_size, validation_data=(x_test, y_test),
         verbose=2, callbacks=[tf.keras.callbacks.TensorBoard(os.path.join(FLAGS.output_dir, "summaries"))])
     train_seconds = time.time() - start
-    test_loss, test_accuracy = model.evaluate(x_test, y_test, batch_size=FLAGS.batch_size, verbose=0)
+    # fit() evaluated the final weights on the test set already (inference mode, same batches as evaluate()).
+    test_loss, test_accuracy = history.history["val_loss"][-1], history.history["val_accuracy"][-1]
     majority = max(np.mean(y_train), 1 - np.mean(y_train))
     majority_label = float(np.mean(y_train) >= 0.5)
     baseline = float(np.mean(y_test == majority_label))
@@ -112,13 +140,8 @@ def main(argv):
     new_scores = model.predict(tf.constant(FLAGS.new_sentences), verbose=0)[:, 0]
     predictions = [{"text": t, "score": float(s), "label": "great" if s >= 0.5 else "other"}
                    for t, s in zip(FLAGS.new_sentences, new_scores)]
-    saved_model_dir = os.path.join(FLAGS.output_dir, "saved_model")
-    tmp_dir = saved_model_dir + ".tmp"
-    model.save(tmp_dir, include_optimizer=False)
-    if os.path.exists(saved_model_dir):
-        import shutil
-        shutil.rmtree(saved_model_dir)
-    os.replace(tmp_dir, saved_model_dir)
+    with file_io.atomic_path(os.path.join(FLAGS.output_dir, "saved_model"), directory=True) as tmp_dir:
+        model.save(tmp_dir, include_optimizer=False)
 
     results = {"test_accuracy": float(test_accuracy), "test_loss": float(test_loss),
                "majority_baseline_accuracy": baseline, "train_majority_fraction": float(majority),
@@ -126,17 +149,14 @@ def main(argv):
                "train_seconds": train_seconds,
                "history": {k: [float(v) for v in vs] for k, vs in history.history.items()},
                "predictions": predictions}
-    with open(os.path.join(FLAGS.output_dir, "results.json.tmp"), "w") as f:
-        json.dump(results, f, indent=2)
-    os.replace(os.path.join(FLAGS.output_dir, "results.json.tmp"), os.path.join(FLAGS.output_dir, "results.json"))
+    file_io.write_json(os.path.join(FLAGS.output_dir, "results.json"), results)
     logging.info("test accuracy %.4f (majority-class baseline %.4f)", test_accuracy, baseline)
     for p in predictions:
         print(f"{p['score']:.3f}  {p['label']:5s}  {p['text']}")
 
 
 def run():
-    define_flags()
-    app.run(main)
+    cli.run(main, define_flags)
 
 
 if __name__ == "__main__":

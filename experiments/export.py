@@ -19,9 +19,11 @@ with --overwrite.
 """
 
 import os
-import sys
 
-from absl import app, flags
+from absl import flags
+
+from bert_tf import cli
+from bert_tf.cli import BadInputError
 
 FLAGS = flags.FLAGS
 
@@ -43,45 +45,52 @@ def define_flags():
 
 
 def check_flags() -> None:
-    """Raises app.UsageError for flag combinations that cannot work."""
+    """Raises BadInputError for flag combinations that cannot work."""
     if not FLAGS.export_dir:
-        raise app.UsageError("--export_dir is required.")
+        raise BadInputError("--export_dir is required.")
     if not FLAGS.model_dir:
         missing = [name for name in ("checkpoint", "bert_config_file", "vocab_file") if not FLAGS[name].value]
         if missing:
-            raise app.UsageError("Pass --model_dir, or all of --checkpoint, --bert_config_file and "
+            raise BadInputError("Pass --model_dir, or all of --checkpoint, --bert_config_file and "
                                  f"--vocab_file (missing: {', '.join('--' + m for m in missing)}).")
     if FLAGS.seq_length < 2:
-        raise app.UsageError(f"--seq_length must be >= 2, got {FLAGS.seq_length}.")
+        raise BadInputError(f"--seq_length must be >= 2, got {FLAGS.seq_length}.")
     # Cheap existence checks first: importing TensorFlow takes seconds.
     if FLAGS.model_dir and not os.path.isdir(FLAGS.model_dir):
-        raise app.UsageError(f"--model_dir: directory not found: {FLAGS.model_dir}")
+        raise BadInputError(f"--model_dir: directory not found: {FLAGS.model_dir}")
     for name in ("bert_config_file", "vocab_file"):
         if FLAGS[name].value and not os.path.isfile(FLAGS[name].value):
-            raise app.UsageError(f"--{name}: file not found: {FLAGS[name].value}")
+            raise BadInputError(f"--{name}: file not found: {FLAGS[name].value}")
+    # Readable before TensorFlow starts: errors name the flag, the file and (for the vocabulary) the line.
+    config_file = FLAGS.bert_config_file or os.path.join(FLAGS.model_dir or "", "bert_config.json")
+    if os.path.isfile(config_file):
+        from bert_tf.config import BertConfig
+        try:
+            BertConfig.from_json_file(config_file)
+        except ValueError as e:
+            raise BadInputError(f"--bert_config_file={config_file}: {e}") from None
+    vocab_file = FLAGS.vocab_file or os.path.join(FLAGS.model_dir or "", "vocab.txt")
+    if os.path.isfile(vocab_file):
+        cli.load_vocab(vocab_file, "vocab_file")
 
 
+@cli.main_function("export", bad_input=(FileNotFoundError, FileExistsError, ValueError))
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    del argv  # Checked by cli.main_function.
     check_flags()
     from bert_tf.export import export_model_dir  # after flag checks: importing TensorFlow is slow
-    try:
-        paths = export_model_dir(
-            FLAGS.model_dir, FLAGS.export_dir, checkpoint=FLAGS.checkpoint,
-            bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
-            lower_case=FLAGS.do_lower_case, seq_length=FLAGS.seq_length, include_mlm=FLAGS.include_mlm,
-            overwrite=FLAGS.overwrite, verify=FLAGS.verify)
-    except (FileNotFoundError, FileExistsError, ValueError) as e:
-        sys.exit(f"export: error: {e}")
+    paths = export_model_dir(
+        FLAGS.model_dir, FLAGS.export_dir, checkpoint=FLAGS.checkpoint,
+        bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
+        lower_case=FLAGS.do_lower_case, seq_length=FLAGS.seq_length, include_mlm=FLAGS.include_mlm,
+        overwrite=FLAGS.overwrite, verify=FLAGS.verify)
     print(f"encoder:    {paths['encoder']}")
     print(f"preprocess: {paths['preprocess']}")
 
 
-def run():
+def run(argv=None):
     """Console-script entry point."""
-    define_flags()
-    app.run(main)
+    cli.run(main, define_flags, argv)
 
 
 if __name__ == "__main__":

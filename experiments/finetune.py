@@ -33,99 +33,108 @@ summaries, `eval_results.json`, `eval_predictions.*`, `predictions.*`, and
 evaluated or used for prediction later with only --output_dir.
 """
 
-from absl import app, flags, logging
+import sys
 
-from bert_tf.tasks.job import TASKS
+from absl import flags
+
+from bert_tf import cli
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_enum("task", None, list(TASKS), "The task family.")
-flags.DEFINE_string("output_dir", None, "Where checkpoints, results and predictions are written.")
 
-# Data.
-flags.DEFINE_string("train_file", None, "Training data: TSV/CSV/JSONL, CoNLL columns or SQuAD JSON.")
-flags.DEFINE_string("eval_file", None, "Evaluation data (labelled), same formats.")
-flags.DEFINE_string("predict_file", None, "Prediction data (labels optional), same formats.")
-flags.DEFINE_string("tfds_name", None, "A TFDS text dataset instead of files, e.g. glue/mrpc, glue/stsb, "
-                    "imdb_reviews. Must already be prepared in --tfds_data_dir.")
-flags.DEFINE_string("tfds_data_dir", None, "The TFDS data directory (default: TFDS's own default).")
-flags.DEFINE_string("tfds_train_split", "train", "TFDS split for training.")
-flags.DEFINE_string("tfds_eval_split", None, "TFDS split for evaluation (default: validation; "
-                    "validation_matched for MNLI; test for IMDb).")
-flags.DEFINE_string("tfds_predict_split", None, "TFDS split for prediction (default: test).")
-flags.DEFINE_string("text_a_column", None, "First text column: a header name or 0-based index (TSV/CSV), "
-                    "a key (JSONL) or a TFDS feature. Default: text_a, or the TFDS dataset's own.")
-flags.DEFINE_string("text_b_column", None, "Second text column for sentence pairs. Default: text_b, or the "
-                    "TFDS dataset's own.")
-flags.DEFINE_string("label_column", None, "Label column. Default: label.")
-flags.DEFINE_enum("file_format", None, ["tsv", "csv", "jsonl"], "Format of text files (default: from the "
-                  "extension).")
-flags.DEFINE_boolean("has_header", True, "Whether TSV/CSV files start with a header row.")
-flags.DEFINE_list("label_list", None, "Class names or tags in id order (default: sorted from the training data, "
-                  "or the TFDS label names).")
-flags.DEFINE_integer("conll_word_column", 0, "CoNLL files: the word column.")
-flags.DEFINE_integer("conll_label_column", -1, "CoNLL files: the tag column (-1 = last).")
+def define_flags():
+    """Defines this job's flags (at run time, so importing the module defines none)."""
+    from bert_tf.tasks.job import TASKS
+    from bert_tf.tasks.readers import TEXT_FORMATS
+    from bert_tf.training.distribution import STRATEGIES
+    from bert_tf.training.precision import PRECISION_POLICIES
 
-# Model.
-flags.DEFINE_string("model_dir", None, "A model directory (bert_config.json, vocab.txt, checkpoint) from "
-                    "bert_tf.convert or experiments.pretrain.")
-flags.DEFINE_string("init_checkpoint", None, "TF2 checkpoint (prefix or directory) of the pretrained encoder; "
-                    "overrides the one in --model_dir.")
-flags.DEFINE_string("bert_config_file", None, "bert_config.json (default: the one in --model_dir).")
-flags.DEFINE_string("vocab_file", None, "vocab.txt (default: the one in --model_dir).")
-flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents (uncased models).")
-flags.DEFINE_float("dropout_rate", None, "Dropout before the output layer (default: hidden_dropout_prob).")
+    flags.DEFINE_enum("task", None, list(TASKS), "The task family.")
+    flags.DEFINE_string("output_dir", None, "Where checkpoints, results and predictions are written.")
 
-# Training.
-flags.DEFINE_boolean("do_train", False, "Fine-tune.")
-flags.DEFINE_boolean("do_eval", False, "Evaluate on the evaluation data.")
-flags.DEFINE_boolean("do_predict", False, "Predict on the prediction data.")
-flags.DEFINE_integer("max_seq_length", 128, "Packed sequence length (WordPieces incl. [CLS]/[SEP]).")
-flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
-flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
-flags.DEFINE_integer("predict_batch_size", None, "Prediction batch size (default: --eval_batch_size).")
-flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate of AdamW.")
-flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training features.")
-flags.DEFINE_integer("num_train_steps", None, "Training steps; overrides --num_train_epochs.")
-flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of the steps with linear learning-rate warm-up.")
-flags.DEFINE_float("weight_decay_rate", 0.01, "Decoupled weight decay.")
-flags.DEFINE_float("clip_norm", 1.0, "Global gradient-norm clipping (0 = none).")
-flags.DEFINE_integer("steps_per_loop", 100, "Steps per compiled loop call (and logging interval).")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint interval.")
-flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
-flags.DEFINE_integer("seed", 42, "Seed of initialisation, dropout and shuffling.")
-flags.DEFINE_boolean("deterministic", False, "Deterministic TensorFlow ops (reproducible runs and resumption; "
-                     "slower, and some GPU ops have no deterministic kernel).")
-flags.DEFINE_enum("distribution_strategy", "one_device", ["one_device", "mirrored", "multi_worker_mirrored", "tpu"],
-                  "tf.distribute strategy.")
-flags.DEFINE_integer("num_gpus", None, "GPUs to use (default: all visible; 0 = CPU).")
-flags.DEFINE_string("tpu", None, "TPU address for --distribution_strategy=tpu.")
-flags.DEFINE_boolean("jit_compile", False, "XLA-compile the training and prediction steps.")
-flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_bfloat16", "mixed_float16"],
-                  "Keras dtype policy (mixed_float16 uses dynamic loss scaling).")
+    # Data.
+    flags.DEFINE_string("train_file", None, "Training data: TSV/CSV/JSONL, CoNLL columns or SQuAD JSON.")
+    flags.DEFINE_string("eval_file", None, "Evaluation data (labelled), same formats.")
+    flags.DEFINE_string("predict_file", None, "Prediction data (labels optional), same formats.")
+    flags.DEFINE_string("tfds_name", None, "A TFDS text dataset instead of files, e.g. glue/mrpc, glue/stsb, "
+                        "imdb_reviews. Must already be prepared in --tfds_data_dir.")
+    flags.DEFINE_string("tfds_data_dir", None, "The TFDS data directory (default: TFDS's own default).")
+    flags.DEFINE_string("tfds_train_split", "train", "TFDS split for training.")
+    flags.DEFINE_string("tfds_eval_split", None, "TFDS split for evaluation (default: validation; "
+                        "validation_matched for MNLI; test for IMDb).")
+    flags.DEFINE_string("tfds_predict_split", None, "TFDS split for prediction (default: test).")
+    flags.DEFINE_string("text_a_column", None, "First text column: a header name or 0-based index (TSV/CSV), "
+                        "a key (JSONL) or a TFDS feature. Default: text_a, or the TFDS dataset's own.")
+    flags.DEFINE_string("text_b_column", None, "Second text column for sentence pairs. Default: text_b, or the "
+                        "TFDS dataset's own.")
+    flags.DEFINE_string("label_column", None, "Label column. Default: label.")
+    flags.DEFINE_enum("file_format", None, TEXT_FORMATS, "Format of text files (default: from the "
+                      "extension).")
+    flags.DEFINE_boolean("has_header", True, "Whether TSV/CSV files start with a header row.")
+    flags.DEFINE_list("label_list", None, "Class names or tags in id order (default: sorted from the training data, "
+                      "or the TFDS label names).")
+    flags.DEFINE_integer("conll_word_column", 0, "CoNLL files: the word column.")
+    flags.DEFINE_integer("conll_label_column", -1, "CoNLL files: the tag column (-1 = last).")
 
-# SQuAD.
-flags.DEFINE_integer("doc_stride", 128, "SQuAD: pieces between the starts of context windows.")
-flags.DEFINE_integer("max_query_length", 64, "SQuAD: question length cap in pieces.")
-flags.DEFINE_integer("max_answer_length", 30, "SQuAD: answer length cap in pieces.")
-flags.DEFINE_integer("n_best_size", 20, "SQuAD: size of the n-best lists.")
-flags.DEFINE_boolean("version_2_with_negative", False, "SQuAD v2.0: questions may have no answer.")
-flags.DEFINE_float("null_score_diff_threshold", 0.0, "SQuAD v2.0: predict no answer when the null score "
-                   "exceeds the best span's by more than this.")
+    # Model.
+    flags.DEFINE_string("model_dir", None, "A model directory (bert_config.json, vocab.txt, checkpoint) from "
+                        "bert_tf.convert or experiments.pretrain.")
+    flags.DEFINE_string("init_checkpoint", None, "TF2 checkpoint (prefix or directory) of the pretrained encoder; "
+                        "overrides the one in --model_dir.")
+    flags.DEFINE_string("bert_config_file", None, "bert_config.json (default: the one in --model_dir).")
+    flags.DEFINE_string("vocab_file", None, "vocab.txt (default: the one in --model_dir).")
+    flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+    flags.DEFINE_float("dropout_rate", None, "Dropout before the output layer (default: hidden_dropout_prob).")
 
-flags.mark_flags_as_required(["task", "output_dir"])
+    # Training.
+    flags.DEFINE_boolean("do_train", False, "Fine-tune.")
+    flags.DEFINE_boolean("do_eval", False, "Evaluate on the evaluation data.")
+    flags.DEFINE_boolean("do_predict", False, "Predict on the prediction data.")
+    flags.DEFINE_integer("max_seq_length", 128, "Packed sequence length (WordPieces incl. [CLS]/[SEP]).")
+    flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
+    flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
+    flags.DEFINE_integer("predict_batch_size", None, "Prediction batch size (default: --eval_batch_size).")
+    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate of AdamW.")
+    flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training features.")
+    flags.DEFINE_integer("num_train_steps", None, "Training steps; overrides --num_train_epochs.")
+    flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of the steps with linear learning-rate warm-up.")
+    flags.DEFINE_float("weight_decay_rate", 0.01, "Decoupled weight decay.")
+    flags.DEFINE_float("clip_norm", 1.0, "Global gradient-norm clipping (0 = none).")
+    flags.DEFINE_integer("steps_per_loop", 100, "Steps per compiled loop call (and logging interval).")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint interval.")
+    flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
+    flags.DEFINE_integer("seed", 42, "Seed of initialisation, dropout and shuffling.")
+    flags.DEFINE_boolean("deterministic", False, "Deterministic TensorFlow ops (reproducible runs and resumption; "
+                         "slower, and some GPU ops have no deterministic kernel).")
+    flags.DEFINE_enum("distribution_strategy", "one_device", STRATEGIES,
+                      "tf.distribute strategy.")
+    flags.DEFINE_integer("num_gpus", None, "GPUs to use (default: all visible; 0 = CPU).")
+    flags.DEFINE_string("tpu", None, "TPU address for --distribution_strategy=tpu.")
+    flags.DEFINE_boolean("jit_compile", False, "XLA-compile the training and prediction steps.")
+    flags.DEFINE_enum("mixed_precision", "float32", PRECISION_POLICIES,
+                      "Keras dtype policy (mixed_float16 uses dynamic loss scaling).")
+
+    # SQuAD.
+    flags.DEFINE_integer("doc_stride", 128, "SQuAD: pieces between the starts of context windows.")
+    flags.DEFINE_integer("max_query_length", 64, "SQuAD: question length cap in pieces.")
+    flags.DEFINE_integer("max_answer_length", 30, "SQuAD: answer length cap in pieces.")
+    flags.DEFINE_integer("n_best_size", 20, "SQuAD: size of the n-best lists.")
+    flags.DEFINE_boolean("version_2_with_negative", False, "SQuAD v2.0: questions may have no answer.")
+    flags.DEFINE_float("null_score_diff_threshold", 0.0, "SQuAD v2.0: predict no answer when the null score "
+                       "exceeds the best span's by more than this.")
 
 
 def _column(value):
     return int(value) if value is not None and value.lstrip("-").isdigit() else value
 
 
+# Bad input (a DataError is a ValueError) is one clear line instead of a traceback.
+@cli.main_function("finetune", bad_input=(ValueError, FileNotFoundError, FileExistsError))
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
-    from bert_tf.tasks.job import run_finetuning
-    from bert_tf.tasks.readers import DataError
+    del argv  # Checked by cli.main_function.
+    from bert_tf.tasks.job import NonFiniteMetricError, run_finetuning
 
+    cli.require_flags("task", "output_dir")
     try:
         results = run_finetuning(
             FLAGS.task, FLAGS.output_dir,
@@ -153,18 +162,18 @@ def main(argv):
             max_query_length=FLAGS.max_query_length, max_answer_length=FLAGS.max_answer_length,
             n_best_size=FLAGS.n_best_size, version_2_with_negative=FLAGS.version_2_with_negative,
             null_score_diff_threshold=FLAGS.null_score_diff_threshold)
-    except (DataError, ValueError, FileNotFoundError) as e:
-        # Bad input: one clear line instead of a traceback.
-        logging.error("%s", e)
-        raise SystemExit(f"finetune: error: {e}") from None
+    except NonFiniteMetricError as e:
+        # A failed run, not bad input: status 1.
+        sys.exit(f"finetune: error: {cli.one_line(e)}")
     if results:
         print("***** Eval results *****")
         for key in sorted(results):
             print(f"{key} = {results[key]}")
 
 
-def run():
-    app.run(main)
+def run(argv=None):
+    """Console-script entry point."""
+    cli.run(main, define_flags, argv)
 
 
 if __name__ == "__main__":

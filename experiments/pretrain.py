@@ -42,12 +42,12 @@ takes the flags as keyword arguments and returns the `TrainingResult`.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from typing import Callable
 
 from absl import app, flags, logging
 
+from bert_tf import cli, file_io
 from bert_tf.config import BertConfig
 from bert_tf.training.distribution import STRATEGIES
 from bert_tf.training.loop import NonFiniteLossError
@@ -56,7 +56,8 @@ from bert_tf.training.precision import PRECISION_POLICIES
 FLAGS = flags.FLAGS
 
 
-def _define_flags():
+def define_flags():
+    """Defines this job's flags (at run time, so importing the module defines none)."""
     flags.DEFINE_string("input_file", None, "Input TFRecord files: comma-separated globs.")
     flags.DEFINE_string("eval_input_file", None, "Held-out TFRecord files for evaluation (comma-separated globs).")
     flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train.")
@@ -92,7 +93,7 @@ def _define_flags():
     flags.DEFINE_integer("shuffle_buffer_size", 10000, "Records in the training shuffle buffer.")
 
 
-class PretrainingArgumentError(ValueError):
+class PretrainingArgumentError(cli.BadInputError):
     """A run_pretraining argument (= flag) that cannot work; the message names the flag."""
 
 
@@ -127,32 +128,74 @@ def _bert_config(bert_config_file, preset, bert_config) -> BertConfig:
         raise PretrainingArgumentError(f"{flag}: {e}") from None
 
 
-def _count_vocab(vocab_file: str) -> int:
-    with open(vocab_file, encoding="utf-8") as f:
-        return sum(1 for line in f if line.strip())
+def _check_vocab(vocab_file: str, config: BertConfig) -> None:
+    """The vocabulary must be readable, hold the special tokens and match the config's vocab_size."""
+    from bert_tf.tokenization.vocab import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN, special_token_ids
+    try:
+        vocab = cli.load_vocab(vocab_file, "vocab_file")
+        # [CLS]/[SEP] frame every record; [MASK] is what masked-LM inputs hold.
+        special_token_ids(vocab, vocab_file, required=(CLS_TOKEN, SEP_TOKEN, MASK_TOKEN))
+    except ValueError as e:
+        raise PretrainingArgumentError(f"--vocab_file: {e}") from None
+    if len(vocab) != config.vocab_size:
+        raise PretrainingArgumentError(
+            f"--vocab_file={vocab_file} has {len(vocab)} tokens but the BERT config has vocab_size="
+            f"{config.vocab_size}.")
 
 
-def _copy_atomically(source: str, destination: str) -> None:
-    tmp_path = f"{destination}.tmp-{os.getpid()}"
-    shutil.copyfile(source, tmp_path)
-    os.replace(tmp_path, destination)
-
-
-def _prepare_output_dir(output_dir: str, config: BertConfig, vocab_file: str | None) -> None:
-    """Writes bert_config.json and vocab.txt, refusing to resume a run of another model."""
+def _check_output_dir(output_dir: str, config: BertConfig, vocab_file: str | None) -> None:
+    """Refuses to resume a run of another model or vocabulary; writes nothing."""
     from bert_tf.checkpoints.model_dir import CONFIG_NAME, VOCAB_NAME
-    os.makedirs(output_dir, exist_ok=True)
     config_path = os.path.join(output_dir, CONFIG_NAME)
     if os.path.exists(config_path):
-        existing = BertConfig.from_json_file(config_path)
+        try:
+            existing = BertConfig.from_json_file(config_path)
+        except ValueError as e:
+            raise PretrainingArgumentError(f"--output_dir: {e}") from None
         if existing != config:
             raise PretrainingArgumentError(
                 f"--output_dir={output_dir} holds a run of another model ({config_path} differs from the "
                 "requested config); use a new --output_dir or the same config to resume.")
-    else:
-        config.to_json_file(config_path)
-    if vocab_file:
-        _copy_atomically(vocab_file, os.path.join(output_dir, VOCAB_NAME))
+    vocab_path = os.path.join(output_dir, VOCAB_NAME)
+    if vocab_file and os.path.exists(vocab_path) and not _same_bytes(vocab_file, vocab_path):
+        raise PretrainingArgumentError(
+            f"--vocab_file={vocab_file} differs from {vocab_path} of the run being resumed; use a new "
+            "--output_dir or the same vocabulary.")
+
+
+def _same_bytes(path_a: str, path_b: str) -> bool:
+    with open(path_a, "rb") as a, open(path_b, "rb") as b:
+        return a.read() == b.read()
+
+
+def _prepare_output_dir(output_dir: str, config: BertConfig, vocab_file: str | None) -> None:
+    """Writes bert_config.json and vocab.txt (after `_check_output_dir` passed)."""
+    from bert_tf.checkpoints.model_dir import CONFIG_NAME, VOCAB_NAME
+    os.makedirs(output_dir, exist_ok=True)
+    config_path = os.path.join(output_dir, CONFIG_NAME)
+    if not os.path.exists(config_path):
+        file_io.write_text(config_path, config.to_json_string())
+    vocab_path = os.path.join(output_dir, VOCAB_NAME)
+    if vocab_file and not os.path.exists(vocab_path):
+        file_io.copy_file(vocab_file, vocab_path)
+
+
+def _find_corrupt_record(files: list[str]) -> str | None:
+    """"<file>: ..." for the first file that does not read to its end, or None.
+
+    Only called after training failed on a DataLossError, whose message names
+    no file.
+    """
+    import tensorflow as tf
+    from bert_tf.data.pretraining_dataset import detect_compression
+    for path in files:
+        count = 0
+        try:
+            for _ in tf.data.TFRecordDataset(path, compression_type=detect_compression(path)):
+                count += 1
+        except tf.errors.OpError as e:
+            return f"{path}: corrupt or truncated after record {count} ({e.message})"
+    return None
 
 
 def run_pretraining(input_file: str, output_dir: str, *, bert_config_file: str | None = None,
@@ -215,21 +258,17 @@ def run_pretraining(input_file: str, output_dir: str, *, bert_config_file: str |
         raise PretrainingArgumentError(
             f"--mixed_precision={mixed_precision!r}: expected one of {', '.join(PRECISION_POLICIES)}.")
     if vocab_file:
-        if not os.path.isfile(vocab_file):
-            raise PretrainingArgumentError(f"--vocab_file={vocab_file}: no such file.")
-        vocab_size = _count_vocab(vocab_file)
-        if vocab_size != config.vocab_size:
-            raise PretrainingArgumentError(
-                f"--vocab_file={vocab_file} has {vocab_size} tokens but the BERT config has vocab_size="
-                f"{config.vocab_size}.")
+        _check_vocab(vocab_file, config)
     if dynamic_masking and not vocab_file:
         raise PretrainingArgumentError("--dynamic_masking needs --vocab_file (for the [MASK] and special ids).")
     if not 0.0 < masked_lm_prob < 1.0:
         raise PretrainingArgumentError(f"--masked_lm_prob must be in (0, 1), got {masked_lm_prob}.")
     train_files = _resolve_files("input_file", input_file)
     eval_files = _resolve_files("eval_input_file", eval_input_file) if eval_input_file else None
+    _check_output_dir(output_dir, config, vocab_file)
 
     import keras
+    import tensorflow as tf
 
     from bert_tf import training
     from bert_tf.checkpoints import model_dir as model_dir_lib
@@ -263,6 +302,9 @@ def run_pretraining(input_file: str, output_dir: str, *, bert_config_file: str |
                                         need_masked_lm=not dynamic_masking)
                 except ValueError as e:
                     raise PretrainingArgumentError(f"--{flag}: {e}") from None
+            # An endless (repeated) dataset of no records would wait forever for its first batch.
+            if files and not any(os.path.getsize(path) for path in files):
+                raise PretrainingArgumentError(f"--{flag}: no records in {', '.join(files)}.")
         if init_checkpoint:
             try:
                 init_checkpoint = model_dir_lib.find_checkpoint(init_checkpoint)
@@ -310,17 +352,27 @@ def run_pretraining(input_file: str, output_dir: str, *, bert_config_file: str |
             steps_per_loop=steps_per_loop, save_checkpoints_steps=save_checkpoints_steps,
             keep_checkpoint_max=keep_checkpoint_max, eval_every_steps=eval_every_steps or None,
             max_eval_steps=max_eval_steps or None, jit_compile=jit_compile)
-        return training.train(
-            strategy, lambda: BertPretrainer(BertEncoder(config)), pretraining_losses, train_dataset_fn,
-            output_dir, loop_config, eval_dataset_fn=eval_dataset_fn if eval_files else None, init_fn=init_fn,
-            loop_callback=loop_callback)
+        try:
+            return training.train(
+                strategy, lambda: BertPretrainer(BertEncoder(config)), pretraining_losses, train_dataset_fn,
+                output_dir, loop_config, eval_dataset_fn=eval_dataset_fn if eval_files else None,
+                init_fn=init_fn, loop_callback=loop_callback)
+        except tf.errors.DataLossError:
+            # The first record of every file was checked; a file damaged further on fails here,
+            # after the last checkpoint was written, which stays as it was.
+            where = _find_corrupt_record(train_files + (eval_files or []))
+            if where is None:
+                raise
+            latest = tf.train.latest_checkpoint(output_dir)
+            raise PretrainingArgumentError(
+                f"{where}; training stopped, the latest checkpoint ({latest or 'none'}) is kept.") from None
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
 
 
+@cli.main_function("pretrain")
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    del argv  # Checked by cli.main_function.
     steps_per_loop = FLAGS.steps_per_loop
     if FLAGS.iterations_per_loop is not None:
         if FLAGS["steps_per_loop"].present and FLAGS.steps_per_loop != FLAGS.iterations_per_loop:
@@ -342,19 +394,16 @@ def main(argv):
             jit_compile=FLAGS.jit_compile, mixed_precision=FLAGS.mixed_precision,
             dynamic_masking=FLAGS.dynamic_masking, masked_lm_prob=FLAGS.masked_lm_prob,
             shuffle_buffer_size=FLAGS.shuffle_buffer_size)
-    except PretrainingArgumentError as e:
-        raise app.UsageError(str(e)) from None
     except NonFiniteLossError as e:
-        logging.error("%s", e)
-        sys.exit(f"error: {e}")
+        # A failed run, not bad input: status 1.
+        sys.exit(f"pretrain: error: {cli.one_line(e)}")
     logging.info("Done at step %d; latest checkpoint %s; eval %s.", result.step, result.checkpoint,
                  result.eval_metrics)
 
 
-def run():
+def run(argv=None):
     """Console-script entry point."""
-    _define_flags()
-    app.run(main)
+    cli.run(main, define_flags, argv)
 
 
 if __name__ == "__main__":

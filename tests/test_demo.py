@@ -1,4 +1,9 @@
-"""The end-to-end demo on a few hundred lines of the bundled data."""
+"""The main job end to end on a few hundred lines of the bundled data.
+
+The real-weights steps run on the tiny HuggingFace fixture (`--real_weights_dir`)
+so that the test stays fast; tests/test_real_weights.py runs that path on the
+installed all-MiniLM-L6-v2 itself.
+"""
 
 import json
 import os
@@ -6,52 +11,95 @@ import subprocess
 import sys
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-TINY_FLAGS = ["--corpus_lines=300", "--train_examples=160", "--test_examples=80", "--vocab_size=800",
-              "--num_layers=2", "--hidden_size=64", "--pretrain_steps=10", "--pretrain_batch_size=8",
-              "--finetune_epochs=1", "--max_seq_length=64", "--nocompare_random_init"]
+TINY_HF = os.path.join(REPO_ROOT, "tests", "fixtures", "convert", "tiny_bert_for_pretraining")
+TRAIN_EXAMPLES, TEST_EXAMPLES = 160, 80
+TINY_FLAGS = ["--corpus_lines=300", f"--train_examples={TRAIN_EXAMPLES}", f"--test_examples={TEST_EXAMPLES}",
+              "--vocab_size=800", "--num_layers=2", "--hidden_size=64", "--pretrain_steps=10",
+              "--pretrain_batch_size=8", "--finetune_epochs=1", "--max_seq_length=64",
+              f"--real_weights_dir={TINY_HF}", "--real_weights_seq_length=32"]
+STEP_KEYS = ["vocab", "tfrecords", "pretrain", "real_weights", "export", "classifier_real_weights",
+             "classifier_random_init", "classifier_from_scratch"]
 
 
 def run_demo(output_dir):
     result = subprocess.run([sys.executable, "-m", "experiments.demo", f"--output_dir={output_dir}", *TINY_FLAGS],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result.stdout
+    return result.stdout, result.stderr
+
+
+def _labels(path, limit):
+    with open(path, encoding="utf-8") as f:
+        rows = f.read().splitlines()[1:limit + 1]
+    return [int(row.rsplit("\t", 1)[1]) for row in rows]
 
 
 def test_demo_runs_the_life_cycle_and_reuses_finished_steps(tmp_path):
     output_dir = tmp_path / "demo"
-    stdout = run_demo(output_dir)
+    stdout, stderr = run_demo(output_dir)
     for title in ("1. learn a WordPiece vocabulary", "2. write pretraining TFRecords", "3. pretrain",
-                  "4. export", "5. fine-tune a sentiment classifier via hub.KerasLayer", "6. classify new sentences",
-                  "== Summary"):
+                  "4. convert real published weights", "5. export", "6. fine-tune the real encoder",
+                  "6b. the same, from a randomly initialised", "6c. the same, from the small encoder pretrained",
+                  "7. classify new sentences", "== Summary"):
         assert title in stdout
+    # TensorFlow's CPU start-up notes are kept off the console (bert_tf/tensorflow_startup.py).
+    for noise in ("cuInit", "Could not find cuda drivers", "oneDNN custom operations"):
+        assert noise not in stdout + stderr
 
-    vocab_lines = (output_dir / "vocab" / "vocab.txt").read_text(encoding="utf-8").split("\n")
-    assert vocab_lines[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    summary = json.loads((output_dir / "summary.json").read_text())
+    assert set(summary["seconds"]) == set(STEP_KEYS) and all(s > 0 for s in summary["seconds"].values())
+    # The majority class is the training set's most frequent label, scored on the held-out reviews.
+    train_labels = _labels(os.path.join(REPO_ROOT, "data", "fine_foods_train.tsv"), TRAIN_EXAMPLES)
+    test_labels = _labels(os.path.join(REPO_ROOT, "data", "fine_foods_test.tsv"), TEST_EXAMPLES)
+    majority_label = int(2 * sum(train_labels) >= len(train_labels))
+    assert summary["majority_accuracy"] == test_labels.count(majority_label) / TEST_EXAMPLES
+    assert summary["test_examples"] == TEST_EXAMPLES
+    for label in ("real_weights", "random_init", "from_scratch"):
+        classifier = json.loads((output_dir / f"classifier_{label}" / "result.json").read_text())
+        assert summary[f"{label}_accuracy"] == classifier["test_accuracy"]
+        assert classifier["test_examples"] == TEST_EXAMPLES and classifier["train_examples"] == TRAIN_EXAMPLES
+        # Accuracy on 80 reviews is a multiple of 1/80.
+        assert abs(classifier["test_accuracy"] * TEST_EXAMPLES - round(classifier["test_accuracy"] * TEST_EXAMPLES)) \
+            < 1e-4
+    real = json.loads((output_dir / "classifier_real_weights" / "result.json").read_text())
+    assert [p["text"] for p in real["predictions"]][:2] == ["Absolutely delicious, I will order this again.",
+                                                           "The coffee was stale and tasted like cardboard."]
+    assert all((p["score"] >= 0.5) == (p["label"] == "great") for p in real["predictions"])
+
     data = json.loads((output_dir / "tfrecords" / "result.json").read_text())
     assert data["train_instances"] > 100 and data["eval_instances"] > 0
+    assert summary["mlm_unigram_accuracy"] == data["mlm_unigram_accuracy"]
+    assert summary["mlm_unigram_loss"] == data["mlm_unigram_loss"]
+    assert summary["nsp_majority_accuracy"] == data["nsp_majority_accuracy"] >= 0.5
+    assert summary["nsp_prior_loss"] == data["nsp_prior_loss"] <= 0.6932  # at most ln 2
     pretrain = json.loads((output_dir / "pretrain" / "result.json").read_text())
     assert len(pretrain["eval_mlm_accuracy"]) >= 2 and len(pretrain["eval_nsp_accuracy"]) >= 2
+    assert summary["mlm_accuracy"] == pretrain["eval_mlm_accuracy"][-1][1]
+    assert summary["nsp_accuracy"] == pretrain["eval_nsp_accuracy"][-1][1]
+    assert summary["nsp_loss"] == pretrain["eval_nsp_loss"][-1][1]
     # Pretraining runs without dropout; the exported encoder fine-tunes with BERT's 0.1.
     pretrain_config = json.loads((output_dir / "pretrain" / "model" / "bert_config.json").read_text())
     assert pretrain_config["hidden_dropout_prob"] == pretrain_config["attention_probs_dropout_prob"] == 0.0
     exported_config = json.loads(
-        (output_dir / "export" / "pretrained" / "encoder" / "assets.extra" / "bert_config.json").read_text())
+        (output_dir / "export" / "from_scratch" / "encoder" / "assets.extra" / "bert_config.json").read_text())
     assert exported_config["hidden_dropout_prob"] == exported_config["attention_probs_dropout_prob"] == 0.1
     assert {k: v for k, v in exported_config.items() if "dropout" not in k} == \
         {k: v for k, v in pretrain_config.items() if "dropout" not in k}
-    assert (output_dir / "export" / "pretrained" / "encoder" / "saved_model.pb").exists()
-    assert (output_dir / "export" / "pretrained" / "preprocess" / "saved_model.pb").exists()
-    classifier = json.loads((output_dir / "classifier_pretrained" / "result.json").read_text())
-    assert classifier["test_examples"] == 80 and 0.0 <= classifier["test_accuracy"] <= 1.0
-    assert len(classifier["predictions"]) == 4
-    assert all(0.0 <= p["score"] <= 1.0 for p in classifier["predictions"])
+    # The real encoder is the converted HuggingFace model, exported at its own sequence length.
+    real_config = json.loads(
+        (output_dir / "export" / "real_weights" / "encoder" / "assets.extra" / "bert_config.json").read_text())
+    with open(os.path.join(TINY_HF, "config.json"), encoding="utf-8") as f:
+        hf_config = json.load(f)
+    assert (real_config["hidden_size"], real_config["num_hidden_layers"], real_config["vocab_size"]) == \
+        (hf_config["hidden_size"], hf_config["num_hidden_layers"], hf_config["vocab_size"])
+    for label in ("real_weights", "from_scratch", "random_init"):
+        for part in ("encoder", "preprocess"):
+            assert (output_dir / "export" / label / part / "saved_model.pb").exists()
     curves = output_dir / "curves.png"
     assert curves.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and curves.stat().st_size > 10_000
-    assert list((output_dir / "pretrain" / "model" / "summaries" / "train").glob("events.out*"))
 
-    # A second run reuses every finished step instead of rebuilding it.
-    stdout = run_demo(output_dir)
-    assert stdout.count("reusing") == 5
+    # A second run reuses every finished step instead of rebuilding it, and reports the same results.
+    stdout, _ = run_demo(output_dir)
+    assert stdout.count("reusing") == len(STEP_KEYS)
     assert "$ python -m" not in stdout
+    assert json.loads((output_dir / "summary.json").read_text()) == summary

@@ -5,10 +5,14 @@ Strategies that must be configured before TensorFlow starts run in subprocesses
 
 * one process: one_device, then mirrored over 2 logical CPUs, then the clipping check (one
   MirroredStrategy per process);
-* two processes: multi_worker_mirrored, 2 workers on 127.0.0.1.
+* one process: one_device with mixed_float16, then mirrored with per-replica XLA (`:jit`, the step
+  path that is not one fused computation);
+* one process: mirrored with mixed_float16 (dynamic loss scaling across replicas);
+* two processes: multi_worker_mirrored, 2 workers on 127.0.0.1; two more with `:jit`.
 
 Every run trains on identical global batches (dropout 0), so all must end with the weights of the
-one-device run. TPUs cannot run here: the TPU path is tested up to the resolver's errors.
+one-device run of the same precision. TPUs cannot run here: the TPU path is tested up to the
+resolver's errors.
 """
 
 import json
@@ -25,7 +29,7 @@ from bert_tf import training
 from tests.helpers import training_data
 
 HELPER = str(training_data.ROOT / "tests" / "helpers" / "training_run.py")
-TIMEOUT = 150
+TIMEOUT = 400  # seven TensorFlow processes share the CI machine's two cores
 STEPS = 6
 
 
@@ -57,11 +61,12 @@ def _wait(processes):
     return [(process.returncode, open(process.log_path).read()) for process in processes]
 
 
-def _workers(tmp):
+def _workers(tmp, run, *extra, log_name=""):
     ports = [_free_port(), _free_port()]
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
-    return [_launch(["synthetic", "--strategy=multi_worker_mirrored", f"--model_dir={tmp}", f"--out={tmp}/worker{i}",
-                     f"--steps={STEPS}", "--steps_per_loop=2", "--save_steps=3"], f"{tmp}/worker{i}.log",
+    return [_launch(["synthetic", f"--strategy={run}", f"--model_dir={tmp}", f"--out={tmp}/worker{i}",
+                     f"--steps={STEPS}", "--steps_per_loop=2", "--save_steps=3", *extra],
+                    f"{tmp}/{run}{log_name}.worker{i}.log",
                     TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}))
             for i in range(2)]
 
@@ -69,12 +74,17 @@ def _workers(tmp):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("strategies")
-    single = _launch(["synthetic", "--strategy=one_device,mirrored", "--logical_cpus=2", f"--model_dir={tmp}",
-                      f"--out={tmp}/single", f"--steps={STEPS}", "--steps_per_loop=3", "--save_steps=3",
-                      f"--clipping_out={tmp}/clipping.json"], f"{tmp}/single.log")
-    workers = _workers(tmp)
-    results = _wait([single] + workers)
-    return tmp, results[0], results[1:]
+    common = ["--logical_cpus=2", f"--model_dir={tmp}", f"--steps={STEPS}", "--steps_per_loop=3", "--save_steps=3"]
+    single = _launch(["synthetic", "--strategy=one_device,mirrored", f"--out={tmp}/single",
+                      f"--clipping_out={tmp}/clipping.json", *common], f"{tmp}/single.log")
+    jit = _launch(["synthetic", "--strategy=one_device:float16,mirrored:jit", f"--out={tmp}/jit", *common],
+                  f"{tmp}/jit.log")
+    float16 = _launch(["synthetic", "--strategy=mirrored:float16", f"--out={tmp}/float16", *common],
+                      f"{tmp}/float16.log")
+    workers = _workers(tmp, "multi_worker_mirrored")
+    jit_workers = _workers(tmp, "multi_worker_mirrored:jit")
+    results = _wait([single, jit, float16] + workers + jit_workers)
+    return tmp, results[0], results[3:5], {"jit": results[1], "float16": results[2], "jit_workers": results[5:]}
 
 
 def _load(path):
@@ -92,7 +102,7 @@ def _assert_same_training(run, reference, atol):
 
 
 def test_mirrored_over_two_replicas_trains_like_one_device(runs):
-    tmp, (returncode, log), _ = runs
+    tmp, (returncode, log), _, _ = runs
     assert returncode == 0, log[-3000:]
     reference, mirrored = _load(f"{tmp}/single.one_device.npz"), _load(f"{tmp}/single.mirrored.npz")
     assert int(reference["__replicas__"]) == 1 and int(mirrored["__replicas__"]) == 2
@@ -101,7 +111,7 @@ def test_mirrored_over_two_replicas_trains_like_one_device(runs):
 
 
 def test_clipping_uses_the_global_norm_of_the_summed_gradients(runs):
-    tmp, (returncode, log), _ = runs
+    tmp, (returncode, log), _, _ = runs
     assert returncode == 0, log[-3000:]
     result = json.loads(open(f"{tmp}/clipping.json").read())
     assert result["replicas"] == 2
@@ -112,7 +122,7 @@ def test_clipping_uses_the_global_norm_of_the_summed_gradients(runs):
 
 
 def test_multi_worker_mirrored_with_two_processes_trains_like_one_device(runs):
-    tmp, (returncode, log), workers = runs
+    tmp, (returncode, log), workers, _ = runs
     assert returncode == 0, log[-3000:]
     for returncode, log in workers:
         assert returncode == 0, log[-3000:]
@@ -129,6 +139,73 @@ def test_multi_worker_mirrored_with_two_processes_trains_like_one_device(runs):
     assert int(chief["__replicas__"]) == 2
     _assert_same_training(chief, reference, atol=1e-6)
     _assert_same_training(worker, reference, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def resumed_workers(runs, tmp_path_factory):
+    """Two workers killed after step 5 (the step-3 checkpoint is the latest), then restarted."""
+    tmp = tmp_path_factory.mktemp("workers_resume")
+    killed = _wait(_workers(tmp, "multi_worker_mirrored", "--kill_at_step=5", log_name=".killed"))
+    listing = sorted(os.listdir(tmp / "multi_worker_mirrored"))
+    resumed = _wait(_workers(tmp, "multi_worker_mirrored", log_name=".resumed"))
+    return tmp, killed, listing, resumed
+
+
+def test_killed_multi_worker_run_resumes_to_the_weights_of_one_device(runs, resumed_workers):
+    import signal
+
+    tmp, killed, listing, resumed = resumed_workers
+    # Each worker SIGKILLs itself after step 5; the one that gets there second may instead find its
+    # peer gone in the middle of a collective, which fails it first: what a real worker loss does.
+    assert -signal.SIGKILL in [returncode for returncode, _ in killed], [log[-3000:] for _, log in killed]
+    for returncode, log in killed:
+        assert returncode == -signal.SIGKILL or (returncode == 1 and "UnavailableError" in log), log[-3000:]
+    assert "ckpt-3.index" in listing and "ckpt-6.index" not in listing
+    for returncode, log in resumed:
+        assert returncode == 0, log[-3000:]
+        assert "Restored the training data position" in log
+    reference = _load(f"{runs[0]}/single.one_device.npz")
+    _assert_same_training(_load(f"{tmp}/worker0.multi_worker_mirrored.npz"), reference, atol=1e-6)
+    _assert_same_training(_load(f"{tmp}/worker1.multi_worker_mirrored.npz"), reference, atol=1e-6)
+
+
+def test_mirrored_with_per_replica_xla_trains_like_one_device(runs):
+    tmp, _, _, more = runs
+    returncode, log = more["jit"]
+    assert returncode == 0, log[-3000:]
+    reference, mirrored = _load(f"{tmp}/single.one_device.npz"), _load(f"{tmp}/jit.mirrored:jit.npz")
+    assert int(mirrored["__replicas__"]) == 2
+    # XLA fuses and reorders float32 arithmetic: equal up to rounding, far below the training's changes.
+    _assert_same_training(mirrored, reference, atol=1e-5)
+
+
+def test_multi_worker_mirrored_with_per_replica_xla_trains_like_one_device(runs):
+    tmp, _, _, more = runs
+    for returncode, log in more["jit_workers"]:
+        assert returncode == 0, log[-3000:]
+    reference = _load(f"{tmp}/single.one_device.npz")
+    chief = _load(f"{tmp}/worker0.multi_worker_mirrored:jit.npz")
+    assert int(chief["__replicas__"]) == 2 and bool(chief["__is_chief__"])
+    _assert_same_training(chief, reference, atol=1e-5)
+    _assert_same_training(_load(f"{tmp}/worker1.multi_worker_mirrored:jit.npz"), reference, atol=1e-5)
+
+
+def test_mixed_float16_under_mirrored_scales_the_loss_and_trains_like_one_device(runs):
+    tmp, _, _, more = runs
+    for returncode, log in (more["jit"], more["float16"]):
+        assert returncode == 0, log[-3000:]
+    reference, mirrored = _load(f"{tmp}/jit.one_device:float16.npz"), _load(f"{tmp}/float16.mirrored:float16.npz")
+    assert str(reference["__compute_dtype__"]) == str(mirrored["__compute_dtype__"]) == "float16"
+    assert int(mirrored["__replicas__"]) == 2
+    float32 = _load(f"{tmp}/single.one_device.npz")
+    # float16 training differs from float32 by more than the replica split changes it.
+    moved = max(np.abs(float32[k] - reference[k]).max() for k in reference if not k.startswith("__"))
+    assert moved > 1e-4
+    _assert_same_training(mirrored, reference, atol=1e-4)
+    # The dynamic loss scale travelled with the checkpoint: a power of two, 2**15 or lower after overflows.
+    checkpoint = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp / "mirrored:float16")))
+    scale = float(checkpoint.get_tensor("loss_scale/scale/.ATTRIBUTES/VARIABLE_VALUE"))
+    assert 1 <= scale <= 2 ** 15 and np.log2(scale) == int(np.log2(scale))
 
 
 def test_strategies_in_this_process():

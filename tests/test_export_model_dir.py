@@ -78,11 +78,11 @@ def test_explicit_files_encoder_only_checkpoint_and_overwrite(model_dir, tmp_pat
 
 
 def test_usage_errors_name_the_flags(tmp_path):
-    with pytest.raises(app.UsageError, match="--export_dir is required"):
+    with pytest.raises(SystemExit, match="--export_dir is required"):
         run_cli("--model_dir=x")
-    with pytest.raises(app.UsageError, match="--bert_config_file, --vocab_file"):
+    with pytest.raises(SystemExit, match="--bert_config_file, --vocab_file"):
         run_cli("--checkpoint=x", f"--export_dir={tmp_path / 'e'}")
-    with pytest.raises(app.UsageError, match="--seq_length"):
+    with pytest.raises(SystemExit, match="--seq_length"):
         run_cli("--model_dir=x", f"--export_dir={tmp_path / 'e'}", "--seq_length=1")
 
 
@@ -92,12 +92,12 @@ def test_missing_and_inconsistent_files_fail_before_writing(model_dir, tmp_path)
     shutil.copytree(path, broken)
     export_dir = tmp_path / "export"
 
-    with pytest.raises(app.UsageError, match="--model_dir: directory not found: .*nowhere"):
+    with pytest.raises(SystemExit, match="--model_dir: directory not found: .*nowhere"):
         run_cli(f"--model_dir={tmp_path / 'nowhere'}", f"--export_dir={export_dir}")
     with pytest.raises(FileNotFoundError, match="Model directory not found: .*nowhere"):
         export_model_dir(str(tmp_path / "nowhere"), str(export_dir))
 
-    with pytest.raises(app.UsageError, match="--vocab_file: file not found: .*other_vocab.txt"):
+    with pytest.raises(SystemExit, match="--vocab_file: file not found: .*other_vocab.txt"):
         run_cli(f"--model_dir={broken}", f"--vocab_file={tmp_path / 'other_vocab.txt'}",
                 f"--export_dir={export_dir}")
 
@@ -131,7 +131,7 @@ def test_module_entry_point_reports_errors_without_traceback(tmp_path):
          f"--export_dir={tmp_path / 'export'}"],
         cwd=export_fixtures.REPO_ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
         capture_output=True, text=True, timeout=120)
-    assert process.returncode == 1
+    assert process.returncode == 2
     assert "--model_dir: directory not found: " + str(tmp_path / "missing") in process.stderr
     assert "Traceback" not in process.stderr
 

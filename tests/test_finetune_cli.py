@@ -13,7 +13,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def run_cli(*flags):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     return subprocess.run([sys.executable, "-m", "experiments.finetune", *flags], capture_output=True, text=True,
-                          env=env, cwd=REPO)
+                          env=env, cwd=REPO, timeout=600)
 
 
 def test_train_eval_predict_from_flags(tmp_path):
@@ -45,6 +45,6 @@ def test_bad_input_is_one_clear_line(tmp_path):
     result = run_cli("--task=classification", f"--train_file={train}", "--text_a_column=text",
                      f"--model_dir={model_dir}", "--max_seq_length=16", f"--output_dir={tmp_path / 'out'}",
                      "--do_train")
-    assert result.returncode != 0
+    assert result.returncode == 2
     assert "finetune: error:" in result.stderr and "train.tsv: no text_a column 'text'" in result.stderr
     assert "Traceback" not in result.stderr

@@ -80,7 +80,7 @@ def test_cli(records):
 
 def test_missing_files_and_foreign_records(tmp_path):
     import tensorflow as tf
-    with pytest.raises(ValueError, match=r"none-\*.*match no file"):
+    with pytest.raises(ValueError, match=r"none-\*.*matches no file"):
         inspect_tfrecords.inspect(f"{tmp_path}/none-*", str(VOCAB), out=io.StringIO())
     other = tmp_path / "other.tfrecord"
     with tf.io.TFRecordWriter(str(other)) as writer:

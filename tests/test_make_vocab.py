@@ -9,6 +9,7 @@ import sys
 import pytest
 import tensorflow as tf
 
+from bert_tf.cli import BadInputError
 from bert_tf.tokenization import BertTokenizer, SPECIAL_TOKENS, count_words, learn_vocab, load_vocab
 from tfrecords_tools.make_vocab import expand_input_files, make_vocab
 
@@ -89,11 +90,11 @@ def test_learn_vocab_checks_its_arguments():
 
 
 def test_missing_or_empty_input_is_reported(tmp_path):
-    with pytest.raises(FileNotFoundError, match="--input_file: no file matches .*nothing-here"):
+    with pytest.raises(BadInputError, match="--input_file: no file matches .*nothing-here"):
         expand_input_files(str(tmp_path / "nothing-here*.txt"))
     empty = tmp_path / "empty.txt"
     empty.write_text("\n \n")
-    with pytest.raises(ValueError, match="--input_file: no words in .*empty.txt"):
+    with pytest.raises(BadInputError, match="--input_file: no words in .*empty.txt"):
         make_vocab([str(empty)], tmp_path / "v.txt", vocab_size=100)
     assert not (tmp_path / "v.txt").exists()
 
@@ -101,5 +102,5 @@ def test_missing_or_empty_input_is_reported(tmp_path):
 def test_cli_rejects_missing_flags():
     proc = subprocess.run([sys.executable, "-m", "tfrecords_tools.make_vocab", "--vocab_size=10"],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert proc.returncode != 0
-    assert "input_file" in proc.stderr
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == "make_vocab: error: --input_file is required"

@@ -177,14 +177,14 @@ def test_init_checkpoint_warm_starts_encoder_and_heads_with_dynamic_masking(setu
 def _rejects(arguments, tmp_path, match, **changes):
     with pytest.raises(pretrain.PretrainingArgumentError, match=match):
         pretrain.run_pretraining(**dict(arguments, output_dir=str(tmp_path / "out"), **changes))
-    assert not os.path.exists(tmp_path / "out" / "checkpoint")
+    assert not os.path.exists(tmp_path / "out")  # checked before anything is written
 
 
 @pytest.mark.parametrize("changes,match", [
     ({"preset": "bert_tiny"}, "exactly one of --bert_config_file and --preset"),
     ({"bert_config_file": None}, r"exactly one of --bert_config_file and --preset \(got neither\)"),
     ({"bert_config_file": None, "preset": "bert_huge"}, "--preset: Unknown BERT preset 'bert_huge'"),
-    ({"input_file": "/nonexistent/*.tfrecord"}, "--input_file='/nonexistent/.*match no file"),
+    ({"input_file": "/nonexistent/*.tfrecord"}, "--input_file='/nonexistent/.*matches no file"),
     ({"eval_input_file": "/nonexistent.tfrecord"}, "--eval_input_file="),
     ({"max_seq_length": 64}, "--max_seq_length=64 exceeds the model's max_position_embeddings=32"),
     ({"max_seq_length": 16}, "--input_file: .*feature 'input_ids' has length 32 but seq_length=16"),
@@ -226,3 +226,59 @@ def test_output_dir_of_another_model_is_not_resumed(setup, runs, tmp_path):
     BertConfig.from_dict(dict(config.to_dict(), intermediate_size=48)).to_json_file(str(other))
     with pytest.raises(pretrain.PretrainingArgumentError, match="holds a run of another model"):
         pretrain.run_pretraining(**dict(arguments, bert_config_file=str(other), output_dir=str(runs["dirs"][0])))
+
+
+def test_resume_refuses_another_vocabulary_and_leaves_the_output_alone(setup, runs, tmp_path):
+    _, _, arguments = setup
+    output_dir = runs["dirs"][0]
+    before = {name: (output_dir / name).read_bytes() for name in ("vocab.txt", "bert_config.json")}
+    tokens = open(arguments["vocab_file"], encoding="utf-8").read().split("\n")
+    tokens[-2] = tokens[-2] + "x"  # same size, one other token
+    other = tmp_path / "other_vocab.txt"
+    other.write_text("\n".join(tokens), encoding="utf-8")
+    with pytest.raises(pretrain.PretrainingArgumentError, match="--vocab_file=.*other_vocab.txt differs from"):
+        pretrain.run_pretraining(**dict(arguments, vocab_file=str(other), output_dir=str(output_dir)))
+    assert {name: (output_dir / name).read_bytes() for name in before} == before
+
+
+def test_special_tokens_are_checked_without_dynamic_masking(setup, tmp_path):
+    _, _, arguments = setup
+    tokens = open(arguments["vocab_file"], encoding="utf-8").read().split("\n")
+    vocab = tmp_path / "no_mask.txt"
+    vocab.write_text("\n".join("[MASKED]" if t == "[MASK]" else t for t in tokens), encoding="utf-8")
+    _rejects(arguments, tmp_path, r"--vocab_file: .*no_mask.txt.* lacks the special token\(s\) \[MASK\]",
+             vocab_file=str(vocab), dynamic_masking=False)
+
+
+@pytest.fixture(scope="module")
+def dynamic_runs(setup):
+    """Dynamic masking: uninterrupted here; in a subprocess killed inside the loop after step 10, resumed here."""
+    tmp, _, arguments = setup
+    arguments = dict(arguments, dynamic_masking=True, steps_per_loop=5)
+    killed_dir = tmp / "dynamic_killed"
+    # 20 ms after the step-10 checkpoint: inside steps 11-15 (a loop of 5 tiny steps takes ~0.2 s here).
+    killed = _start([sys.executable, HELPER, "pretrain", "--kill_at_step=10", "--kill_delay=0.02",
+                     "--args=" + json.dumps(dict(arguments, output_dir=str(killed_dir)))], tmp / "dynamic_killed.log")
+    try:
+        pretrain.run_pretraining(**arguments, output_dir=str(tmp / "dynamic_uninterrupted"))
+        killed_result = _finish(killed, tmp / "dynamic_killed.log")
+    finally:
+        if killed.poll() is None:
+            killed.kill()
+    listing = sorted(os.listdir(killed_dir))
+    resumed = pretrain.run_pretraining(**arguments, output_dir=str(killed_dir))
+    return {"killed": killed_result, "listing": listing, "resumed": resumed,
+            "dirs": (tmp / "dynamic_uninterrupted", killed_dir)}
+
+
+def test_killed_mid_loop_with_dynamic_masking_resumes_to_the_same_weights(dynamic_runs):
+    returncode, log = dynamic_runs["killed"]
+    assert returncode == -signal.SIGKILL, log[-3000:]
+    assert "ckpt-10.index" in dynamic_runs["listing"] and "ckpt-20.index" not in dynamic_runs["listing"]
+    assert dynamic_runs["resumed"].step == STEPS
+    reference_dir, resumed_dir = dynamic_runs["dirs"]
+    reference = _checkpoint_values(str(reference_dir / f"ckpt-{STEPS}"))
+    resumed = _checkpoint_values(str(resumed_dir / f"ckpt-{STEPS}"))
+    assert sorted(reference) == sorted(resumed)
+    for name, value in reference.items():
+        np.testing.assert_array_equal(resumed[name], value, err_msg=name)

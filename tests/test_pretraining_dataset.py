@@ -183,7 +183,7 @@ def test_iterator_checkpoint_resumes_mid_epoch(files, special_ids, tmp_path):
 
 
 def test_clear_errors_name_patterns_and_files(files, tmp_path):
-    with pytest.raises(ValueError, match=r"nothing-\*.*match no file"):
+    with pytest.raises(ValueError, match=r"nothing-\*.*matches no file"):
         pretraining_dataset([str(tmp_path / "nothing-*")], 8, SEQ, PREDICTIONS)
     paths, _ = files["masked"]
     with pytest.raises(ValueError, match=r"part-0.tfrecord: feature 'input_ids' has length 64 but "

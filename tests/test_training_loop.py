@@ -297,6 +297,33 @@ def test_resume_fast_forwards_when_the_data_position_cannot_be_restored(syntheti
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
 
 
+def test_tpu_input_and_step_path_trains_and_resumes_like_the_default_path(synthetic_reference, tmp_path,
+                                                                          monkeypatch, caplog):
+    """The loop's TPU branches (strategy-distributed input, one fused step without explicit XLA, no
+    iterator in the checkpoint, fast-forward on resume) under OneDeviceStrategy, whose one replica has
+    a TPUStrategy's per-replica semantics; TPUs themselves cannot run here."""
+    from bert_tf.training import distribution
+
+    reference, _ = synthetic_reference
+    monkeypatch.setattr(distribution, "is_tpu_strategy", lambda strategy: True)
+
+    def stop_at_4(step, metrics):
+        if step == 4:
+            raise _Stop()
+
+    with pytest.raises(_Stop):
+        _synthetic_run(tmp_path, callback=stop_at_4)
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp_path)))
+    assert not any(name.startswith("train_iterator") for name in reader.get_variable_to_shape_map())
+    caplog.set_level(logging.INFO, logger="absl")
+    resumed = _synthetic_run(tmp_path)
+    messages = "\n".join(record.getMessage() for record in caplog.records)
+    assert "Fast-forwarding the training data by 4 per-replica batches (step 4)" in messages
+    assert resumed.step == reference.step
+    for a, b in zip(resumed.model.weights, reference.model.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+
+
 def test_training_config_rejects_bad_values():
     with pytest.raises(ValueError, match="num_train_steps"):
         training.TrainingConfig(num_train_steps=0)

@@ -1,9 +1,12 @@
 r"""Creates BERT pretraining TFRecords (masked LM + next sentence) from text.
 
-Drop-in for google-research/bert's `create_pretraining_data.py`: same flags,
-same input format, same output features (`input_ids`, `input_mask`,
-`segment_ids`, `masked_lm_positions`, `masked_lm_ids`, `masked_lm_weights`,
-`next_sentence_labels`), so its TFRecords and ours are interchangeable.
+Replaces google-research/bert's `create_pretraining_data.py`: its flags (plus
+the ones below), its input format and its output features (`input_ids`,
+`input_mask`, `segment_ids`, `masked_lm_positions`, `masked_lm_ids`,
+`masked_lm_weights`, `next_sentence_labels`), so its TFRecords and ours are
+interchangeable. As in the original, `--max_predictions_per_seq` below
+`round(max_seq_length * masked_lm_prob)` caps the masked positions (long
+instances are masked at a lower rate; a warning says so).
 
     python -m tfrecords_tools.create_pretraining_data \
         --input_file=data/*.txt --output_file=out/pretrain.tfrecord \
@@ -21,7 +24,12 @@ Differences from the original:
   byte-identical for the same input and --random_seed, whatever the worker
   count.
 * Tokenization runs in batches with the in-graph tokenizer
-  (`bert_tf.tokenization.BertTokenizer`, same ids as the original's).
+  (`bert_tf.tokenization.BertTokenizer`): the ids of HuggingFace's slow
+  `BertTokenizer`, which differ from the original `FullTokenizer`'s in three
+  corner cases: private-use and unassigned characters are deleted (the
+  original deletes only Cc/Cf), words longer than 100 characters become
+  [UNK] (the original: 200), and cased text is NFC-normalized before
+  splitting (the original does not).
 * A line that is not UTF-8 is an error naming file and line (the original
   silently dropped the bad bytes); --skip_invalid_utf8 skips such lines and
   reports how many. Input is checked before anything is written, and outputs
@@ -30,12 +38,10 @@ Differences from the original:
   piece across [SEP].
 """
 
-import sys
-
-from absl import app
 from absl import flags
 from absl import logging
 
+from bert_tf import cli
 from tfrecords_tools import pretraining_instances
 from tfrecords_tools import pretraining_writer
 from tfrecords_tools import text_corpus
@@ -88,56 +94,54 @@ def define_flags():
     flags.DEFINE_float("progress_seconds", 10.0, "Seconds between progress lines.")
 
 
+# Bad input: one clear line, no traceback; nothing was written.
+@cli.main_function("create_pretraining_data", bad_input=(ValueError, FileNotFoundError))
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    del argv  # Checked by cli.main_function.
     logging.set_verbosity(logging.INFO)
-    try:
-        for name in ("input_file", "output_file", "vocab_file"):
-            if not FLAGS[name].value:
-                raise ValueError(f"--{name} is required")
-        config = pretraining_instances.InstanceConfig(
-            max_seq_length=FLAGS.max_seq_length,
-            max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-            masked_lm_prob=FLAGS.masked_lm_prob,
-            short_seq_prob=FLAGS.short_seq_prob,
-            dupe_factor=FLAGS.dupe_factor,
-            do_whole_word_mask=FLAGS.do_whole_word_mask,
-            do_masking=FLAGS.do_masking)
-        config.validate()
-        if FLAGS.chunk_mb <= 0:
-            raise ValueError(f"--chunk_mb={FLAGS.chunk_mb} must be > 0")
-        input_files = text_corpus.resolve_input_files(FLAGS.input_file)
-        output_files = pretraining_writer.resolve_output_files(FLAGS.output_file,
-                                                               FLAGS.num_output_shards)
-        logging.info("Reading %d input file(s): %s", len(input_files),
-                     ", ".join(input_files[:5]) + (", ..." if len(input_files) > 5 else ""))
-        logging.info("Writing %d output file(s): %s", len(output_files),
-                     ", ".join(output_files[:5]) + (", ..." if len(output_files) > 5 else ""))
-        pretraining_writer.write_pretraining_data(input_files=input_files,
-                                                  output_files=output_files,
-                                                  vocab_file=FLAGS.vocab_file,
-                                                  config=config,
-                                                  do_lower_case=FLAGS.do_lower_case,
-                                                  random_seed=FLAGS.random_seed,
-                                                  num_workers=FLAGS.num_workers,
-                                                  chunk_bytes=max(1,
-                                                                  int(FLAGS.chunk_mb * (1 << 20))),
-                                                  compression="GZIP" if FLAGS.gzip else None,
-                                                  skip_invalid_utf8=FLAGS.skip_invalid_utf8,
-                                                  progress_seconds=FLAGS.progress_seconds,
-                                                  log_fn=logging.info)
-    except (ValueError, FileNotFoundError) as error:
-        # Bad input: one clear line, no traceback; nothing was written.
-        sys.stderr.write(f"create_pretraining_data: error: {error}\n")
-        sys.exit(2)
+    cli.require_flags("input_file", "output_file", "vocab_file")
+    config = pretraining_instances.InstanceConfig(
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        masked_lm_prob=FLAGS.masked_lm_prob,
+        short_seq_prob=FLAGS.short_seq_prob,
+        dupe_factor=FLAGS.dupe_factor,
+        do_whole_word_mask=FLAGS.do_whole_word_mask,
+        do_masking=FLAGS.do_masking)
+    config.validate()
+    if config.masking_shortfall():
+        logging.warning(
+            "--max_predictions_per_seq=%d caps the masked positions: full-length instances are "
+            "masked at %.3f instead of --masked_lm_prob=%g (as the original does).",
+            FLAGS.max_predictions_per_seq, FLAGS.max_predictions_per_seq / FLAGS.max_seq_length,
+            FLAGS.masked_lm_prob)
+    if FLAGS.chunk_mb <= 0:
+        raise ValueError(f"--chunk_mb={FLAGS.chunk_mb} must be > 0")
+    input_files = text_corpus.resolve_input_files(FLAGS.input_file)
+    output_files = pretraining_writer.resolve_output_files(FLAGS.output_file,
+                                                           FLAGS.num_output_shards)
+    logging.info("Reading %d input file(s): %s", len(input_files),
+                 ", ".join(input_files[:5]) + (", ..." if len(input_files) > 5 else ""))
+    logging.info("Writing %d output file(s): %s", len(output_files),
+                 ", ".join(output_files[:5]) + (", ..." if len(output_files) > 5 else ""))
+    pretraining_writer.write_pretraining_data(input_files=input_files,
+                                              output_files=output_files,
+                                              vocab_file=FLAGS.vocab_file,
+                                              config=config,
+                                              do_lower_case=FLAGS.do_lower_case,
+                                              random_seed=FLAGS.random_seed,
+                                              num_workers=FLAGS.num_workers,
+                                              chunk_bytes=max(1,
+                                                              int(FLAGS.chunk_mb * (1 << 20))),
+                                              compression="GZIP" if FLAGS.gzip else None,
+                                              skip_invalid_utf8=FLAGS.skip_invalid_utf8,
+                                              progress_seconds=FLAGS.progress_seconds,
+                                              log_fn=logging.info)
 
 
-def run():
+def run(argv=None):
     """Console-script entry point."""
-    define_flags()
-    flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
-    app.run(main)
+    cli.run(main, define_flags, argv)
 
 
 if __name__ == "__main__":

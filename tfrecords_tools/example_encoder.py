@@ -14,6 +14,8 @@ from typing import Dict, List
 
 import numpy as np
 
+from bert_tf.data import pretraining_features
+
 _LEN_DELIMITED = 2  # protobuf wire type of strings, messages, packed lists
 _FEATURE_FLOAT_LIST = 2  # Feature.float_list field number
 _FEATURE_INT64_LIST = 3  # Feature.int64_list field number
@@ -188,9 +190,8 @@ class ExampleEncoder:
         return records
 
 
-PRETRAINING_INT_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
-                            "masked_lm_ids", "next_sentence_labels")
-PRETRAINING_FLOAT_FEATURES = ("masked_lm_weights", )
+PRETRAINING_INT_FEATURES = pretraining_features.INT_FEATURES
+PRETRAINING_FLOAT_FEATURES = pretraining_features.FLOAT_FEATURES
 
 
 def pretraining_example_encoder() -> ExampleEncoder:

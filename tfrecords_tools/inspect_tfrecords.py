@@ -17,12 +17,14 @@ import dataclasses
 import sys
 from typing import List, Optional, Sequence
 
-from absl import app
 from absl import flags
+from google.protobuf.message import DecodeError
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data import tfrecord_files
+from bert_tf import cli
+from bert_tf.cli import BadInputError
+from bert_tf.data import pretraining_features, tfrecord_files
 
 FLAGS = flags.FLAGS
 
@@ -62,19 +64,7 @@ def feature_lengths(record: bytes) -> FeatureLengths:
 
 def _parse_spec(lengths: FeatureLengths):
     p = lengths.max_predictions_per_seq
-    spec = {
-        "input_ids": tf.io.FixedLenFeature([lengths.seq_length], tf.int64),
-        "input_mask": tf.io.FixedLenFeature([lengths.seq_length], tf.int64),
-        "segment_ids": tf.io.FixedLenFeature([lengths.seq_length], tf.int64),
-        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-    }
-    if p:
-        spec.update({
-            "masked_lm_positions": tf.io.FixedLenFeature([p], tf.int64),
-            "masked_lm_ids": tf.io.FixedLenFeature([p], tf.int64),
-            "masked_lm_weights": tf.io.FixedLenFeature([p], tf.float32),
-        })
-    return spec
+    return pretraining_features.feature_spec(lengths.seq_length, p, masked_lm="required" if p else "absent")
 
 
 def _tokens(ids, vocab: Optional[Sequence[str]]) -> List[str]:
@@ -178,35 +168,55 @@ class RecordStats:
         return "\n".join(lines)
 
 
+def _first_record(files, compression):
+    """(path, bytes) of the first record of the first non-empty file, or None."""
+    for path in files:
+        try:
+            for record in tf.data.TFRecordDataset(path, compression_type=compression).take(1):
+                return path, record.numpy()
+        except tf.errors.OpError as error:
+            raise BadInputError(f"{path}: cannot read as a TFRecord file (compression="
+                                f"{compression or 'none'}): {error.message}") from None
+    return None
+
+
 def inspect(input_patterns,
             vocab_file: Optional[str] = None,
             num: int = 5,
             max_records: Optional[int] = None,
             compression: Optional[str] = None,
-            out=sys.stdout):
-    """Prints `num` decoded instances and statistics of the records."""
-    files = tfrecord_files.resolve_input_files(input_patterns)
+            out=None):
+    """Prints `num` decoded instances and statistics of the records.
+
+    Raises:
+      BadInputError: naming the file (and record) that is missing, corrupt,
+        truncated or not BERT pretraining data.
+    """
+    out = out or sys.stdout  # looked up now: sys.stdout may have been replaced since import
+    try:
+        files = tfrecord_files.resolve_input_files(input_patterns)
+    except ValueError as error:
+        raise BadInputError(f"--input_file={input_patterns}: {error}") from None
     if compression is None:
         compression = tfrecord_files.detect_compression(files[0])
     compression = "" if compression.upper() == "NONE" else compression.upper()
     vocab = None
     mask_id = None
     if vocab_file:
-        from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
-        vocab = tokenization.load_vocab(vocab_file)
+        vocab = cli.load_vocab(vocab_file, "vocab_file")
         if "[MASK]" in vocab:
             mask_id = vocab.index("[MASK]")
 
-    records = tf.data.TFRecordDataset(files, compression_type=compression)
-    if max_records is not None:
-        records = records.take(max_records)
-    first = None
-    for record in records.take(1):
-        first = record.numpy()
+    first = _first_record(files, compression) if max_records != 0 else None
     if first is None:
         out.write(f"No records in {', '.join(files)}\n")
         return RecordStats()
-    lengths = feature_lengths(first)
+    try:
+        lengths = feature_lengths(first[1])
+    except DecodeError:
+        raise BadInputError(f"{first[0]}: record 0 is not a tf.train.Example") from None
+    except ValueError as error:
+        raise BadInputError(f"{first[0]}: {error}") from None
     out.write(f"{len(files)} file(s): {', '.join(files[:5])}"
               f"{', ...' if len(files) > 5 else ''}\n"
               f"seq_length {lengths.seq_length}, max_predictions_per_seq "
@@ -214,38 +224,45 @@ def inspect(input_patterns,
     spec = _parse_spec(lengths)
     stats = RecordStats()
     shown = 0
-    try:
-        for batch in records.batch(_BATCH).map(lambda r: tf.io.parse_example(r, spec)):
-            batch = {k: v.numpy() for k, v in batch.items()}
-            for row in range(min(num - shown, len(batch["input_ids"]))):
-                one = {k: v[row] for k, v in batch.items()}
-                out.write(format_instance(shown, one, vocab) + "\n\n")
-                shown += 1
-            stats.add(batch, mask_id)
-    except tf.errors.InvalidArgumentError as error:
-        raise ValueError(f"records after #{stats.num_records} do not parse with the lengths "
-                         f"of the first record ({lengths}); mixed files? {error.message}") from None
+    # One file at a time, so an error names the file and the record.
+    for path in files:
+        remaining = None if max_records is None else max_records - stats.num_records
+        if remaining == 0:
+            break
+        records = tf.data.TFRecordDataset(path, compression_type=compression)
+        if remaining is not None:
+            records = records.take(remaining)
+        in_file = 0
+        try:
+            for batch in records.batch(_BATCH).map(lambda r: tf.io.parse_example(r, spec)):
+                batch = {k: v.numpy() for k, v in batch.items()}
+                for row in range(min(num - shown, len(batch["input_ids"]))):
+                    one = {k: v[row] for k, v in batch.items()}
+                    out.write(format_instance(shown, one, vocab) + "\n\n")
+                    shown += 1
+                stats.add(batch, mask_id)
+                in_file += len(batch["input_ids"])
+        except tf.errors.DataLossError as error:
+            raise BadInputError(f"{path}: corrupt or truncated after record {in_file}: "
+                                f"{error.message}") from None
+        except tf.errors.InvalidArgumentError as error:
+            raise BadInputError(
+                f"{path}: records from #{in_file} on do not parse as BERT pretraining examples with "
+                f"the lengths of the first record ({lengths}); mixed files? {error.message}") from None
     out.write(stats.format() + "\n")
     return stats
 
 
+@cli.main_function("inspect_tfrecords")
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
-    try:
-        if not FLAGS.input_file:
-            raise ValueError("--input_file is required")
-        inspect(FLAGS.input_file, FLAGS.vocab_file, FLAGS.num, FLAGS.max_records, FLAGS.compression)
-    except (ValueError, FileNotFoundError) as error:
-        sys.stderr.write(f"inspect_tfrecords: error: {error}\n")
-        sys.exit(2)
+    del argv  # Checked by cli.main_function.
+    cli.require_flags("input_file")
+    inspect(FLAGS.input_file, FLAGS.vocab_file, FLAGS.num, FLAGS.max_records, FLAGS.compression)
 
 
-def run():
+def run(argv=None):
     """Console-script entry point."""
-    define_flags()
-    flags.mark_flag_as_required("input_file")
-    app.run(main)
+    cli.run(main, define_flags, argv)
 
 
 if __name__ == "__main__":

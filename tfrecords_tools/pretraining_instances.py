@@ -73,13 +73,17 @@ class InstanceConfig:
         if self.max_predictions_per_seq < 1:
             raise ValueError(f"--max_predictions_per_seq={self.max_predictions_per_seq} must be "
                              ">= 1.")
+
+    def masking_shortfall(self):
+        """Predictions a full-length instance wants beyond --max_predictions_per_seq (0: none).
+
+        The original accepts such a cap and masks long instances at a lower
+        rate than --masked_lm_prob; so does this tool, with a warning.
+        """
+        if not self.do_masking:
+            return 0
         needed = int(round(self.max_seq_length * self.masked_lm_prob))
-        if self.max_predictions_per_seq < needed:
-            raise ValueError(f"--max_predictions_per_seq={self.max_predictions_per_seq} is too "
-                             f"small for --masked_lm_prob={self.masked_lm_prob} x "
-                             f"--max_seq_length={self.max_seq_length}: full-length instances "
-                             f"need {needed} predictions, so they would be masked at a lower "
-                             f"rate than requested. Use --max_predictions_per_seq >= {needed}.")
+        return max(0, needed - self.max_predictions_per_seq)
 
     @property
     def max_num_tokens(self):

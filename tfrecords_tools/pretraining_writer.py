@@ -38,8 +38,9 @@ _INSTANCE_BATCH = 2048
 def bert_tokenizer_factory(vocab_file: str, do_lower_case: bool):
     """Returns fn(list[str]) -> (int32 flat ids, int64 ids per line).
 
-    Uses the in-graph `bert_tf.tokenization.BertTokenizer` (same output as
-    google-research/bert's FullTokenizer).
+    Uses the in-graph `bert_tf.tokenization.BertTokenizer`: the ids of
+    HuggingFace's slow `BertTokenizer`, which differ from google-research/bert's
+    `FullTokenizer` in three corner cases (see tests/fixtures/tokenization/README.md).
     """
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
@@ -250,8 +251,10 @@ def _start_method() -> str:
     if "tensorflow" not in sys.modules:
         return "fork"
     try:
+        # No public API says whether the runtime has started without starting it (every tf.config
+        # call initializes it), so this reads TensorFlow's internals; if they change, "spawn" is safe.
         from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
-        runtime = context._context  # pylint: disable=protected-access
+        runtime = context.context_safe()
         return "fork" if runtime is None or not runtime._initialized else "spawn"  # pylint: disable=protected-access
     except (ImportError, AttributeError):
         return "spawn"

@@ -12,6 +12,8 @@ from typing import Iterator, List, Sequence, Tuple
 
 import tensorflow as tf
 
+from bert_tf.data import tfrecord_files
+
 _READ_BLOCK_BYTES = 8 << 20
 # A blank line between two newlines (ASCII whitespace only: enough to find a
 # safe cut; the worker still decides blankness with str.strip()).
@@ -26,24 +28,15 @@ class CorpusError(ValueError):
 
 
 def resolve_input_files(input_file: str) -> List[str]:
-    """Expands a comma-separated list of paths and globs, in the given order.
+    """Expands a comma-separated list of paths and globs, in the given order, repeats kept.
 
     Raises:
         CorpusError: if an entry names a missing file or a glob matches nothing.
     """
-    patterns = [p.strip() for p in input_file.split(",") if p.strip()]
-    if not patterns:
-        raise CorpusError("--input_file is empty")
-    files = []
-    for pattern in patterns:
-        matches = sorted(tf.io.gfile.glob(pattern))
-        matches = [m for m in matches if not tf.io.gfile.isdir(m)]
-        if not matches:
-            if any(c in pattern for c in "*?["):
-                raise CorpusError(f"--input_file pattern {pattern!r} matches no file")
-            raise CorpusError(f"--input_file: file not found: {pattern!r}")
-        files.extend(matches)
-    return files
+    try:
+        return tfrecord_files.resolve_input_files(input_file, deduplicate=False)
+    except ValueError as e:
+        raise CorpusError(f"--input_file: {e}") from None
 
 
 @dataclasses.dataclass
@@ -104,7 +97,7 @@ def scan_corpus(files: Sequence[str], skip_invalid_utf8: bool) -> CorpusScan:
                     bad_line = line_number + block.count(b"\n", 0, error.start) + 1
                     column = error.start - (block.rfind(b"\n", 0, error.start) + 1)
                     raise CorpusError(
-                        f"{path}, line {bad_line}: not valid UTF-8 ({error.reason} at "
+                        f"{path}:{bad_line}: not valid UTF-8 ({error.reason} at "
                         f"byte {column} of the line). Fix the file or pass "
                         "--skip_invalid_utf8 to skip such lines.") from None
             if text is None:

@@ -11,29 +11,31 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 
 import tensorflow as tf
 
+from bert_tf import file_io
 from bert_tf.config import BertConfig
-from bert_tf.models import BertEncoder, BertPretrainer
+from bert_tf.models import BertEncoder, BertPretrainer, Task
+from bert_tf.models.bert_pretrainer import MASKED_LM_KEY, NEXT_SENTENCE_KEY
+from bert_tf.models.task import ENCODER_KEY
 
 CONFIG_NAME = "bert_config.json"
 VOCAB_NAME = "vocab.txt"
 CHECKPOINT_PREFIX = "ckpt"
 
-ENCODER_KEY = "encoder"
-MASKED_LM_KEY = "masked_lm"
-NEXT_SENTENCE_KEY = "next_sentence"
 
+def checkpoint_items(model: BertEncoder | Task) -> dict:
+    """The trackable objects under which a model's weights are checkpointed.
 
-def checkpoint_items(model: BertEncoder | BertPretrainer) -> dict:
-    """The trackable objects under which a model's weights are checkpointed."""
-    if isinstance(model, BertPretrainer):
-        return {ENCODER_KEY: model.encoder, MASKED_LM_KEY: model.masked_lm, NEXT_SENTENCE_KEY: model.next_sentence}
+    A task model names its own (`Task.checkpoint_items`); a bare encoder is saved
+    as the `encoder` item, where every task model's checkpoint also holds it.
+    """
+    if isinstance(model, Task):
+        return model.checkpoint_items
     if isinstance(model, BertEncoder):
         return {ENCODER_KEY: model}
-    raise TypeError(f"Expected a BertEncoder or BertPretrainer, got {type(model).__name__}.")
+    raise TypeError(f"Expected a BertEncoder or a task model, got {type(model).__name__}.")
 
 
 def find_checkpoint(path: str) -> str:
@@ -55,7 +57,7 @@ def has_pretraining_heads(checkpoint_path: str) -> bool:
             and any(n.startswith(NEXT_SENTENCE_KEY + "/") for n in names))
 
 
-def restore(model: BertEncoder | BertPretrainer, checkpoint_path: str) -> None:
+def restore(model: BertEncoder | Task, checkpoint_path: str) -> None:
     """Restores a model's weights, failing if any of them is not in the checkpoint.
 
     Extra objects in the checkpoint (an optimizer, unused heads) are allowed.
@@ -97,36 +99,23 @@ def load_pretrainer(model_dir: str, checkpoint: str | None = None, dtype=None) -
     return pretrainer
 
 
-def write_model_dir(output_dir: str, model: BertEncoder | BertPretrainer, vocab_file: str | None = None) -> str:
+def write_model_dir(output_dir: str, model: BertEncoder | Task, vocab_file: str | None = None) -> str:
     """Writes config, vocab and a checkpoint of `model` to `output_dir` atomically.
 
     The directory is assembled under a temporary name beside `output_dir` and
     renamed at the end, so an interrupted run never leaves a half-written one.
     Returns the checkpoint path.
     """
-    encoder = model.encoder if isinstance(model, BertPretrainer) else model
+    encoder = model.encoder if isinstance(model, Task) else model
     output_dir = os.path.abspath(output_dir)
     if os.path.exists(output_dir) and os.listdir(output_dir):
         raise FileExistsError(f"Output directory {output_dir} exists and is not empty.")
-    parent = os.path.dirname(output_dir)
-    os.makedirs(parent, exist_ok=True)
-    tmp_dir = tempfile.mkdtemp(prefix=os.path.basename(output_dir) + ".tmp-", dir=parent)
-    try:
-        # mkdtemp creates 0700; the finished directory gets the usual permissions.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp_dir, 0o777 & ~umask)
+    with file_io.atomic_path(output_dir, directory=True) as tmp_dir:
         encoder.config.to_json_file(os.path.join(tmp_dir, CONFIG_NAME))
         if vocab_file:
             shutil.copyfile(vocab_file, os.path.join(tmp_dir, VOCAB_NAME))
         checkpoint = tf.train.Checkpoint(**checkpoint_items(model))
         manager = tf.train.CheckpointManager(checkpoint, tmp_dir, max_to_keep=1, checkpoint_name=CHECKPOINT_PREFIX)
         saved = manager.save(checkpoint_number=0)
-        if os.path.exists(output_dir):
-            os.rmdir(output_dir)
-        os.replace(tmp_dir, output_dir)
-    except BaseException:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
-        raise
     # The `checkpoint` index file records relative paths, so the move keeps it valid.
     return os.path.join(output_dir, os.path.basename(saved))

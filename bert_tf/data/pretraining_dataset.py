@@ -18,6 +18,7 @@ from typing import Optional, Sequence, Union
 import tensorflow as tf
 
 from bert_tf.data import dynamic_masking as dynamic_masking_lib
+from bert_tf.data import pretraining_features
 from bert_tf.data.tfrecord_files import detect_compression
 from bert_tf.data.tfrecord_files import resolve_input_files
 
@@ -52,17 +53,9 @@ def check_record_format(path: str,
     except Exception:  # pylint: disable=broad-except
         raise ValueError(f"{path}: first record is not a tf.train.Example") from None
     feature = example.features.feature
-    expected = {
-        "input_ids": seq_length,
-        "input_mask": seq_length,
-        "segment_ids": seq_length,
-        "next_sentence_labels": 1
-    }
-    optional = {
-        "masked_lm_positions": max_predictions_per_seq,
-        "masked_lm_ids": max_predictions_per_seq,
-        "masked_lm_weights": max_predictions_per_seq
-    }
+    lengths = pretraining_features.feature_lengths(seq_length, max_predictions_per_seq)
+    optional = {name: lengths[name] for name in pretraining_features.MASKED_LM_FEATURES}
+    expected = {name: length for name, length in lengths.items() if name not in optional}
     if need_masked_lm:
         expected.update(optional)
     for name, length in list(expected.items()) + list(optional.items()):
@@ -80,25 +73,6 @@ def check_record_format(path: str,
             raise ValueError(f"{path}: feature {name!r} has length {found} but {hint}="
                              f"{length} was requested; the file was written with different "
                              "--max_seq_length/--max_predictions_per_seq.")
-
-
-def _feature_spec(seq_length, max_predictions_per_seq, masked_lm_optional):
-
-    def masked(dtype):
-        default = ([0] * max_predictions_per_seq if masked_lm_optional else None)
-        if default is not None and dtype == tf.float32:
-            default = [0.0] * max_predictions_per_seq
-        return tf.io.FixedLenFeature([max_predictions_per_seq], dtype, default_value=default)
-
-    return {
-        "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
-        "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
-        "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
-        "masked_lm_positions": masked(tf.int64),
-        "masked_lm_ids": masked(tf.int64),
-        "masked_lm_weights": masked(tf.float32),
-        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-    }
 
 
 def _to_model_inputs(parsed):
@@ -203,9 +177,8 @@ def pretraining_dataset(
     if is_training:
         dataset = dataset.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.batch(per_pipeline_batch, drop_remainder=drop_remainder)
-    spec = _feature_spec(seq_length,
-                         max_predictions_per_seq,
-                         masked_lm_optional=dynamic_masking is not None)
+    spec = pretraining_features.feature_spec(seq_length, max_predictions_per_seq,
+                                             masked_lm="optional" if dynamic_masking is not None else "required")
     dataset = dataset.map(lambda records: _to_model_inputs(tf.io.parse_example(records, spec)),
                           num_parallel_calls=tf.data.AUTOTUNE,
                           deterministic=True)

@@ -1,6 +1,6 @@
-"""Finding TFRecord files and their compression."""
+"""Finding input files (TFRecords, text corpora) and TFRecord compression."""
 
-from typing import Sequence, Union
+from typing import List, Sequence, Union
 
 import tensorflow as tf
 
@@ -8,11 +8,18 @@ import tensorflow as tf
 _GZIP_HEADER = b"\x1f\x8b\x08"
 
 
-def resolve_input_files(input_patterns: Union[str, Sequence[str]]) -> Sequence[str]:
-    """Expands globs (a list, or one comma-separated string), sorted, unique.
+def resolve_input_files(input_patterns: Union[str, Sequence[str]], deduplicate: bool = True) -> List[str]:
+    """Expands paths and globs (a list, or one comma-separated string) into files.
+
+    Every pattern must match a file (directories do not count), so a typo is
+    an error rather than missing data. With `deduplicate` (TFRecords, where a
+    file read twice would weigh its records twice) the files are sorted and
+    listed once each; without it (a text corpus, where the order is that of the
+    documents) they come in the order of the patterns, each pattern's matches
+    sorted, repeats kept.
 
     Raises:
-        ValueError: naming the patterns when nothing matches.
+        ValueError: naming the pattern that matches nothing.
     """
     if isinstance(input_patterns, str):
         input_patterns = input_patterns.split(",")
@@ -21,11 +28,13 @@ def resolve_input_files(input_patterns: Union[str, Sequence[str]]) -> Sequence[s
         raise ValueError("no input pattern given")
     files = []
     for pattern in patterns:
-        files.extend(tf.io.gfile.glob(pattern))
-    files = sorted(set(files))
-    if not files:
-        raise ValueError(f"input patterns {patterns} match no file")
-    return files
+        matches = [m for m in sorted(tf.io.gfile.glob(pattern)) if not tf.io.gfile.isdir(m)]
+        if not matches:
+            if any(c in pattern for c in "*?["):
+                raise ValueError(f"pattern {pattern!r} matches no file")
+            raise ValueError(f"file not found: {pattern!r}")
+        files.extend(matches)
+    return sorted(set(files)) if deduplicate else files
 
 
 def detect_compression(path: str) -> str:

@@ -17,12 +17,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import file_io
 from bert_tf.checkpoints import CONFIG_NAME, VOCAB_NAME, find_checkpoint, has_pretraining_heads, restore
 from bert_tf.config import BertConfig
 from bert_tf.export.encoder_module import EncoderModule, flatten_outputs
@@ -46,17 +46,9 @@ def atomic_directory(path: str, overwrite: bool = False):
     """
     path = os.path.abspath(path)
     _check_destination(path, overwrite)
-    parent = os.path.dirname(path)
-    os.makedirs(parent, exist_ok=True)
-    tmp_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=parent)
-    os.chmod(tmp_dir, 0o755)  # mkdtemp's 0700 would hide the model from a serving user
-    try:
+    with file_io.atomic_path(path, directory=True) as tmp_dir:
         yield tmp_dir
         _check_destination(path, overwrite)  # it may have appeared meanwhile
-        _replace_directory(tmp_dir, path)
-    except BaseException:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
-        raise
 
 
 def _check_destination(path: str, overwrite: bool) -> None:
@@ -66,21 +58,6 @@ def _check_destination(path: str, overwrite: bool) -> None:
         if os.listdir(path) and not overwrite:
             raise FileExistsError(f"Export directory {path} already exists and is not empty; "
                                   "choose another one or pass overwrite=True (--overwrite).")
-
-
-def _replace_directory(new_dir: str, path: str) -> None:
-    if not os.path.exists(path):
-        os.replace(new_dir, path)
-        return
-    old_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.old-", dir=os.path.dirname(path))
-    os.rmdir(old_dir)
-    os.replace(path, old_dir)
-    try:
-        os.replace(new_dir, path)
-    except BaseException:
-        os.replace(old_dir, path)
-        raise
-    shutil.rmtree(old_dir, ignore_errors=True)
 
 
 # --- encoder -------------------------------------------------------------------
@@ -163,7 +140,6 @@ def _save_preprocessor(vocab_file: str, lower_case: bool, seq_length: int, path:
     from bert_tf.tokenization import BertPreprocessor, save_preprocessor  # tensorflow_text is heavy
     preprocessor = BertPreprocessor(vocab_file, lower_case=lower_case, default_seq_length=seq_length)
     save_preprocessor(preprocessor, path)
-    os.chmod(path, 0o755)  # save_preprocessor's temporary directory is private (0700)
 
 
 def export_preprocessor(vocab_file: str, lower_case: bool, seq_length: int, export_dir: str, *,

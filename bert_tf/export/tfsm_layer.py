@@ -67,8 +67,7 @@ def load_tfsm_layer(path: str, call_endpoint: str = "__call__", call_training_en
 
     Example:
       encoder = load_tfsm_layer("export/encoder")
-      inputs = {k: keras.Input((None,), dtype="int32", name=k)
-                for k in ("input_word_ids", "input_mask", "input_type_ids")}
+      inputs = bert_tf.models.encoder_inputs()
       logits = keras.layers.Dense(2)(encoder(inputs)["pooled_output"])
       model = keras.Model(inputs, logits)
     """

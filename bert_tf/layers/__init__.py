@@ -3,6 +3,7 @@
 from bert_tf.layers.activations import get_activation
 from bert_tf.layers.attention import MultiHeadSelfAttention
 from bert_tf.layers.classification_head import ClassificationHead
+from bert_tf.layers.dropout import Dropout
 from bert_tf.layers.embeddings import BertEmbeddings
 from bert_tf.layers.gather import gather_positions
 from bert_tf.layers.masked_lm_head import MaskedLMHead

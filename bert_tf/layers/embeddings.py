@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from bert_tf.layers.dropout import Dropout
+
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertEmbeddings(keras.layers.Layer):
@@ -39,7 +41,7 @@ class BertEmbeddings(keras.layers.Layer):
             name="token_type_embeddings")
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, dtype=self.dtype_policy, name="layer_norm")
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
 
     def build(self, input_shape=None):
         self.token_embedding.build()

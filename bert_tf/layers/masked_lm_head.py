@@ -55,9 +55,14 @@ class MaskedLMHead(keras.layers.Layer):
     def call(self, sequence_output, masked_lm_positions):
         hidden = gather_positions(sequence_output, masked_lm_positions)
         hidden = self.layer_norm(self.transform(hidden))
+        batch_size, num_predictions = ops.shape(hidden)[0], ops.shape(hidden)[1]
         embedding_matrix = ops.cast(self.token_embedding.embeddings, self.compute_dtype)
-        logits = ops.einsum("bph,vh->bpv", hidden, embedding_matrix)
-        return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
+        # One [batch * predictions, hidden] x [hidden, vocab] matmul. A batched einsum against the
+        # shared matrix made TensorFlow compute the embedding gradient as one [hidden, vocab]
+        # product per batch row and then sum them: a third of the CPU training step for bert_mini.
+        logits = ops.matmul(ops.reshape(hidden, (-1, self.hidden_size)), ops.transpose(embedding_matrix))
+        logits = ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
+        return ops.reshape(logits, (batch_size, num_predictions, self.vocab_size))
 
     def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape):
         return (sequence_output_shape[0], masked_lm_positions_shape[1], self.vocab_size)

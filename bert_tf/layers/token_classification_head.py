@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from bert_tf.layers.dropout import Dropout
+
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class TokenClassificationHead(keras.layers.Layer):
@@ -22,7 +24,7 @@ class TokenClassificationHead(keras.layers.Layer):
         self.num_labels = num_labels
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
         self.dense = keras.layers.Dense(
             num_labels, kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
             dtype=self.dtype_policy, name="logits")

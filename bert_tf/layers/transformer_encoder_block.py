@@ -4,6 +4,7 @@ import keras
 
 from bert_tf.layers.activations import get_activation
 from bert_tf.layers.attention import MultiHeadSelfAttention
+from bert_tf.layers.dropout import Dropout
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -14,6 +15,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
     Call arguments:
       hidden_states: float [batch, seq_length, hidden_size].
       input_mask: int [batch, seq_length]; 1 for real tokens, 0 for padding.
+      attention_bias: instead of `input_mask`, `padding_attention_bias(input_mask)`
+        (float32 [batch, 1, 1, seq_length]), computed once for a stack of blocks.
 
     Returns:
       float [batch, seq_length, hidden_size].
@@ -37,7 +40,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.attention = MultiHeadSelfAttention(
             num_heads, hidden_size, dropout_rate=attention_dropout_rate,
             initializer_range=initializer_range, dtype=policy, name="attention")
-        self.attention_dropout = keras.layers.Dropout(hidden_dropout_rate, dtype=policy, name="attention_output_dropout")
+        self.attention_dropout = Dropout(hidden_dropout_rate, dtype=policy, name="attention_output_dropout")
         self.attention_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, dtype=policy, name="attention_layer_norm")
         self.intermediate_dense = keras.layers.Dense(
@@ -45,11 +48,11 @@ class TransformerEncoderBlock(keras.layers.Layer):
             dtype=policy, name="intermediate")
         self.output_dense = keras.layers.Dense(
             hidden_size, kernel_initializer=initializer, dtype=policy, name="output")
-        self.output_dropout = keras.layers.Dropout(hidden_dropout_rate, dtype=policy, name="output_dropout")
+        self.output_dropout = Dropout(hidden_dropout_rate, dtype=policy, name="output_dropout")
         self.output_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, dtype=policy, name="output_layer_norm")
 
-    def build(self, hidden_states_shape, input_mask_shape=None):
+    def build(self, hidden_states_shape, input_mask_shape=None, attention_bias_shape=None):
         hidden_shape = (None, None, self.hidden_size)
         self.attention.build(hidden_shape)
         self.attention_layer_norm.build(hidden_shape)
@@ -58,8 +61,9 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.output_layer_norm.build(hidden_shape)
         self.built = True
 
-    def call(self, hidden_states, input_mask, training=None):
-        attention_output = self.attention(hidden_states, input_mask, training=training)
+    def call(self, hidden_states, input_mask=None, attention_bias=None, training=None):
+        attention_output = self.attention(hidden_states, input_mask, attention_bias=attention_bias,
+                                          training=training)
         attention_output = self.attention_dropout(attention_output, training=training)
         hidden_states = self.attention_layer_norm(hidden_states + attention_output)
 
@@ -67,7 +71,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         feed_forward_output = self.output_dropout(feed_forward_output, training=training)
         return self.output_layer_norm(hidden_states + feed_forward_output)
 
-    def compute_output_shape(self, hidden_states_shape, input_mask_shape=None):
+    def compute_output_shape(self, hidden_states_shape, input_mask_shape=None, attention_bias_shape=None):
         return tuple(hidden_states_shape)
 
     def get_config(self):

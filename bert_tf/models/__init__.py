@@ -5,3 +5,4 @@ from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES, BertEncoder, encode
 from bert_tf.models.bert_pretrainer import BertPretrainer, pretraining_losses
 from bert_tf.models.bert_span_labeler import BertSpanLabeler
 from bert_tf.models.bert_token_classifier import BertTokenClassifier
+from bert_tf.models.task import Task

@@ -4,10 +4,11 @@ import keras
 
 from bert_tf.layers.classification_head import ClassificationHead
 from bert_tf.models.bert_encoder import BertEncoder, encoder_inputs
+from bert_tf.models.task import Task
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertClassifier(keras.Model):
+class BertClassifier(Task):
     """A classification layer on the pooled [CLS] output of a `BertEncoder`.
 
     Args:
@@ -17,6 +18,19 @@ class BertClassifier(keras.Model):
         hidden dropout.
 
     Inputs: the encoder's dict. Output: float32 logits [batch, num_classes].
+
+    Example:
+
+    >>> import numpy as np
+    >>> from bert_tf import BertClassifier, BertConfig, BertEncoder
+    >>> config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+    ...                     num_attention_heads=2, intermediate_size=64)
+    >>> classifier = BertClassifier(BertEncoder(config), num_classes=3)
+    >>> word_ids = np.array([[2, 17, 42, 3], [2, 8, 3, 0]], "int32")
+    >>> logits = classifier({"input_word_ids": word_ids, "input_mask": np.int32(word_ids > 0),
+    ...                      "input_type_ids": np.zeros_like(word_ids)})
+    >>> tuple(logits.shape)
+    (2, 3)
     """
 
     def __init__(self, encoder: BertEncoder, num_classes: int, dropout_rate=None, **kwargs):
@@ -34,11 +48,4 @@ class BertClassifier(keras.Model):
         self.dropout_rate = dropout_rate
 
     def get_config(self):
-        return {"encoder": keras.saving.serialize_keras_object(self.encoder), "num_classes": self.num_classes,
-                "dropout_rate": self.dropout_rate, "name": self.name, "trainable": self.trainable}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
+        return {**super().get_config(), "num_classes": self.num_classes, "dropout_rate": self.dropout_rate}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 
 from bert_tf.config import BertConfig
+from bert_tf.layers.attention import padding_attention_bias
 from bert_tf.layers.embeddings import BertEmbeddings
 from bert_tf.layers.transformer_encoder_block import TransformerEncoderBlock
 
@@ -33,6 +34,21 @@ class BertEncoder(keras.Model):
       `sequence_output`: [batch, seq_length, hidden_size], the last layer;
       `pooled_output`: [batch, hidden_size], dense + tanh on the [CLS] state;
       `encoder_outputs`: a list with every layer's [batch, seq_length, hidden_size].
+
+    Example:
+
+    >>> import numpy as np
+    >>> from bert_tf import BertConfig, BertEncoder
+    >>> config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+    ...                     num_attention_heads=2, intermediate_size=64)
+    >>> encoder = BertEncoder(config)
+    >>> word_ids = np.array([[2, 17, 42, 3, 0]], "int32")  # [CLS] ... [SEP] [PAD]
+    >>> outputs = encoder({"input_word_ids": word_ids, "input_mask": np.int32(word_ids > 0),
+    ...                    "input_type_ids": np.zeros_like(word_ids)})
+    >>> tuple(outputs["sequence_output"].shape), tuple(outputs["pooled_output"].shape)
+    ((1, 5, 32), (1, 32))
+    >>> len(outputs["encoder_outputs"])
+    2
     """
 
     def __init__(self, config: BertConfig | dict, dtype=None, **kwargs):
@@ -59,9 +75,11 @@ class BertEncoder(keras.Model):
 
         inputs = encoder_inputs()
         hidden_states = embeddings(inputs["input_word_ids"], inputs["input_type_ids"])
+        # Once for all layers, not once per layer.
+        attention_bias = padding_attention_bias(inputs["input_mask"])
         encoder_outputs = []
         for block in blocks:
-            hidden_states = block(hidden_states, inputs["input_mask"])
+            hidden_states = block(hidden_states, attention_bias=attention_bias)
             encoder_outputs.append(hidden_states)
         pooled_output = pooler(hidden_states[:, 0, :])
         outputs = {"sequence_output": hidden_states, "pooled_output": pooled_output,

@@ -6,10 +6,14 @@ from keras import ops
 from bert_tf.layers.masked_lm_head import MaskedLMHead
 from bert_tf.layers.next_sentence_head import NextSentenceHead
 from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES, BertEncoder, encoder_inputs
+from bert_tf.models.task import ENCODER_KEY, Task
+
+MASKED_LM_KEY = "masked_lm"
+NEXT_SENTENCE_KEY = "next_sentence"
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertPretrainer(keras.Model):
+class BertPretrainer(Task):
     """BERT's pretraining model: masked language model + next sentence prediction.
 
     Args:
@@ -20,6 +24,20 @@ class BertPretrainer(keras.Model):
     Outputs: a dict with
       `mlm_logits`: float32 [batch, num_predictions, vocab_size];
       `nsp_logits`: float32 [batch, 2] (class 1 = "B is a random segment").
+
+    Example:
+
+    >>> import numpy as np
+    >>> from bert_tf import BertConfig, BertEncoder, BertPretrainer
+    >>> config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+    ...                     num_attention_heads=2, intermediate_size=64)
+    >>> pretrainer = BertPretrainer(BertEncoder(config))
+    >>> word_ids = np.array([[2, 17, 4, 42, 3]], "int32")  # 4 = [MASK]
+    >>> outputs = pretrainer({"input_word_ids": word_ids, "input_mask": np.ones_like(word_ids),
+    ...                       "input_type_ids": np.zeros_like(word_ids),
+    ...                       "masked_lm_positions": np.array([[2]], "int32")})
+    >>> tuple(outputs["mlm_logits"].shape), tuple(outputs["nsp_logits"].shape)
+    ((1, 1, 100), (1, 2))
     """
 
     def __init__(self, encoder: BertEncoder, **kwargs):
@@ -42,15 +60,12 @@ class BertPretrainer(keras.Model):
         self.masked_lm = masked_lm
         self.next_sentence = next_sentence
 
-    def get_config(self):
-        return {"encoder": keras.saving.serialize_keras_object(self.encoder), "name": self.name,
-                "trainable": self.trainable}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
+    @property
+    def checkpoint_items(self):
+        """`encoder`, `masked_lm` and `next_sentence`: the model directory's layout, which
+        `load_encoder` and `load_pretrainer` read."""
+        return self._checkpoint_mapping({ENCODER_KEY: self.encoder, MASKED_LM_KEY: self.masked_lm,
+                                         NEXT_SENTENCE_KEY: self.next_sentence})
 
 
 def pretraining_losses(features: dict, outputs: dict) -> dict:

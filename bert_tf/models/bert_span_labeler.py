@@ -4,10 +4,11 @@ import keras
 
 from bert_tf.layers.span_head import SpanHead
 from bert_tf.models.bert_encoder import BertEncoder, encoder_inputs
+from bert_tf.models.task import Task
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertSpanLabeler(keras.Model):
+class BertSpanLabeler(Task):
     """Start and end logits over the tokens of `[CLS] question [SEP] context [SEP]`.
 
     Inputs: the encoder's dict. Outputs: a dict with `start_logits` and
@@ -23,13 +24,3 @@ class BertSpanLabeler(keras.Model):
                          **kwargs)
         self.encoder = encoder
         self.span = head
-
-    def get_config(self):
-        return {"encoder": keras.saving.serialize_keras_object(self.encoder), "name": self.name,
-                "trainable": self.trainable}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)

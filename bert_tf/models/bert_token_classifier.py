@@ -4,10 +4,11 @@ import keras
 
 from bert_tf.layers.token_classification_head import TokenClassificationHead
 from bert_tf.models.bert_encoder import BertEncoder, encoder_inputs
+from bert_tf.models.task import Task
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertTokenClassifier(keras.Model):
+class BertTokenClassifier(Task):
     """A per-token classification layer on the sequence output of a `BertEncoder`.
 
     Inputs: the encoder's dict. Output: float32 logits [batch, seq_length, num_labels].
@@ -28,11 +29,4 @@ class BertTokenClassifier(keras.Model):
         self.dropout_rate = dropout_rate
 
     def get_config(self):
-        return {"encoder": keras.saving.serialize_keras_object(self.encoder), "num_labels": self.num_labels,
-                "dropout_rate": self.dropout_rate, "name": self.name, "trainable": self.trainable}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
+        return {**super().get_config(), "num_labels": self.num_labels, "dropout_rate": self.dropout_rate}

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-ENCODER_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES as ENCODER_INPUT_KEYS  # noqa: F401 (re-exported)
 FEATURE_INDEX_KEY = "feature_index"
 
 

@@ -29,6 +29,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from bert_tf.tasks.base import ENCODER_INPUT_KEYS
+from bert_tf import cli
 from bert_tf.tasks.readers import DataError
 
 OUTPUT_FORMATS = (".jsonl", ".npy", ".npz")
@@ -43,7 +45,8 @@ def read_lines(input_file: str) -> tuple[list[str], list[Optional[str]]]:
     except FileNotFoundError:
         raise DataError(f"--input_file not found: {input_file}") from None
     except UnicodeDecodeError as e:
-        raise DataError(f"{input_file}: not UTF-8 text ({e}).") from None
+        line = e.object[:e.start].count(b"\n") + 1
+        raise DataError(f"--input_file: {input_file}:{line}: not valid UTF-8 ({e.reason}).") from None
     if lines and lines[-1] == "":
         lines.pop()
     if not lines:
@@ -88,7 +91,10 @@ def extract_features(input_file: str, output_file: str, *, model_dir: Optional[s
         init_checkpoint = init_checkpoint or model_dir
     if not (bert_config_file and vocab_file and init_checkpoint):
         raise ValueError("Give --model_dir, or --init_checkpoint with --bert_config_file and --vocab_file.")
-    config = BertConfig.from_json_file(bert_config_file)
+    try:
+        config = BertConfig.from_json_file(bert_config_file)
+    except ValueError as e:
+        raise ValueError(f"--bert_config_file={bert_config_file}: {e}") from None
     if max_seq_length > config.max_position_embeddings:
         raise ValueError(f"--max_seq_length={max_seq_length} exceeds the model's max_position_embeddings "
                          f"({config.max_position_embeddings}).")
@@ -100,7 +106,11 @@ def extract_features(input_file: str, output_file: str, *, model_dir: Optional[s
                          f"(use -{num_layers}..{num_layers - 1}; -1 is the last).")
 
     texts_a, texts_b = read_lines(input_file)
+    cli.load_vocab(vocab_file, "vocab_file")  # errors naming the flag, file and line
     tokenizer = TaskTokenizer(vocab_file, lower_case=do_lower_case)
+    if tokenizer.vocab_size != config.vocab_size:
+        raise ValueError(f"--vocab_file: {vocab_file} has {tokenizer.vocab_size} tokens but the model's "
+                         f"vocab_size is {config.vocab_size}.")
     strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():
         encoder = BertEncoder(config)
@@ -212,7 +222,7 @@ class _NpzWriter(_Writer):
         shape = (self.num_lines, self.seq_length)
         self.arrays = {f"layer_{layer}": self._memmap(f"layer_{layer}", shape + (self.hidden_size,), np.float32)
                        for layer in self.layers}
-        for name in ("input_word_ids", "input_mask", "input_type_ids"):
+        for name in ENCODER_INPUT_KEYS:
             self.arrays[name] = self._memmap(name, shape, np.int32)
 
     def _memmap(self, name, shape, dtype):

@@ -1,29 +1,17 @@
-"""Atomic writes of the job's result files (temporary file in the same directory, then rename)."""
+"""The task modules' prediction files; the atomic writes themselves live in `bert_tf.file_io`."""
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import tempfile
 
-
-def write_text_atomic(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp_path = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp_path, path)
-    except BaseException:
-        if os.path.exists(tmp_path):
-            os.unlink(tmp_path)
-        raise
+from bert_tf import file_io
+from bert_tf.file_io import write_text as write_text_atomic  # noqa: F401  (re-exported for the tasks)
 
 
 def _finite(value):
-    # JSON has no Infinity/NaN; strict readers (jq, JavaScript) reject them.
+    # JSON has no Infinity/NaN. In prediction files an infinity is a sentinel (SQuAD's null odds when a
+    # question has no non-null answer), written as +-1e30 as the SQuAD v2 scripts expect a number.
+    # Metrics never come through here: `job.run_finetuning` reports a non-finite metric as a failed run.
     if isinstance(value, float) and not math.isfinite(value):
         return None if math.isnan(value) else (1e30 if value > 0 else -1e30)
     if isinstance(value, dict):
@@ -34,4 +22,5 @@ def _finite(value):
 
 
 def write_json_atomic(path: str, value, indent: int = 2) -> None:
-    write_text_atomic(path, json.dumps(_finite(value), indent=indent, ensure_ascii=False) + "\n")
+    """Writes prediction JSON atomically, non-finite floats replaced as above."""
+    file_io.write_json(path, _finite(value), indent=indent)

@@ -20,19 +20,21 @@ import dataclasses
 import json
 import math
 import os
-import shutil
 from typing import Optional, Sequence
 
 from absl import logging
 
+from bert_tf import cli, file_io
 from bert_tf.tasks import readers
-from bert_tf.tasks.io_utils import write_json_atomic, write_text_atomic
 from bert_tf.tasks.readers import DataError
 
 TASKS = ("classification", "sentence_pair_classification", "regression", "token_classification", "squad")
 TASK_CONFIG_NAME = "task_config.json"
 EVAL_RESULTS_NAME = "eval_results.json"
-TASK_MODEL_KEY = "task_model"
+
+
+class NonFiniteMetricError(RuntimeError):
+    """An evaluation metric is NaN or infinite: the run failed (eval_results.json lists which)."""
 
 
 @dataclasses.dataclass
@@ -117,8 +119,8 @@ def run_finetuning(task: str, output_dir: str, *,
                        text_a_column, text_b_column, label_column, file_format, has_header,
                        conll_word_column, conll_label_column, version_2_with_negative)
 
+    # Nothing is written to output_dir before every check passed.
     output_dir = os.path.abspath(output_dir)
-    os.makedirs(output_dir, exist_ok=True)
     saved_task_config = _read_task_config(output_dir)
     finetuned = _latest_checkpoint(output_dir)
     source = _model_source(model_dir, init_checkpoint, bert_config_file, vocab_file, output_dir,
@@ -131,19 +133,21 @@ def run_finetuning(task: str, output_dir: str, *,
                          f"({max_query_length}) + 3.")
 
     from bert_tf.tasks.task_tokenizer import TaskTokenizer
+    cli.load_vocab(source.vocab_file, "vocab_file")  # errors naming the flag, file and line
     tokenizer = TaskTokenizer(source.vocab_file, lower_case=do_lower_case)
     if tokenizer.vocab_size != source.config.vocab_size:
-        logging.warning("The vocabulary %s has %d tokens but the model's vocab_size is %d.", source.vocab_file,
-                        tokenizer.vocab_size, source.config.vocab_size)
+        # Pretraining and conversion refuse this too: ids past vocab_size have no embedding, and a
+        # smaller vocabulary means the ids are not those the model was trained with.
+        raise ValueError(f"--vocab_file: {source.vocab_file} has {tokenizer.vocab_size} tokens but the model's "
+                         f"vocab_size is {source.config.vocab_size}.")
 
     train_examples = data.read("train", train_file) if do_train else None
     labels = _resolve_labels(task, label_list, saved_task_config, data, train_examples)
     task_object = _build_task(task, tokenizer, max_seq_length, labels, data.sentence_pair, dropout_rate,
                               doc_stride, max_query_length, max_answer_length, n_best_size,
                               version_2_with_negative, null_score_diff_threshold)
-    if saved_task_config and saved_task_config.get("task") != task_object.name and finetuned is not None:
-        raise ValueError(f"{output_dir} holds a fine-tuned {saved_task_config.get('task')!r} model, not "
-                         f"{task_object.name!r}; use another --output_dir.")
+    if finetuned is not None:
+        _check_resumable(output_dir, saved_task_config, source, task_object)
     # All data is read and featurized before training, so bad evaluation or prediction data
     # (an unknown label, a malformed record) fails now rather than after hours of training.
     train_features = task_object.featurize(train_examples, training=True) if do_train else None
@@ -192,10 +196,20 @@ def run_finetuning(task: str, output_dir: str, *,
             results = task_object.evaluate(examples, predictions)
             results.update(num_examples=len(examples), global_step=step)
             task_object.write_predictions(examples, predictions, output_dir, prefix="eval_")
-            write_json_atomic(os.path.join(output_dir, EVAL_RESULTS_NAME), results)
+            non_finite = sorted(k for k, v in results.items() if isinstance(v, float) and not math.isfinite(v))
+            # JSON has no NaN/Infinity: such metrics are written as null and listed, and the run fails.
+            written = {k: (None if k in non_finite else v) for k, v in results.items()}
+            if non_finite:
+                written["non_finite_metrics"] = non_finite
+            file_io.write_json(os.path.join(output_dir, EVAL_RESULTS_NAME), written)
             logging.info("***** Eval results (step %d) *****", step)
             for key in sorted(results):
                 logging.info("  %s = %s", key, results[key])
+            if non_finite:
+                raise NonFiniteMetricError(
+                    "evaluation gave non-finite metrics: "
+                    + ", ".join(f"{k}={results[k]}" for k in non_finite)
+                    + f" (step {step}); the model diverged or the evaluation data is degenerate.")
         if do_predict:
             examples = predict_examples
             predictions = _predict(task_object, model, examples, predict_features,
@@ -227,11 +241,41 @@ def _check_data_sources(task, tfds_name, do_train, do_eval, do_predict, train_fi
             raise ValueError(f"--do_{flag.split('_')[0]} needs --{flag} (or --tfds_name).")
         if wanted and not os.path.isfile(value):
             raise DataError(f"--{flag}: file not found: {value}")
+        if wanted:
+            # The readers' decode errors name no line; fine-tuning files are small enough to check first.
+            cli.check_utf8(value, flag)
 
 
 def _latest_checkpoint(directory: str) -> Optional[str]:
     import tensorflow as tf
     return tf.train.latest_checkpoint(directory)
+
+
+def _check_resumable(output_dir, saved_task_config, source: _ModelSource, task_object):
+    """Refuses a fine-tuned `output_dir` whose checkpoint is of another model; writes nothing.
+
+    Runs before `_write_model_files`, so a refused run leaves the directory's
+    files describing the checkpoint that is there.
+    """
+    from bert_tf.checkpoints.model_dir import CONFIG_NAME, VOCAB_NAME
+    from bert_tf.config import BertConfig
+
+    if saved_task_config:
+        for key in ("task", "label_list"):
+            saved, wanted = saved_task_config.get(key), task_object.config().get(key)
+            if saved != wanted:
+                raise ValueError(f"--output_dir={output_dir} holds a fine-tuned model with {key} {saved!r}, not "
+                                 f"{wanted!r}; use another --output_dir.")
+    config_path = os.path.join(output_dir, CONFIG_NAME)
+    if os.path.exists(config_path) and BertConfig.from_json_file(config_path) != source.config:
+        raise ValueError(f"--output_dir={output_dir} holds a fine-tuned model of another config ({config_path} "
+                         "differs); use another --output_dir.")
+    vocab_path = os.path.join(output_dir, VOCAB_NAME)
+    if os.path.exists(vocab_path) and os.path.abspath(source.vocab_file) != vocab_path:
+        with open(vocab_path, "rb") as saved, open(source.vocab_file, "rb") as wanted:
+            if saved.read() != wanted.read():
+                raise ValueError(f"--vocab_file={source.vocab_file} differs from {vocab_path} of the fine-tuned "
+                                 "model in --output_dir; use another --output_dir.")
 
 
 def _read_task_config(output_dir: str) -> Optional[dict]:
@@ -267,7 +311,10 @@ def _model_source(model_dir, init_checkpoint, bert_config_file, vocab_file, outp
     if not os.path.isfile(vocab_file):
         raise ValueError(f"Vocabulary file not found: {vocab_file} (--vocab_file or the model directory's "
                          f"{VOCAB_NAME}).")
-    config = BertConfig.from_json_file(bert_config_file)
+    try:
+        config = BertConfig.from_json_file(bert_config_file)
+    except ValueError as e:
+        raise ValueError(f"--bert_config_file={bert_config_file}: {e}") from None
     if need_init:
         if not init_checkpoint:
             raise ValueError("--do_train needs pretrained weights: --model_dir or --init_checkpoint.")
@@ -383,8 +430,8 @@ def _build_task(task, tokenizer, max_seq_length, labels, sentence_pair, dropout_
 
 
 def _checkpoint_items(model):
-    # "encoder" as in the model directory layout, so the output is a model directory for load_encoder().
-    return {"encoder": model.encoder, TASK_MODEL_KEY: model}
+    # Task.checkpoint_items holds "encoder", so the output is also a model directory for load_encoder().
+    return model.checkpoint_items
 
 
 def _build_model(task_object, config):
@@ -475,11 +522,8 @@ def _without_label(example):
 def _write_model_files(output_dir, source: _ModelSource, task_object):
     from bert_tf.checkpoints.model_dir import CONFIG_NAME, VOCAB_NAME
 
-    config_path = os.path.join(output_dir, CONFIG_NAME)
-    write_text_atomic(config_path, source.config.to_json_string())
+    file_io.write_text(os.path.join(output_dir, CONFIG_NAME), source.config.to_json_string())
     vocab_path = os.path.join(output_dir, VOCAB_NAME)
     if os.path.abspath(source.vocab_file) != vocab_path:
-        tmp_path = vocab_path + f".tmp-{os.getpid()}"
-        shutil.copyfile(source.vocab_file, tmp_path)
-        os.replace(tmp_path, vocab_path)
-    write_json_atomic(os.path.join(output_dir, TASK_CONFIG_NAME), task_object.config())
+        file_io.copy_file(source.vocab_file, vocab_path)
+    file_io.write_json(os.path.join(output_dir, TASK_CONFIG_NAME), task_object.config())

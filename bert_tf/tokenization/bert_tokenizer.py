@@ -47,6 +47,18 @@ class BertTokenizer(tf.Module):
     Reference behaviour: HuggingFace's slow BertTokenizer (google-research's
     algorithm plus NFC in cased mode, deletion of all category-C characters
     and a 100-character word limit); see tests/fixtures/tokenization/README.md.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> vocab_file = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+    >>> with open(vocab_file, "w") as f:
+    ...     _ = f.write("[PAD]\\n[UNK]\\n[CLS]\\n[SEP]\\n[MASK]\\nhello\\nworld\\n##s\\n!\\n")
+    >>> tokenizer = BertTokenizer(vocab_file, lower_case=True)
+    >>> tokenizer(["Hello worlds!", "hi"]).to_list()
+    [[5, 6, 7, 8], [1]]
+    >>> tokenizer.detokenize([[5, 6, 7]]).numpy().tolist()
+    [b'hello worlds']
     """
 
     def __init__(self, vocab_file, lower_case=True, preserve_special_tokens=False, name=None):

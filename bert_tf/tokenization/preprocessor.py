@@ -11,11 +11,10 @@
 """
 
 import os
-import shutil
-import tempfile
 
 import tensorflow as tf
 
+from bert_tf import file_io
 from bert_tf.tokenization.bert_tokenizer import BertTokenizer
 from bert_tf.tokenization.packing import MAX_SEGMENTS, bert_pack_inputs
 
@@ -86,6 +85,21 @@ class BertPreprocessor(tf.Module):
       bert_pack_inputs: callable (list of 1-3 ragged segments, seq_length) ->
         dict of int32 [batch, seq_length] `input_word_ids`, `input_mask`,
         `input_type_ids`.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> vocab_file = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+    >>> with open(vocab_file, "w") as f:
+    ...     _ = f.write("[PAD]\\n[UNK]\\n[CLS]\\n[SEP]\\n[MASK]\\nhello\\nworld\\n!\\n")
+    >>> preprocessor = BertPreprocessor(vocab_file, default_seq_length=6)
+    >>> inputs = preprocessor(tf.constant(["Hello world!"]))
+    >>> inputs["input_word_ids"].numpy().tolist(), inputs["input_mask"].numpy().tolist()
+    ([[2, 5, 6, 7, 3, 0]], [[1, 1, 1, 1, 1, 0]])
+    >>> pair = preprocessor.bert_pack_inputs(
+    ...     [preprocessor.tokenize(tf.constant(["hello"])), preprocessor.tokenize(tf.constant(["world"]))])
+    >>> pair["input_word_ids"].numpy().tolist(), pair["input_type_ids"].numpy().tolist()
+    ([[2, 5, 3, 6, 3, 0]], [[0, 0, 0, 1, 1, 0]])
     """
 
     def __init__(self, vocab_file, lower_case=True, default_seq_length=128,
@@ -124,21 +138,8 @@ def save_preprocessor(preprocessor, export_dir, overwrite=False):
     export_dir = os.path.abspath(os.fspath(export_dir))
     if os.path.exists(export_dir) and not overwrite:
         raise FileExistsError(f"Export directory {export_dir!r} already exists")
-    parent = os.path.dirname(export_dir)
-    os.makedirs(parent, exist_ok=True)
     preprocessor.bert_pack_inputs.trace()
     signatures = {"serving_default": preprocessor.__call__.get_concrete_function()}
-    tmp = tempfile.mkdtemp(prefix=f".tmp-{os.path.basename(export_dir)}-", dir=parent)
-    try:
+    with file_io.atomic_path(export_dir, directory=True) as tmp:
         tf.saved_model.save(preprocessor, tmp, signatures=signatures)
-        if os.path.exists(export_dir):
-            old = tempfile.mkdtemp(prefix=f".old-{os.path.basename(export_dir)}-", dir=parent)
-            os.replace(export_dir, os.path.join(old, "export"))
-            os.replace(tmp, export_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, export_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return export_dir

@@ -5,7 +5,8 @@ number. Special tokens are found by name, never assumed at fixed ids.
 """
 
 import os
-import tempfile
+
+from bert_tf import file_io
 
 PAD_TOKEN = "[PAD]"
 UNK_TOKEN = "[UNK]"
@@ -24,8 +25,11 @@ def load_vocab(vocab_file):
     """Reads a vocabulary file into a list of tokens (index = id).
 
     Lines are split on "\\n" only and the trailing newline of the file is not
-    a token, which is how the original BERT code and TensorFlow's text-file
-    lookup tables read vocabularies.
+    a token; every other line is one, a blank line included (the empty token,
+    which no text produces). So a token's id is its line number and the
+    vocabulary size is the number of lines, as the original BERT code,
+    HuggingFace and TensorFlow's text-file lookup tables read vocabularies.
+    This is the package's one vocabulary reader: size every vocabulary with it.
 
     Raises:
       FileNotFoundError: if `vocab_file` does not exist.
@@ -101,19 +105,4 @@ def write_vocab(tokens, vocab_file):
             raise ValueError(f"Token {i} ({token!r}) contains a line break")
     if len(set(tokens)) != len(tokens):
         raise ValueError("Vocabulary has repeated tokens")
-    vocab_file = os.fspath(vocab_file)
-    directory = os.path.dirname(os.path.abspath(vocab_file))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-vocab-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write("".join(t + "\n" for t in tokens))
-        # mkstemp creates the file private (0600); give it the usual mode.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, vocab_file)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    file_io.write_text(os.fspath(vocab_file), "".join(t + "\n" for t in tokens))

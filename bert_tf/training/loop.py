@@ -7,7 +7,7 @@ API
 ---
 
     result = train(strategy, model_fn, loss_fn, train_dataset_fn, model_dir, config,
-                   eval_dataset_fn=None, checkpoint_items_fn=checkpoint_items,
+                   eval_dataset_fn=None, checkpoint_items_fn=model_checkpoint_items,
                    forward_fn=default_forward, init_fn=None, loop_callback=None)
 
 * `strategy`: a `tf.distribute.Strategy` (see `distribution.get_strategy`).
@@ -24,8 +24,8 @@ API
 * `eval_dataset_fn(input_context) -> tf.data.Dataset`: per-replica batches; read
   to the end (or `config.max_eval_steps` batches) at every evaluation.
 * `checkpoint_items_fn(model) -> dict`: the trackables under which the model's
-  weights are saved (default: `bert_tf.checkpoints.checkpoint_items`, which
-  knows `BertPretrainer` and `BertEncoder`). The loop adds `optimizer`, `step`,
+  weights are saved (default: the model's own `checkpoint_items` property, as
+  `bert_tf.models.Task` defines it). The loop adds `optimizer`, `step`,
   `rng` (dropout seed states), `train_iterator` and, with float16, `loss_scale`.
 * `forward_fn(model, batch, training) -> outputs`: default calls the model on
   the batch (or on `batch[0]` for `(features, labels)` tuples), keeping only
@@ -70,8 +70,12 @@ Resuming, and the position in the data
 A run restarts from the latest checkpoint in `model_dir` with everything that
 determines its future: weights, optimizer moments and update count, step,
 dropout seed states, loss scale, and the input position. So with
-`enable_determinism(seed)` and a seeded dataset, a run killed at any moment
-and restarted ends with the same weights as an uninterrupted one.
+`enable_determinism(seed)` and a seeded dataset, a run killed and restarted
+ends with the same weights as an uninterrupted one. The tests kill runs at a
+loop boundary and at a random point inside a loop (a step or a checkpoint
+write), for pretraining with static and dynamic masking, for fine-tuning and
+for two workers, and leave the debris of a save interrupted after its data
+files; each resumed run ends with the uninterrupted run's weights.
 
 The input position is kept by checkpointing the tf.data iterator, which
 saves its buffers (shuffle, prefetch) and file offsets, so resuming costs
@@ -111,11 +115,12 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.checkpoints.model_dir import CHECKPOINT_PREFIX, checkpoint_items
 from bert_tf.training import distribution
 from bert_tf.training.optimization import create_optimizer
 from bert_tf.training.precision import DynamicLossScale, needs_loss_scaling
 
+# Checkpoints are `ckpt-<step>`, as in a model directory (`bert_tf.checkpoints`), which reads them.
+CHECKPOINT_PREFIX = "ckpt"
 SUMMARIES_DIR = "summaries"
 EVAL_RESULTS_NAME = "eval_results.json"
 WORKERS_DIR = "workers"
@@ -198,9 +203,14 @@ def default_forward(model: keras.Model, batch, training: bool):
     return model(features, training=training)
 
 
+def model_checkpoint_items(model) -> dict:
+    """The default `checkpoint_items_fn`: the model names its own (Model Garden's `checkpoint_items`)."""
+    return model.checkpoint_items
+
+
 def train(strategy: tf.distribute.Strategy, model_fn: Callable[[], keras.Model], loss_fn: Callable,
           train_dataset_fn: Callable, model_dir: str, config: TrainingConfig, *,
-          eval_dataset_fn: Callable | None = None, checkpoint_items_fn: Callable = checkpoint_items,
+          eval_dataset_fn: Callable | None = None, checkpoint_items_fn: Callable = model_checkpoint_items,
           forward_fn: Callable = default_forward, init_fn: Callable | None = None,
           loop_callback: Callable | None = None) -> TrainingResult:
     """Trains (or resumes training) until `config.num_train_steps`; see the module docstring."""

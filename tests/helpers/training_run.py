@@ -5,12 +5,14 @@
     python tests/helpers/training_run.py pretrain --kill_at_step=30 --args='{"input_file": ...}'
 
 `synthetic` trains the tiny BERT on `training_data.synthetic_dataset_fn` (dropout 0, deterministic) with
-one strategy, or with several in turn (comma-separated; `name:jit` for XLA), evaluates it on
+one strategy, or with several in turn (comma-separated; `name:jit` for XLA, `name:float16` for
+mixed_float16, `name:jit+float16` for both), evaluates it on
 `synthetic_eval_dataset_fn`, and saves each run's weights and metrics to `<out>.<run>.npz`;
 `--clipping_out` then also runs the `clipping` check. `clipping` checks the global-norm clipping of
 `AdamWeightDecay` across two mirrored replicas. `pretrain` calls `experiments.pretrain.run_pretraining`
-with the JSON arguments. `synthetic` and `pretrain` SIGKILL themselves after the inner loop that ends
-at `--kill_at_step`.
+and `finetune` `bert_tf.tasks.job.run_finetuning` with the JSON arguments. All three SIGKILL themselves
+after the inner loop that ends at `--kill_at_step`, or `--kill_delay` seconds later (inside the next
+loop: in a step or a checkpoint write).
 """
 
 import argparse
@@ -18,6 +20,7 @@ import json
 import os
 import signal
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -30,9 +33,20 @@ def _configure_cpus(count):
 
 
 def _killer(args):
+    """A loop callback that SIGKILLs this process at --kill_at_step, or --kill_delay seconds later.
+
+    With a delay the kill lands inside the next inner loop (in a step, or in a checkpoint write),
+    wherever it happens to be: resuming must give the same weights from any point.
+    """
+    def kill_now():
+        os.kill(os.getpid(), signal.SIGKILL)
+
     def kill(step, metrics):
         if step == args.kill_at_step:
-            os.kill(os.getpid(), signal.SIGKILL)
+            if args.kill_delay:
+                threading.Timer(args.kill_delay, kill_now).start()
+            else:
+                kill_now()
     return kill if args.kill_at_step else None
 
 
@@ -45,12 +59,14 @@ def run_synthetic(args):
     config = training_data.tiny_bert_config(training_data.SYNTHETIC_VOCAB, dropout=0.0,
                                             max_positions=training_data.SYNTHETIC_SEQ, num_layers=1)
     for run in args.strategy.split(","):
-        name, _, option = run.partition(":")  # e.g. "mirrored:jit"
+        name, _, option = run.partition(":")  # e.g. "mirrored:jit", "mirrored:float16", "mirrored:jit+float16"
+        options = set(option.split("+")) - {""}
         training.enable_determinism(args.seed)
+        training.set_precision_policy("mixed_float16" if "float16" in options else "float32")
         strategy = training.get_strategy(name, num_gpus=0 if name != "multi_worker_mirrored" else None)
         loop_config = training.TrainingConfig(num_train_steps=args.steps, learning_rate=1e-3, num_warmup_steps=2,
                                               steps_per_loop=args.steps_per_loop,
-                                              save_checkpoints_steps=args.save_steps, jit_compile=option == "jit")
+                                              save_checkpoints_steps=args.save_steps, jit_compile="jit" in options)
         result = training.train(strategy, lambda: BertPretrainer(BertEncoder(config)), pretraining_losses,
                                 training_data.synthetic_dataset_fn(args.global_batch),
                                 os.path.join(args.model_dir, run), loop_config, loop_callback=_killer(args),
@@ -60,6 +76,7 @@ def run_synthetic(args):
         for metric, value in result.eval_metrics.items():
             weights[f"__eval_{metric}__"] = np.array(value)
         weights["__replicas__"] = np.array(strategy.num_replicas_in_sync)
+        weights["__compute_dtype__"] = np.array(result.model.encoder.dtype_policy.compute_dtype)
         weights["__is_chief__"] = np.array(training.is_chief(strategy))
         np.savez(f"{args.out}.{run}.npz", **weights)
     if args.clipping_out:
@@ -102,9 +119,19 @@ def run_pretrain(args):
     run_pretraining(loop_callback=_killer(args), **json.loads(args.args))
 
 
+def run_finetune(args):
+    """`run_finetuning` with the JSON arguments; the loop gets the killer as its callback."""
+    from bert_tf import training
+    from bert_tf.tasks.job import run_finetuning
+
+    train = training.train
+    training.train = lambda *a, **k: train(*a, **dict(k, loop_callback=_killer(args)))
+    run_finetuning(**json.loads(args.args))
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("task", choices=("synthetic", "clipping", "pretrain"))
+    parser.add_argument("task", choices=("synthetic", "clipping", "pretrain", "finetune"))
     parser.add_argument("--strategy", default="one_device")
     parser.add_argument("--logical_cpus", type=int, default=1)
     parser.add_argument("--model_dir")
@@ -116,6 +143,7 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--clipping_out", help="synthetic: also run the clipping check, writing here")
     parser.add_argument("--kill_at_step", type=int, default=0)
+    parser.add_argument("--kill_delay", type=float, default=0.0)
     parser.add_argument("--args", default="{}")
     args = parser.parse_args()
     _configure_cpus(args.logical_cpus)
@@ -124,7 +152,7 @@ def main():
     if args.task == "clipping":
         run_clipping(args.out)
     else:
-        {"synthetic": run_synthetic, "pretrain": run_pretrain}[args.task](args)
+        {"synthetic": run_synthetic, "pretrain": run_pretrain, "finetune": run_finetune}[args.task](args)
 
 
 if __name__ == "__main__":

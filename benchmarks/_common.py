@@ -1,0 +1,111 @@
+"""Shared by the throughput benchmarks: machine facts, peer virtual environments, RESULTS.md sections.
+
+Standard library only: the benchmarks run this module under every peer's own Python too.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "RESULTS.md")
+DEFAULT_PEER_DIR = os.path.join(os.path.expanduser("~"), ".cache", "bert_tf_bench", "peers")
+
+# Each peer gets its own virtual environment (Model Garden pins its own TensorFlow), from PyPI.
+PEER_VENVS = {
+    "hf_torch": {"requirements": ["torch", "transformers", "numpy"], "probe": "import torch, transformers"},
+    "keras_hub": {"requirements": ["keras-hub==0.32.*", "tensorflow==2.21.0", "tensorflow-text==2.21.*", "numpy"],
+                  "probe": "import keras_hub, tensorflow"},
+    "tf_models": {"requirements": ["tf-models-official==2.20.0"],
+                  "probe": "import os; os.environ['TF_USE_LEGACY_KERAS']='1'; import official.nlp.modeling"},
+}
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
+
+
+def load_average() -> str:
+    try:
+        return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def peer_python(peer_dir: str, name: str, create: bool) -> str | None:
+    """The Python of the peer's venv under `peer_dir`, created with pip when `create` and missing."""
+    python = os.path.join(peer_dir, name, "bin", "python")
+    spec = PEER_VENVS[name]
+
+    def works():
+        return os.path.exists(python) and subprocess.run(
+            [python, "-c", spec["probe"]], capture_output=True, timeout=300,
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")).returncode == 0
+
+    if works():
+        return python
+    if not create:
+        return None
+    print(f"creating {os.path.join(peer_dir, name)} ({' '.join(spec['requirements'])}); this takes minutes",
+          flush=True)
+    subprocess.run([sys.executable, "-m", "venv", os.path.join(peer_dir, name)], check=True, timeout=600)
+    subprocess.run([python, "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True, timeout=1800)
+    subprocess.run([python, "-m", "pip", "install", "-q"] + spec["requirements"], check=True, timeout=3600)
+    if not works():
+        sys.exit(f"{name}: the new venv cannot run `{spec['probe']}`")
+    return python
+
+
+def run_child(python: str, script: str, args: list, env: dict | None = None, timeout: int = 1800) -> dict:
+    """Runs `python script --child ... args` and returns the JSON on its last `RESULT ` line."""
+    child_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
+    child_env.update(env or {})
+    proc = subprocess.run([python, script] + args, capture_output=True, text=True, env=child_env,
+                          timeout=timeout, check=False)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode or not lines:
+        return {"error": (proc.stderr or proc.stdout)[-2000:]}
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def summarize(step_seconds: list, batch_size: int) -> dict:
+    median = statistics.median(step_seconds)
+    return {"median_step_s": median, "sequences_per_s": batch_size / median,
+            "min_step_s": min(step_seconds), "max_step_s": max(step_seconds)}
+
+
+def write_section(name: str, title: str, body_lines: list) -> None:
+    """Replaces (or appends) the `<!-- name:start -->` section of RESULTS.md, atomically."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    section = "\n".join([start, f"## {title}", ""] + body_lines + [end]) + "\n"
+    text = open(RESULTS, encoding="utf-8").read() if os.path.exists(RESULTS) else "# Benchmark results\n\n"
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end) + "\n?", re.S)
+    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
+    tmp_path = f"{RESULTS}.tmp-{os.getpid()}"
+    with open(tmp_path, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp_path, RESULTS)
+
+
+def header_lines(command: str, load_before: str, load_after: str, versions: dict) -> list:
+    return [
+        f"- Date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- Machine: {os.cpu_count()} CPU cores ({cpu_name()}), no GPU, shared with other jobs",
+        f"- Load average (1/5/15 min) before: {load_before}; after: {load_after}",
+        "- Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
+        f"- Command: `{command}`",
+    ]

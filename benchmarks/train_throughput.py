@@ -1,0 +1,498 @@
+r"""BERT pretraining-step throughput (MLM + NSP): ours and, with --peers, the implementations users pick instead.
+
+    python benchmarks/train_throughput.py                    # ours: TF backend (XLA off, on), JAX if installed
+    python benchmarks/train_throughput.py --peers --rounds=2 # + HF/PyTorch, keras-hub, Model Garden, interleaved
+    python benchmarks/train_throughput.py --preset=bert_tiny --timed_steps=10 --no-write
+    # On a GPU machine with JAX and without TensorFlow (bf16):
+    KERAS_BACKEND=jax python benchmarks/train_throughput.py --backends=jax --preset=bert_large --batch_size=64 \
+        --precision=mixed_bfloat16 --no-write
+
+What is measured: one optimizer step (forward, backward, global-norm clipping at 1.0, AdamW with weight
+decay 0.01) on synthetic batches already in memory (random token ids, all tokens real, `--predictions`
+masked positions, random NSP labels), dropout 0.1, float32 unless --precision. Every contender runs in a
+fresh process; it takes `--warmup_steps` untimed steps (the first one traces/compiles: reported apart as
+"first step s"), then `--timed_steps` steps each timed on its own with the result fetched; the figure is
+the median step. With --rounds=N the contender list runs N times in turn (A B C A B C), and each
+contender's figure is the median over all its timed steps.
+
+Contenders:
+- ours, TF backend: `bert_tf.training.train` (the loop `experiments/pretrain.py` and the demo use),
+  one_device strategy, steps_per_loop=1, XLA off and on; step time from the loop's own timing.
+- ours, JAX backend (where JAX is installed): the same `BertPretrainer` and `pretraining_losses` under
+  `model.stateless_call` in one jitted step with the same AdamW (written below; `bert_tf.training` is
+  TensorFlow-only).
+- --peers, each in its own venv under --peer_dir, created from PyPI on first use:
+  HuggingFace transformers `BertForPreTraining` on PyTorch (eager, torch.optim.AdamW), with MLM logits
+  at the masked positions only ("hf_masked": `model.bert` + gather + `model.cls`), and as users usually
+  run it, with labels at every position ("hf_labels", -100 where not masked);
+  keras-hub `BertMaskedLM` (Keras 3, TF backend, `train_on_batch`, XLA off and on; MLM only: keras-hub
+  has no NSP head);
+  TF Model Garden `BertPretrainerV2` (tf-models-official 2.20, tf_keras, its `create_optimizer` AdamW,
+  a `tf.function` step, XLA off and on).
+
+Model FLOP/s: training FLOPs per sequence = 3 x forward FLOPs (the backward pass costs twice the
+forward), counting only matrix products (2 FLOPs per multiply-add):
+    forward = L * S * (8 H^2 + 4 H I + 4 S H)        per layer: Q, K, V, output projections; FFN; QK^T and PV
+            + P * (2 H^2 + 2 H V)                     MLM transform + vocabulary projection at P positions
+            + 2 H^2 + 4 H                             pooler + NSP
+(L layers, S sequence length, H hidden, I intermediate, V vocabulary, P masked positions; with
+hf_labels the MLM term uses S instead of P, but the figure counts the useful work, P.) It is reported as a
+fraction of the machine's float32 matmul rate, measured in the same run as the best of TensorFlow's and
+(with --peers) PyTorch's 2048x2048x2048 matmul.
+
+The table goes to stdout and, unless --no-write, into the `train_throughput` section of
+benchmarks/RESULTS.md with date, CPU, load average, versions and the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402
+
+SCRIPT = os.path.abspath(__file__)
+SECTION = "train_throughput"
+
+# (label, venv: None = ours, child kind, extra child flags)
+OURS_TF = [("ours TF", None, "ours_tf", ["--xla=0"]), ("ours TF+XLA", None, "ours_tf", ["--xla=1"])]
+OURS_JAX = [("ours JAX (jit)", None, "ours_jax", [])]
+PEERS = [
+    ("HF torch, logits at masked positions", "hf_torch", "hf", ["--hf_mode=masked"]),
+    ("HF torch, labels at every position", "hf_torch", "hf", ["--hf_mode=labels"]),
+    ("keras-hub BertMaskedLM", "keras_hub", "keras_hub", ["--xla=0"]),
+    ("keras-hub BertMaskedLM +XLA", "keras_hub", "keras_hub", ["--xla=1"]),
+    ("Model Garden BertPretrainerV2", "tf_models", "model_garden", ["--xla=0"]),
+    ("Model Garden BertPretrainerV2 +XLA", "tf_models", "model_garden", ["--xla=1"]),
+]
+MATMUL = [(None, "matmul_tf"), ("hf_torch", "matmul_torch")]
+
+# bert_tf.config.PRESETS, repeated so that peers (which cannot import bert_tf) build the same shapes.
+SHAPES = {
+    "bert_tiny": dict(L=2, H=128, A=2, I=512), "bert_mini": dict(L=4, H=256, A=4, I=1024),
+    "bert_small": dict(L=4, H=512, A=8, I=2048), "bert_medium": dict(L=8, H=512, A=8, I=2048),
+    "bert_base": dict(L=12, H=768, A=12, I=3072), "bert_large": dict(L=24, H=1024, A=16, I=4096),
+}
+VOCAB = 30522
+
+
+def training_flops_per_sequence(shape: dict, seq_length: int, predictions: int, vocab: int = VOCAB) -> float:
+    """3 x the forward matmul FLOPs; see the module docstring for the formula."""
+    L, H, I = shape["L"], shape["H"], shape["I"]
+    S, P = seq_length, predictions
+    forward = L * S * (8 * H * H + 4 * H * I + 4 * S * H) + P * (2 * H * H + 2 * H * vocab) + 2 * H * H + 4 * H
+    return 3.0 * forward
+
+
+def synthetic_batch(args, np):
+    """The batch every contender trains on (same numbers everywhere), as numpy arrays."""
+    rng = np.random.default_rng(0)
+    B, S, P = args.batch_size, args.seq_length, args.predictions
+    positions = np.sort(np.stack([rng.choice(np.arange(1, S), P, replace=False) for _ in range(B)]), -1)
+    return {
+        "input_word_ids": rng.integers(1000, VOCAB, (B, S)).astype("int32"),
+        "input_mask": np.ones((B, S), "int32"),
+        "input_type_ids": np.broadcast_to(np.arange(S) >= S // 2, (B, S)).astype("int32").copy(),
+        "masked_lm_positions": positions.astype("int32"),
+        "masked_lm_ids": rng.integers(1000, VOCAB, (B, P)).astype("int32"),
+        "masked_lm_weights": np.ones((B, P), "float32"),
+        "next_sentence_labels": rng.integers(0, 2, (B,)).astype("int32"),
+    }
+
+
+def _time_steps(step, args, sync=lambda x: x):
+    """Runs warm-up then timed steps; `step()` returns something `sync` waits on."""
+    first = None
+    for i in range(args.warmup_steps):
+        start = time.perf_counter()
+        sync(step())
+        if i == 0:
+            first = time.perf_counter() - start
+    times = []
+    for _ in range(args.timed_steps):
+        start = time.perf_counter()
+        sync(step())
+        times.append(time.perf_counter() - start)
+    return {"step_s": times, "first_step_s": first}
+
+
+# --- children -------------------------------------------------------------------------------------
+
+def child_ours_tf(args):
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+    import tempfile
+
+    import numpy as np
+    import tensorflow as tf
+
+    import keras
+    from bert_tf import BertConfig, BertEncoder, BertPretrainer, pretraining_losses, training
+
+    if args.precision != "float32":
+        keras.mixed_precision.set_global_policy(args.precision)
+    config = BertConfig.from_preset(args.preset)
+    batch = synthetic_batch(args, np)
+
+    def dataset_fn(input_context):
+        return tf.data.Dataset.from_tensors(batch).repeat()
+
+    step_seconds = []
+
+    def record(step, metrics):
+        step_seconds.append(args.batch_size / metrics["examples_per_second"])
+
+    steps = args.warmup_steps + args.timed_steps
+    loop_config = training.TrainingConfig(
+        num_train_steps=steps, learning_rate=1e-4, num_warmup_steps=1, steps_per_loop=1,
+        save_checkpoints_steps=10 ** 9, jit_compile=bool(args.xla))
+    with tempfile.TemporaryDirectory() as model_dir:
+        training.train(training.get_strategy("one_device"), lambda: BertPretrainer(BertEncoder(config)),
+                       pretraining_losses, dataset_fn, model_dir, loop_config, loop_callback=record)
+    return {"step_s": step_seconds[args.warmup_steps:], "first_step_s": step_seconds[0],
+            "versions": {"tensorflow": tf.__version__, "keras": keras.__version__}}
+
+
+def child_ours_jax(args):
+    os.environ["KERAS_BACKEND"] = "jax"
+    import re
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import keras
+    from bert_tf import BertConfig, BertEncoder, BertPretrainer, pretraining_losses
+
+    if args.precision != "float32":
+        keras.mixed_precision.set_global_policy(args.precision)
+    config = BertConfig.from_preset(args.preset)
+    model = BertPretrainer(BertEncoder(config))
+    batch = {k: jnp.asarray(v) for k, v in synthetic_batch(args, np).items()}
+    inputs = {name: batch[name] for name in model.input}
+    # bert_tf.training.optimization's rule: no decay for LayerNorm and bias variables.
+    decay = [not re.search("layer_norm|LayerNorm|bias", v.path) for v in model.trainable_variables]
+    beta_1, beta_2, epsilon, rate, clip = 0.9, 0.999, 1e-6, 0.01, 1.0
+
+    def loss_fn(trainable, non_trainable):
+        outputs, non_trainable = model.stateless_call(trainable, non_trainable, inputs, training=True)
+        return pretraining_losses(batch, outputs)["loss"], non_trainable
+
+    @jax.jit
+    def train_step(trainable, non_trainable, m, v, lr):
+        (loss, non_trainable), grads = jax.value_and_grad(loss_fn, has_aux=True)(trainable, non_trainable)
+        norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.astype(jnp.float32))) for g in grads))
+        scale = jnp.minimum(1.0, clip / jnp.maximum(norm, 1e-12))
+        new_t, new_m, new_v = [], [], []
+        for w, g, mi, vi, d in zip(trainable, grads, m, v, decay):
+            g = g * scale
+            mi = beta_1 * mi + (1 - beta_1) * g
+            vi = beta_2 * vi + (1 - beta_2) * g * g
+            update = mi / (jnp.sqrt(vi) + epsilon) + (rate * w if d else 0.0)
+            new_t.append(w - lr * update)
+            new_m.append(mi)
+            new_v.append(vi)
+        return new_t, non_trainable, new_m, new_v, loss
+
+    state = {"t": [v.value for v in model.trainable_variables],
+             "n": [v.value for v in model.non_trainable_variables]}
+    state["m"] = [jnp.zeros_like(w) for w in state["t"]]
+    state["v"] = [jnp.zeros_like(w) for w in state["t"]]
+
+    def step():
+        state["t"], state["n"], state["m"], state["v"], loss = train_step(
+            state["t"], state["n"], state["m"], state["v"], jnp.float32(1e-4))
+        return loss
+
+    result = _time_steps(step, args, sync=lambda x: x.block_until_ready())
+    result["versions"] = {"jax": jax.__version__, "keras": keras.__version__}
+    result["device"] = str(jax.devices()[0].device_kind)
+    return result
+
+
+def child_hf(args):
+    import numpy as np
+    import torch
+    import transformers
+
+    shape = SHAPES[args.preset]
+    config = transformers.BertConfig(
+        vocab_size=VOCAB, hidden_size=shape["H"], num_hidden_layers=shape["L"], num_attention_heads=shape["A"],
+        intermediate_size=shape["I"], hidden_act="gelu", hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1, max_position_embeddings=512, type_vocab_size=2)
+    torch.manual_seed(0)
+    model = transformers.BertForPreTraining(config)
+    model.train()
+    no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
+    decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=1e-4, eps=1e-6)
+    b = {k: torch.from_numpy(v).long() if v.dtype != np.float32 else torch.from_numpy(v)
+         for k, v in synthetic_batch(args, np).items()}
+    H = shape["H"]
+    cross_entropy = torch.nn.CrossEntropyLoss()
+    if args.hf_mode == "labels":
+        labels = torch.full_like(b["input_word_ids"], -100)
+        labels.scatter_(1, b["masked_lm_positions"], b["masked_lm_ids"])
+
+    def step():
+        if args.hf_mode == "masked":
+            sequence_output, pooled_output = model.bert(
+                input_ids=b["input_word_ids"], attention_mask=b["input_mask"], token_type_ids=b["input_type_ids"],
+                return_dict=False)[:2]
+            gathered = torch.gather(sequence_output, 1, b["masked_lm_positions"][..., None].expand(-1, -1, H))
+            mlm_logits = model.cls.predictions(gathered)
+            nsp_logits = model.cls.seq_relationship(pooled_output)
+            loss = (cross_entropy(mlm_logits.reshape(-1, VOCAB), b["masked_lm_ids"].reshape(-1))
+                    + cross_entropy(nsp_logits, b["next_sentence_labels"]))
+        else:
+            loss = model(input_ids=b["input_word_ids"], attention_mask=b["input_mask"],
+                         token_type_ids=b["input_type_ids"], labels=labels,
+                         next_sentence_label=b["next_sentence_labels"]).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.item()
+
+    result = _time_steps(step, args)
+    result["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__}
+    result["threads"] = torch.get_num_threads()
+    return result
+
+
+def child_keras_hub(args):
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+    import keras
+    import keras_hub
+    import numpy as np
+    import tensorflow as tf
+
+    shape = SHAPES[args.preset]
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=VOCAB, num_layers=shape["L"], num_heads=shape["A"], hidden_dim=shape["H"],
+        intermediate_dim=shape["I"], dropout=0.1, max_sequence_length=512, num_segments=2)
+    model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
+    # keras-hub's default loss and weighted accuracy, BERT's AdamW settings.
+    model.compile(optimizer=keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0),
+                  jit_compile=bool(args.xla))
+    b = synthetic_batch(args, np)
+    x = {"token_ids": tf.constant(b["input_word_ids"]), "segment_ids": tf.constant(b["input_type_ids"]),
+         "padding_mask": tf.constant(b["input_mask"].astype(bool)),
+         "mask_positions": tf.constant(b["masked_lm_positions"])}
+    y = tf.constant(b["masked_lm_ids"])
+    weights = tf.constant(b["masked_lm_weights"])
+
+    result = _time_steps(lambda: model.train_on_batch(x, y, sample_weight=weights), args)
+    result["versions"] = {"keras-hub": keras_hub.__version__, "keras": keras.__version__,
+                          "tensorflow": tf.__version__}
+    return result
+
+
+def child_model_garden(args):
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import numpy as np
+    import tensorflow as tf
+    from official.nlp import optimization
+    from official.nlp.modeling import layers, models, networks
+
+    shape = SHAPES[args.preset]
+    encoder = networks.BertEncoderV2(
+        vocab_size=VOCAB, hidden_size=shape["H"], num_layers=shape["L"], num_attention_heads=shape["A"],
+        inner_dim=shape["I"], inner_activation=lambda x: tf.keras.activations.gelu(x, approximate=False),
+        output_dropout=0.1, attention_dropout=0.1, max_sequence_length=512, type_vocab_size=2)
+    model = models.BertPretrainerV2(
+        encoder_network=encoder,
+        classification_heads=[layers.ClassificationHead(inner_dim=shape["H"], num_classes=2, name="next_sentence")])
+    optimizer = optimization.create_optimizer(1e-4, num_train_steps=1000, num_warmup_steps=10, optimizer_type="adamw")
+    b = {k: tf.constant(v) for k, v in synthetic_batch(args, np).items()}
+    inputs = {k: b[k] for k in ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions")}
+    model(inputs)
+
+    @tf.function(jit_compile=bool(args.xla))
+    def train_step():
+        with tf.GradientTape() as tape:
+            outputs = model(inputs, training=True)
+            mlm = tf.keras.losses.sparse_categorical_crossentropy(b["masked_lm_ids"], outputs["mlm_logits"],
+                                                                  from_logits=True)
+            mlm = tf.reduce_sum(mlm * b["masked_lm_weights"]) / (tf.reduce_sum(b["masked_lm_weights"]) + 1e-5)
+            nsp = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+                b["next_sentence_labels"], outputs["next_sentence"], from_logits=True))
+            loss = mlm + nsp
+        grads = tape.gradient(loss, model.trainable_variables)
+        grads, _ = tf.clip_by_global_norm(grads, 1.0)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    result = _time_steps(train_step, args, sync=lambda x: x.numpy())
+    import official
+    result["versions"] = {"tf-models-official": getattr(official, "__version__", "2.20.0"),
+                          "tensorflow": tf.__version__}
+    return result
+
+
+def child_matmul_tf(args):
+    import tensorflow as tf
+    a = tf.random.normal([2048, 2048])
+    f = tf.function(lambda x: tf.reduce_sum(tf.matmul(x, x)))
+    return _matmul_rate(lambda: f(a).numpy())
+
+
+def child_matmul_torch(args):
+    import torch
+    a = torch.randn(2048, 2048)
+    return _matmul_rate(lambda: torch.matmul(a, a).sum().item())
+
+
+def _matmul_rate(run):
+    run()
+    best = min(_timed(run) for _ in range(10))
+    return {"flops_per_s": 2 * 2048 ** 3 / best}
+
+
+def _timed(run):
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+CHILDREN = {"ours_tf": child_ours_tf, "ours_jax": child_ours_jax, "hf": child_hf, "keras_hub": child_keras_hub,
+            "model_garden": child_model_garden, "matmul_tf": child_matmul_tf, "matmul_torch": child_matmul_torch}
+
+
+# --- parent ----------------------------------------------------------------------------------------
+
+def _have_module(name):
+    import importlib.util
+    return importlib.util.find_spec(name) is not None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="bert_mini", choices=sorted(SHAPES))
+    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--predictions", type=int, default=20, help="masked positions per sequence")
+    parser.add_argument("--warmup_steps", type=int, default=3)
+    parser.add_argument("--timed_steps", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=1, help="times the contender list runs, interleaved")
+    parser.add_argument("--backends", default="tensorflow,jax", help="our backends to measure")
+    parser.add_argument("--xla", default="0,1", help="XLA settings for the TF contenders")
+    parser.add_argument("--precision", default="float32", choices=("float32", "mixed_bfloat16", "mixed_float16"))
+    parser.add_argument("--peers", action="store_true", help="also run the peers (venvs created on first use)")
+    parser.add_argument("--only_peers", default="", help="comma-separated peer venvs to keep (hf_torch,...)")
+    parser.add_argument("--peer_dir", default=_common.DEFAULT_PEER_DIR)
+    parser.add_argument("--no-write", dest="write", action="store_false", help="do not update RESULTS.md")
+    parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
+    parser.add_argument("--hf_mode", default="masked", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.warmup_steps < 1 or args.rounds < 1:
+        parser.error("--warmup_steps and --rounds must be >= 1")
+    if args.timed_steps < 10:
+        parser.error("--timed_steps must be >= 10 (the figure is a median of at least 10 steps)")
+    if args.predictions >= args.seq_length:
+        parser.error("--predictions must be below --seq_length")
+
+    if args.child:
+        print("RESULT " + json.dumps(CHILDREN[args.child](args)), flush=True)
+        return
+
+    xla_modes = [x.strip() for x in args.xla.split(",") if x.strip()]
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    contenders = []
+    if "tensorflow" in backends and _have_module("tensorflow"):
+        contenders += [c for c in OURS_TF if c[3][0].split("=")[1] in xla_modes]
+    if "jax" in backends and _have_module("jax"):
+        contenders += OURS_JAX
+    pythons = {None: sys.executable}
+    if args.peers:
+        keep = set(filter(None, args.only_peers.split(","))) or set(_common.PEER_VENVS)
+        for name in sorted(keep):
+            pythons[name] = _common.peer_python(args.peer_dir, name, create=True)
+        contenders += [c for c in PEERS if c[1] in keep
+                       and not (c[2] in ("keras_hub", "model_garden") and c[3][0].split("=")[1] not in xla_modes)]
+    if not contenders:
+        sys.exit("Nothing to measure: neither TensorFlow nor JAX is installed here and --peers is off.")
+
+    common_flags = [f"--preset={args.preset}", f"--seq_length={args.seq_length}", f"--batch_size={args.batch_size}",
+                    f"--predictions={args.predictions}", f"--warmup_steps={args.warmup_steps}",
+                    f"--timed_steps={args.timed_steps}", f"--precision={args.precision}"]
+    load_before = _common.load_average()
+    results = {label: {"step_s": [], "first_step_s": []} for label, *_ in contenders}
+    matmul = {}
+    versions = {}
+    for round_index in range(args.rounds):
+        for label, venv, kind, flags in contenders:
+            env = {"KERAS_BACKEND": "jax" if kind == "ours_jax" else "tensorflow"}
+            out = _common.run_child(pythons[venv], SCRIPT, [f"--child={kind}"] + common_flags + flags, env=env)
+            if "error" in out:
+                print(f"[round {round_index + 1}] {label}: FAILED\n{out['error']}", flush=True)
+                results[label].setdefault("errors", []).append(out["error"][-300:])
+                continue
+            results[label]["step_s"] += out["step_s"]
+            results[label]["first_step_s"].append(out["first_step_s"])
+            versions.update(out.get("versions", {}))
+            rate = args.batch_size / statistics.median(out["step_s"])
+            print(f"[round {round_index + 1}] {label}: {rate:.1f} sequences/s (median of {len(out['step_s'])} steps; "
+                  f"first step {out['first_step_s']:.1f} s)", flush=True)
+        for venv, kind in MATMUL:
+            if venv in pythons and (venv is not None or _have_module("tensorflow")):
+                out = _common.run_child(pythons[venv], SCRIPT, [f"--child={kind}"])
+                if "error" not in out:
+                    matmul[kind] = max(matmul.get(kind, 0.0), out["flops_per_s"])
+    load_after = _common.load_average()
+
+    flops = training_flops_per_sequence(SHAPES[args.preset], args.seq_length, args.predictions)
+    matmul_rate = max(matmul.values()) if matmul else None
+    rows = {}
+    for label, *_ in contenders:
+        steps = results[label]["step_s"]
+        if steps:
+            rows[label] = _common.summarize(steps, args.batch_size)
+            rows[label]["first_step_s"] = statistics.median(results[label]["first_step_s"])
+            rows[label]["per_round"] = [args.batch_size / statistics.median(steps[i:i + args.timed_steps])
+                                        for i in range(0, len(steps), args.timed_steps)]
+    ours = {label: row for label, row in rows.items() if label.startswith("ours")}
+    best_ours_label = max(ours, key=lambda k: ours[k]["sequences_per_s"]) if ours else None
+    peers = {label: row for label, row in rows.items() if not label.startswith("ours")}
+
+    lines = [f"`{args.preset}`, seq {args.seq_length}, batch {args.batch_size}, {args.predictions} masked positions, "
+             f"MLM + NSP (keras-hub: MLM only), dropout 0.1, {args.precision}, synthetic batches; "
+             f"{args.rounds} interleaved round(s) of {args.warmup_steps} warm-up + {args.timed_steps} timed steps "
+             f"per contender, each in a fresh process; figure = median step.", ""]
+    command = "python benchmarks/train_throughput.py " + " ".join(sys.argv[1:])
+    lines += _common.header_lines(command.strip(), load_before, load_after, versions)
+    lines.append(f"- Training FLOPs per sequence (formula in the script): {flops / 1e9:.2f} GFLOP")
+    if matmul:
+        lines.append("- float32 2048x2048 matmul rate (best of 10): " + ", ".join(
+            f"{k.split('_')[1]} {v / 1e9:.0f} GFLOP/s" for k, v in matmul.items()))
+    lines += ["", "| contender | sequences/s (median) | per round | ms/step | first step s | model GFLOP/s "
+              "| % of matmul rate | best ours / this |", "|---|---:|---|---:|---:|---:|---:|---:|"]
+    for label, row in rows.items():
+        rate = row["sequences_per_s"]
+        model_flops = rate * flops
+        fraction = f"{100 * model_flops / matmul_rate:.0f}%" if matmul_rate else "-"
+        ratio = f"{ours[best_ours_label]['sequences_per_s'] / rate:.2f}x" if best_ours_label else "-"
+        lines.append(f"| {label} | {rate:.1f} | {', '.join(f'{x:.1f}' for x in row['per_round'])} | "
+                     f"{1000 * row['median_step_s']:.0f} | {row['first_step_s']:.1f} | {model_flops / 1e9:.1f} | "
+                     f"{fraction} | {ratio} |")
+    for label in results:
+        if results[label].get("errors"):
+            lines.append(f"\n{label} failed: `{results[label]['errors'][-1].strip().splitlines()[-1][:200]}`")
+    if peers and best_ours_label:
+        fastest = max(peers, key=lambda k: peers[k]["sequences_per_s"])
+        lines += ["", f"Best of ours: {best_ours_label}, {ours[best_ours_label]['sequences_per_s']:.1f} sequences/s; "
+                  f"fastest peer: {fastest}, {peers[fastest]['sequences_per_s']:.1f}; ratio "
+                  f"{ours[best_ours_label]['sequences_per_s'] / peers[fastest]['sequences_per_s']:.2f}x (target 1.25x)."]
+    print("\n".join(lines))
+    if args.write:
+        _common.write_section(SECTION, "train_throughput: pretraining step, ours vs peers", lines)
+        print(f"Updated {_common.RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

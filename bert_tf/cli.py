@@ -1,0 +1,143 @@
+"""How every command-line tool of the package reports bad input.
+
+A tool's `main` raises `BadInputError` (or one of the exception types it
+declares as bad input) with a message naming the file, line or flag; the
+wrapper prints exactly one line, `<tool>: error: <message>`, to stderr and
+exits with status 2. Flag-parsing errors (an unknown flag, a bad enum value,
+a missing required flag) take the same path. absl's own `app.UsageError`
+would print the module docstring and the flag help around the message and
+exit 1, and its flag-parsing errors also exit 1, hence this wrapper.
+
+    @cli.main_function("make_vocab", bad_input=(FileNotFoundError,))
+    def main(argv): ...
+
+    def run(argv=None):
+        cli.run(main, define_flags, argv)
+
+Tests call the decorated `main` in-process after parsing flags and catch
+`SystemExit`; `run()` is the console-script entry point.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import Callable, Optional, Sequence
+
+from absl import app, flags
+
+BAD_INPUT_EXIT_CODE = 2
+
+
+class BadInputError(ValueError):
+    """Input a tool cannot use; the message names the file (and line) or the flag."""
+
+
+class BadInputExit(SystemExit):
+    """Exit status 2 after the error line was printed; `str()` is that line (for tests' `match=`)."""
+
+    def __init__(self, line: str):
+        super().__init__(BAD_INPUT_EXIT_CODE)
+        self.line = line
+
+    def __str__(self) -> str:
+        return self.line
+
+
+def one_line(message) -> str:
+    """Collapses a (possibly multi-line) message into one line."""
+    return " ".join(str(message).split())
+
+
+def exit_bad_input(prog: str, message) -> None:
+    """Prints `<prog>: error: <message>` as one line to stderr and exits with status 2."""
+    line = f"{prog}: error: {one_line(message)}"
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+    raise BadInputExit(line)
+
+
+def main_function(prog: str, bad_input: Sequence[type] = ()) -> Callable:
+    """Decorates a tool's `main(argv)`: bad input becomes one stderr line and exit status 2.
+
+    Args:
+      prog: the tool's name, which starts the error line.
+      bad_input: further exception types that mean bad input for this tool
+        (besides `BadInputError` and absl's `app.UsageError`), e.g. the
+        library's own `DataError`.
+    """
+    caught = (BadInputError, app.UsageError, *bad_input)
+
+    def decorate(main):
+        @functools.wraps(main)
+        def wrapper(argv):
+            if len(argv) > 1:
+                exit_bad_input(prog, f"unexpected arguments: {' '.join(argv[1:])}")
+            try:
+                return main(argv)
+            except caught as e:
+                exit_bad_input(prog, e)
+
+        wrapper.prog = prog
+        return wrapper
+
+    return decorate
+
+
+def require_flags(*names: str) -> None:
+    """Raises `BadInputError` naming the first of the flags `names` that has no value.
+
+    Checked in `main` rather than with `flags.mark_flags_as_required`, whose
+    error is raised by flag parsing itself, outside `main`.
+    """
+    for name in names:
+        if flags.FLAGS[name].value in (None, "", []):
+            raise BadInputError(f"--{name} is required")
+
+
+def parse_flags(prog: str, argv: Sequence[str]) -> list:
+    """Parses `argv` into absl's FLAGS; a flag error is bad input (one line, status 2)."""
+    try:
+        return flags.FLAGS(list(argv))
+    except flags.Error as e:
+        exit_bad_input(prog, e)
+
+
+def run(main: Callable, define_flags: Callable[[], None], argv: Optional[Sequence[str]] = None) -> None:
+    """Defines the tool's flags and runs `main` (decorated by `main_function`) under absl."""
+    define_flags()
+    app.run(main, argv=argv, flags_parser=functools.partial(parse_flags, main.prog))
+
+
+def load_vocab(vocab_file: str, flag: str) -> list:
+    """`bert_tf.tokenization.load_vocab`, with errors as `BadInputError` naming the flag, file and line."""
+    from bert_tf.tokenization.vocab import load_vocab as load  # stdlib-only module
+
+    try:
+        return load(vocab_file)
+    except FileNotFoundError as e:
+        raise BadInputError(f"--{flag}: {e}") from None
+    except ValueError as e:
+        cause = e.__cause__
+        if isinstance(cause, UnicodeDecodeError):
+            line = cause.object[:cause.start].count(b"\n") + 1
+            raise BadInputError(f"--{flag}: {vocab_file}:{line}: not valid UTF-8 "
+                                f"(byte {cause.start})") from None
+        raise BadInputError(f"--{flag}: {e}") from None
+
+
+def check_utf8(path: str, flag: str) -> None:
+    """Raises `BadInputError` naming the file and line of the first line of `path` that is not UTF-8.
+
+    Missing files are left to the reader (its OSError names the file).
+    """
+    if not path or not os.path.isfile(path):
+        return
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise BadInputError(f"--{flag}: {path}:{number}: not valid UTF-8 (byte {e.start} of the "
+                                    "line)") from None

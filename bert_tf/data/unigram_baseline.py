@@ -1,0 +1,88 @@
+"""What pretraining scores without looking at the context: the unigram and majority baselines.
+
+A model that ignores every input and always predicts the masked tokens'
+unigram distribution (counted on the training TFRecords) reaches, on held-out
+TFRecords, an accuracy equal to the frequency there of the most common
+training token, and a cross-entropy equal to the held-out tokens' mean
+negative log unigram probability. An MLM that beats both has learned
+something from the context. Counts are add-one smoothed over the vocabulary
+so that a token unseen in training has a finite loss.
+
+    >>> baseline = unigram_baseline("train.tfrecord", "eval.tfrecord", seq_length=64,
+    ...                             max_predictions_per_seq=10, vocab_size=8000)  # doctest: +SKIP
+    >>> baseline.accuracy, baseline.loss  # doctest: +SKIP
+
+Likewise a next-sentence head that ignores its input scores, at best, the
+held-out labels' frequencies (`next_sentence_baseline`): accuracy 0.5 when
+the file's "is random next" labels are balanced, more when short documents
+leave fewer actual next sentences, and a loss equal to their entropy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from bert_tf.data.pretraining_dataset import pretraining_dataset
+
+
+@dataclasses.dataclass(frozen=True)
+class UnigramBaseline:
+    accuracy: float  # held-out masked tokens equal to the most frequent training masked token
+    loss: float  # mean -log p_unigram(token) over held-out masked tokens, in nats
+    most_frequent_id: int
+    train_predictions: int
+    eval_predictions: int
+
+
+def _batches(input_patterns, seq_length, max_predictions_per_seq):
+    return pretraining_dataset(input_patterns, batch_size=256, seq_length=seq_length,
+                               max_predictions_per_seq=max_predictions_per_seq, is_training=False,
+                               drop_remainder=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class NextSentenceBaseline:
+    accuracy: float  # always answering the most common label
+    loss: float  # cross-entropy of always answering the label frequencies (their entropy), in nats
+
+
+def next_sentence_baseline(input_patterns, seq_length: int, max_predictions_per_seq: int) -> NextSentenceBaseline:
+    """What a next-sentence head scores on these files from the label frequencies alone."""
+    counts = np.zeros([2], np.int64)
+    for batch in _batches(input_patterns, seq_length, max_predictions_per_seq):
+        counts += np.bincount(batch["next_sentence_labels"].numpy().ravel(), minlength=2)[:2]
+    if not counts.sum():
+        raise ValueError(f"{input_patterns}: no records.")
+    frequencies = counts[counts > 0] / counts.sum()
+    return NextSentenceBaseline(accuracy=float(frequencies.max()),
+                                loss=float(-(frequencies * np.log(frequencies)).sum()))
+
+
+def masked_token_counts(input_patterns, seq_length: int, max_predictions_per_seq: int, vocab_size: int) -> np.ndarray:
+    """int64 [vocab_size]: how often each id is a masked-LM label (weight > 0) in the files."""
+    counts = np.zeros([vocab_size], np.int64)
+    for batch in _batches(input_patterns, seq_length, max_predictions_per_seq):
+        ids = batch["masked_lm_ids"].numpy().ravel()
+        real = batch["masked_lm_weights"].numpy().ravel() > 0
+        if ids[real].size and ids[real].max() >= vocab_size:
+            raise ValueError(f"{input_patterns}: masked-LM id {ids[real].max()} is outside a vocabulary of "
+                             f"{vocab_size}.")
+        counts += np.bincount(ids[real], minlength=vocab_size)
+    return counts
+
+
+def unigram_baseline(train_patterns, eval_patterns, seq_length: int, max_predictions_per_seq: int,
+                     vocab_size: int) -> UnigramBaseline:
+    """The unigram baseline of the masked LM: fitted on `train_patterns`, scored on `eval_patterns`."""
+    train = masked_token_counts(train_patterns, seq_length, max_predictions_per_seq, vocab_size)
+    held_out = masked_token_counts(eval_patterns, seq_length, max_predictions_per_seq, vocab_size)
+    if not held_out.sum():
+        raise ValueError(f"{eval_patterns}: no masked-LM predictions to score.")
+    log_probs = np.log(train + 1.0) - np.log(train.sum() + vocab_size)
+    most_frequent = int(np.argmax(train))
+    return UnigramBaseline(accuracy=float(held_out[most_frequent] / held_out.sum()),
+                           loss=float(-(held_out * log_probs).sum() / held_out.sum()),
+                           most_frequent_id=most_frequent, train_predictions=int(train.sum()),
+                           eval_predictions=int(held_out.sum()))
