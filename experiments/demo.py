@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 
-from absl import flags
+from absl import flags, logging
 
 from bert_tf import cli, file_io
 
@@ -98,7 +98,7 @@ class StepResult:
 # Lines of the tools' output not worth showing (the full output is in each step's log).
 _NOISE = re.compile(r"functional_saver|Sharding callback|UserWarning|warnings.warn|DeprecationWarning|"
                     r"unsupported characters which will be renamed|Assets written to|Writing fingerprint|"
-                    r"signature_serialization")
+                    r"signature_serialization|oneDNN supports DT_INT64 only")
 _ABSL_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\] ")
 
 
@@ -528,6 +528,9 @@ def main(argv):
     from bert_tf.datasets import bundled
 
     _check_flags()
+    # The demo reports through print(); TensorFlow's INFO lines from the steps it runs in this
+    # process (the random-init model directory) would interleave with them.
+    logging.set_verbosity(logging.WARNING)
     output_dir = os.path.abspath(FLAGS.output_dir)
     if FLAGS.restart and os.path.exists(output_dir):
         shutil.rmtree(output_dir)

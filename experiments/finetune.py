@@ -44,7 +44,7 @@ FLAGS = flags.FLAGS
 
 def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
-    from bert_tf.tasks.job import TASKS
+    from bert_tf.tasks.job import DEFAULT_SEED, TASKS
     from bert_tf.tasks.readers import TEXT_FORMATS
     from bert_tf.training.distribution import STRATEGIES
     from bert_tf.training.precision import PRECISION_POLICIES
@@ -103,7 +103,7 @@ def define_flags():
     flags.DEFINE_integer("steps_per_loop", 100, "Steps per compiled loop call (and logging interval).")
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint interval.")
     flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
-    flags.DEFINE_integer("seed", 42, "Seed of initialisation, dropout and shuffling.")
+    flags.DEFINE_integer("seed", DEFAULT_SEED, "Seed of initialisation, dropout and shuffling.")
     flags.DEFINE_boolean("deterministic", False, "Deterministic TensorFlow ops (reproducible runs and resumption; "
                          "slower, and some GPU ops have no deterministic kernel).")
     flags.DEFINE_enum("distribution_strategy", "one_device", STRATEGIES,
@@ -132,37 +132,43 @@ def _column(value):
 @cli.main_function("finetune", bad_input=(ValueError, FileNotFoundError, FileExistsError))
 def main(argv):
     del argv  # Checked by cli.main_function.
-    from bert_tf.tasks.job import NonFiniteMetricError, run_finetuning
+    from bert_tf.tasks import job
+    from bert_tf.training import RuntimeConfig
 
     cli.require_flags("task", "output_dir")
+    # Each config checks its flags as it is built; run_finetuning checks the files, data and model.
+    task = job.FinetuningTaskConfig(
+        task=FLAGS.task, max_seq_length=FLAGS.max_seq_length, dropout_rate=FLAGS.dropout_rate,
+        doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
+        max_answer_length=FLAGS.max_answer_length, n_best_size=FLAGS.n_best_size,
+        version_2_with_negative=FLAGS.version_2_with_negative,
+        null_score_diff_threshold=FLAGS.null_score_diff_threshold)
+    model = job.FinetuningModelConfig(
+        model_dir=FLAGS.model_dir, init_checkpoint=FLAGS.init_checkpoint, bert_config_file=FLAGS.bert_config_file,
+        vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+    data = job.FinetuningDataConfig(
+        train_file=FLAGS.train_file, eval_file=FLAGS.eval_file, predict_file=FLAGS.predict_file,
+        tfds_name=FLAGS.tfds_name, tfds_data_dir=FLAGS.tfds_data_dir, tfds_train_split=FLAGS.tfds_train_split,
+        tfds_eval_split=FLAGS.tfds_eval_split, tfds_predict_split=FLAGS.tfds_predict_split,
+        text_a_column=_column(FLAGS.text_a_column), text_b_column=_column(FLAGS.text_b_column),
+        label_column=_column(FLAGS.label_column), file_format=FLAGS.file_format, has_header=FLAGS.has_header,
+        label_list=FLAGS.label_list, conll_word_column=FLAGS.conll_word_column,
+        conll_label_column=FLAGS.conll_label_column)
+    schedule = job.FinetuningScheduleConfig(
+        train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
+        predict_batch_size=FLAGS.predict_batch_size, learning_rate=FLAGS.learning_rate,
+        num_train_epochs=FLAGS.num_train_epochs, num_train_steps=FLAGS.num_train_steps,
+        warmup_proportion=FLAGS.warmup_proportion, weight_decay_rate=FLAGS.weight_decay_rate,
+        clip_norm=FLAGS.clip_norm or None, steps_per_loop=FLAGS.steps_per_loop,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max)
+    runtime = RuntimeConfig(
+        distribution_strategy=FLAGS.distribution_strategy, num_gpus=FLAGS.num_gpus, tpu=FLAGS.tpu,
+        jit_compile=FLAGS.jit_compile, mixed_precision=FLAGS.mixed_precision, deterministic=FLAGS.deterministic,
+        seed=FLAGS.seed)
     try:
-        results = run_finetuning(
-            FLAGS.task, FLAGS.output_dir,
-            train_file=FLAGS.train_file, eval_file=FLAGS.eval_file, predict_file=FLAGS.predict_file,
-            tfds_name=FLAGS.tfds_name, tfds_data_dir=FLAGS.tfds_data_dir, tfds_train_split=FLAGS.tfds_train_split,
-            tfds_eval_split=FLAGS.tfds_eval_split, tfds_predict_split=FLAGS.tfds_predict_split,
-            text_a_column=_column(FLAGS.text_a_column), text_b_column=_column(FLAGS.text_b_column),
-            label_column=_column(FLAGS.label_column), file_format=FLAGS.file_format, has_header=FLAGS.has_header,
-            label_list=FLAGS.label_list, conll_word_column=FLAGS.conll_word_column,
-            conll_label_column=FLAGS.conll_label_column,
-            model_dir=FLAGS.model_dir, init_checkpoint=FLAGS.init_checkpoint,
-            bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
-            do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
-            train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
-            predict_batch_size=FLAGS.predict_batch_size, learning_rate=FLAGS.learning_rate,
-            num_train_epochs=FLAGS.num_train_epochs, num_train_steps=FLAGS.num_train_steps,
-            warmup_proportion=FLAGS.warmup_proportion, weight_decay_rate=FLAGS.weight_decay_rate,
-            clip_norm=FLAGS.clip_norm or None, do_train=FLAGS.do_train, do_eval=FLAGS.do_eval,
-            do_predict=FLAGS.do_predict, distribution_strategy=FLAGS.distribution_strategy,
-            num_gpus=FLAGS.num_gpus, tpu=FLAGS.tpu, jit_compile=FLAGS.jit_compile,
-            mixed_precision=FLAGS.mixed_precision, steps_per_loop=FLAGS.steps_per_loop,
-            save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-            seed=FLAGS.seed, deterministic=FLAGS.deterministic, dropout_rate=FLAGS.dropout_rate,
-            doc_stride=FLAGS.doc_stride,
-            max_query_length=FLAGS.max_query_length, max_answer_length=FLAGS.max_answer_length,
-            n_best_size=FLAGS.n_best_size, version_2_with_negative=FLAGS.version_2_with_negative,
-            null_score_diff_threshold=FLAGS.null_score_diff_threshold)
-    except NonFiniteMetricError as e:
+        results = job.run_finetuning(task, FLAGS.output_dir, model, data, schedule, runtime, do_train=FLAGS.do_train,
+                                     do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict)
+    except job.NonFiniteMetricError as e:
         # A failed run, not bad input: status 1.
         sys.exit(f"finetune: error: {cli.one_line(e)}")
     if results:

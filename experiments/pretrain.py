@@ -35,23 +35,22 @@ trains to --num_train_steps, then evaluates if --eval_input_file is given;
 evaluates), and --init_checkpoint takes a TF2 model directory or checkpoint
 (convert google-research checkpoints with `python -m bert_tf.convert`).
 
-Also usable as a library: `run_pretraining(input_file=..., output_dir=..., ...)`
-takes the flags as keyword arguments and returns the `TrainingResult`.
+Also usable as a library: `bert_tf.tasks.pretraining.run_pretraining` takes
+the flags grouped into config objects and returns the `TrainingResult`.
 """
 
 from __future__ import annotations
 
-import os
 import sys
-from typing import Callable
 
 from absl import app, flags, logging
 
-from bert_tf import cli, file_io
-from bert_tf.config import BertConfig
+from bert_tf import cli
+from bert_tf.tasks import pretraining
 from bert_tf.training.distribution import STRATEGIES
 from bert_tf.training.loop import NonFiniteLossError
 from bert_tf.training.precision import PRECISION_POLICIES
+from bert_tf.training.runtime import RuntimeConfig
 
 FLAGS = flags.FLAGS
 
@@ -69,7 +68,7 @@ def define_flags():
                         "eval_results.json are written; an existing run there is resumed.")
     flags.DEFINE_bool("deterministic", False, "Seeded, deterministic ops and data order: the same command gives "
                       "the same weights, also across a kill and resume.")
-    flags.DEFINE_integer("seed", 12345, "Seed for initialisation, dropout and data order.")
+    flags.DEFINE_integer("seed", pretraining.DEFAULT_SEED, "Seed for initialisation, dropout and data order.")
     flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the TFRecords.")
     flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked-LM predictions per sequence in the TFRecords.")
     flags.DEFINE_integer("train_batch_size", 32, "Global training batch size (over all replicas).")
@@ -93,307 +92,39 @@ def define_flags():
     flags.DEFINE_integer("shuffle_buffer_size", 10000, "Records in the training shuffle buffer.")
 
 
-class PretrainingArgumentError(cli.BadInputError):
-    """A run_pretraining argument (= flag) that cannot work; the message names the flag."""
-
-
-def _resolve_files(flag: str, patterns: str) -> list[str]:
-    from bert_tf.data.pretraining_dataset import resolve_input_files
-    try:
-        return list(resolve_input_files(patterns))
-    except ValueError as e:
-        raise PretrainingArgumentError(f"--{flag}={patterns!r}: {e}") from None
-
-
-def _positive(name: str, value, allow_zero: bool = False):
-    low = 0 if allow_zero else 1
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise PretrainingArgumentError(f"--{name} must be an integer >= {low}, got {value!r}.")
-
-
-def _bert_config(bert_config_file, preset, bert_config) -> BertConfig:
-    given = [name for name, value in (("--bert_config_file", bert_config_file), ("--preset", preset),
-                                      ("bert_config", bert_config)) if value]
-    if len(given) != 1:
-        raise PretrainingArgumentError(
-            f"Give exactly one of --bert_config_file and --preset (got {', '.join(given) or 'neither'}).")
-    try:
-        if bert_config is not None:
-            return bert_config
-        if preset:
-            return BertConfig.from_preset(preset)
-        return BertConfig.from_json_file(bert_config_file)
-    except (ValueError, FileNotFoundError) as e:
-        flag = "--preset" if preset else "--bert_config_file"
-        raise PretrainingArgumentError(f"{flag}: {e}") from None
-
-
-def _check_vocab(vocab_file: str, config: BertConfig) -> None:
-    """The vocabulary must be readable, hold the special tokens and match the config's vocab_size."""
-    from bert_tf.tokenization.vocab import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN, special_token_ids
-    try:
-        vocab = cli.load_vocab(vocab_file, "vocab_file")
-        # [CLS]/[SEP] frame every record; [MASK] is what masked-LM inputs hold.
-        special_token_ids(vocab, vocab_file, required=(CLS_TOKEN, SEP_TOKEN, MASK_TOKEN))
-    except ValueError as e:
-        raise PretrainingArgumentError(f"--vocab_file: {e}") from None
-    if len(vocab) != config.vocab_size:
-        raise PretrainingArgumentError(
-            f"--vocab_file={vocab_file} has {len(vocab)} tokens but the BERT config has vocab_size="
-            f"{config.vocab_size}.")
-
-
-def _check_output_dir(output_dir: str, config: BertConfig, vocab_file: str | None) -> None:
-    """Refuses to resume a run of another model or vocabulary; writes nothing."""
-    from bert_tf.checkpoints.model_dir import CONFIG_NAME, VOCAB_NAME
-    config_path = os.path.join(output_dir, CONFIG_NAME)
-    if os.path.exists(config_path):
-        try:
-            existing = BertConfig.from_json_file(config_path)
-        except ValueError as e:
-            raise PretrainingArgumentError(f"--output_dir: {e}") from None
-        if existing != config:
-            raise PretrainingArgumentError(
-                f"--output_dir={output_dir} holds a run of another model ({config_path} differs from the "
-                "requested config); use a new --output_dir or the same config to resume.")
-    vocab_path = os.path.join(output_dir, VOCAB_NAME)
-    if vocab_file and os.path.exists(vocab_path) and not _same_bytes(vocab_file, vocab_path):
-        raise PretrainingArgumentError(
-            f"--vocab_file={vocab_file} differs from {vocab_path} of the run being resumed; use a new "
-            "--output_dir or the same vocabulary.")
-
-
-def _same_bytes(path_a: str, path_b: str) -> bool:
-    with open(path_a, "rb") as a, open(path_b, "rb") as b:
-        return a.read() == b.read()
-
-
-def _prepare_output_dir(output_dir: str, config: BertConfig, vocab_file: str | None) -> None:
-    """Writes bert_config.json and vocab.txt (after `_check_output_dir` passed)."""
-    from bert_tf.checkpoints.model_dir import CONFIG_NAME, VOCAB_NAME
-    os.makedirs(output_dir, exist_ok=True)
-    config_path = os.path.join(output_dir, CONFIG_NAME)
-    if not os.path.exists(config_path):
-        file_io.write_text(config_path, config.to_json_string())
-    vocab_path = os.path.join(output_dir, VOCAB_NAME)
-    if vocab_file and not os.path.exists(vocab_path):
-        file_io.copy_file(vocab_file, vocab_path)
-
-
-def _find_corrupt_record(files: list[str]) -> str | None:
-    """"<file>: ..." for the first file that does not read to its end, or None.
-
-    Only called after training failed on a DataLossError, whose message names
-    no file.
-    """
-    import tensorflow as tf
-    from bert_tf.data.pretraining_dataset import detect_compression
-    for path in files:
-        count = 0
-        try:
-            for _ in tf.data.TFRecordDataset(path, compression_type=detect_compression(path)):
-                count += 1
-        except tf.errors.OpError as e:
-            return f"{path}: corrupt or truncated after record {count} ({e.message})"
-    return None
-
-
-def run_pretraining(input_file: str, output_dir: str, *, bert_config_file: str | None = None,
-                    preset: str | None = None, bert_config: BertConfig | None = None,
-                    vocab_file: str | None = None, eval_input_file: str | None = None,
-                    init_checkpoint: str | None = None, deterministic: bool = False, seed: int = 12345,
-                    max_seq_length: int = 128, max_predictions_per_seq: int = 20, train_batch_size: int = 32,
-                    eval_batch_size: int = 8, learning_rate: float = 5e-5, num_train_steps: int = 100000,
-                    num_warmup_steps: int = 10000, save_checkpoints_steps: int = 1000, keep_checkpoint_max: int = 5,
-                    steps_per_loop: int = 1000, max_eval_steps: int = 100, eval_every_steps: int = 0,
-                    distribution_strategy: str = "one_device", tpu: str | None = None, num_gpus: int | None = None,
-                    jit_compile: bool = False, mixed_precision: str = "float32", dynamic_masking: bool = False,
-                    masked_lm_prob: float = 0.15, shuffle_buffer_size: int = 10000,
-                    loop_callback: Callable | None = None):
-    """Pretrains (or resumes pretraining) a BERT; arguments are the flags of the same names.
-
-    `bert_config` (a `BertConfig`) may replace `bert_config_file`/`preset`.
-    `max_eval_steps=0` reads the whole eval set. Returns the loop's
-    `TrainingResult` (model, step, train and eval metrics, checkpoint).
-
-    Raises:
-      PretrainingArgumentError (a ValueError) naming the flag, before
-      anything is written, for arguments that cannot work.
-    """
-    # --- checks that need no TensorFlow state --------------------------------------
-    config = _bert_config(bert_config_file, preset, bert_config)
-    if not input_file:
-        raise PretrainingArgumentError("--input_file is required.")
-    if not output_dir:
-        raise PretrainingArgumentError("--output_dir is required.")
-    for name, value in (("max_seq_length", max_seq_length), ("max_predictions_per_seq", max_predictions_per_seq),
-                        ("train_batch_size", train_batch_size), ("eval_batch_size", eval_batch_size),
-                        ("num_train_steps", num_train_steps), ("save_checkpoints_steps", save_checkpoints_steps),
-                        ("keep_checkpoint_max", keep_checkpoint_max), ("steps_per_loop", steps_per_loop)):
-        _positive(name, value)
-    for name, value in (("num_warmup_steps", num_warmup_steps), ("max_eval_steps", max_eval_steps),
-                        ("eval_every_steps", eval_every_steps)):
-        _positive(name, value, allow_zero=True)
-    if num_warmup_steps > num_train_steps:
-        raise PretrainingArgumentError(
-            f"--num_warmup_steps={num_warmup_steps} exceeds --num_train_steps={num_train_steps}.")
-    if not learning_rate > 0:
-        raise PretrainingArgumentError(f"--learning_rate must be positive, got {learning_rate}.")
-    if max_seq_length > config.max_position_embeddings:
-        raise PretrainingArgumentError(
-            f"--max_seq_length={max_seq_length} exceeds the model's max_position_embeddings="
-            f"{config.max_position_embeddings}.")
-    if max_predictions_per_seq > max_seq_length:
-        raise PretrainingArgumentError(
-            f"--max_predictions_per_seq={max_predictions_per_seq} exceeds --max_seq_length={max_seq_length}.")
-    if distribution_strategy not in STRATEGIES:
-        raise PretrainingArgumentError(
-            f"--distribution_strategy={distribution_strategy!r}: expected one of {', '.join(STRATEGIES)}.")
-    if distribution_strategy == "tpu" and not tpu:
-        raise PretrainingArgumentError("--distribution_strategy=tpu needs --tpu (a TPU name, grpc://host:port "
-                                       "or 'local').")
-    if tpu and distribution_strategy != "tpu":
-        raise PretrainingArgumentError(f"--tpu={tpu!r} is only used with --distribution_strategy=tpu.")
-    if mixed_precision not in PRECISION_POLICIES:
-        raise PretrainingArgumentError(
-            f"--mixed_precision={mixed_precision!r}: expected one of {', '.join(PRECISION_POLICIES)}.")
-    if vocab_file:
-        _check_vocab(vocab_file, config)
-    if dynamic_masking and not vocab_file:
-        raise PretrainingArgumentError("--dynamic_masking needs --vocab_file (for the [MASK] and special ids).")
-    if not 0.0 < masked_lm_prob < 1.0:
-        raise PretrainingArgumentError(f"--masked_lm_prob must be in (0, 1), got {masked_lm_prob}.")
-    train_files = _resolve_files("input_file", input_file)
-    eval_files = _resolve_files("eval_input_file", eval_input_file) if eval_input_file else None
-    _check_output_dir(output_dir, config, vocab_file)
-
-    import keras
-    import tensorflow as tf
-
-    from bert_tf import training
-    from bert_tf.checkpoints import model_dir as model_dir_lib
-    from bert_tf.data import DynamicMaskingConfig, pretraining_dataset
-    from bert_tf.data.pretraining_dataset import check_record_format, detect_compression
-    from bert_tf.models import BertEncoder, BertPretrainer, pretraining_losses
-
-    # --- TensorFlow state: determinism, precision, then the strategy before any op runs -------
-    # (a multi-worker strategy must configure collective ops before TensorFlow executes anything).
-    if deterministic:
-        training.enable_determinism(seed)
-    previous_policy = keras.mixed_precision.global_policy()
-    training.set_precision_policy(mixed_precision)
-    try:
-        try:
-            strategy = training.get_strategy(distribution_strategy, num_gpus=num_gpus, tpu=tpu)
-        except ValueError as e:
-            raise PretrainingArgumentError(f"--distribution_strategy={distribution_strategy}: {e}") from None
-        replicas = strategy.num_replicas_in_sync
-        for name, value in (("train_batch_size", train_batch_size), ("eval_batch_size", eval_batch_size)):
-            if value % replicas:
-                raise PretrainingArgumentError(
-                    f"--{name}={value} is not divisible by the {replicas} replicas of the "
-                    f"{distribution_strategy} strategy.")
-
-        # --- checks that read files with TensorFlow -------------------------------------------------
-        for flag, files in (("input_file", train_files), ("eval_input_file", eval_files or [])):
-            for path in files:
-                try:
-                    check_record_format(path, detect_compression(path), max_seq_length, max_predictions_per_seq,
-                                        need_masked_lm=not dynamic_masking)
-                except ValueError as e:
-                    raise PretrainingArgumentError(f"--{flag}: {e}") from None
-            # An endless (repeated) dataset of no records would wait forever for its first batch.
-            if files and not any(os.path.getsize(path) for path in files):
-                raise PretrainingArgumentError(f"--{flag}: no records in {', '.join(files)}.")
-        if init_checkpoint:
-            try:
-                init_checkpoint = model_dir_lib.find_checkpoint(init_checkpoint)
-            except FileNotFoundError as e:
-                raise PretrainingArgumentError(f"--init_checkpoint: {e}") from None
-        masking = None
-        if dynamic_masking:
-            try:
-                masking = DynamicMaskingConfig.from_vocab_file(vocab_file, masked_lm_prob=masked_lm_prob)
-            except ValueError as e:
-                raise PretrainingArgumentError(f"--vocab_file (for --dynamic_masking): {e}") from None
-
-        logging.info("Strategy %s: %d replica(s), %d worker(s); global batch %d (%d per replica).",
-                     distribution_strategy, replicas, training.num_workers(strategy), train_batch_size,
-                     train_batch_size // replicas)
-        if training.is_chief(strategy):
-            _prepare_output_dir(output_dir, config, vocab_file)
-
-        data_seed = seed if deterministic else None
-
-        def train_dataset_fn(input_context):
-            return pretraining_dataset(train_files, train_batch_size, max_seq_length, max_predictions_per_seq,
-                                       is_training=True, input_context=input_context,
-                                       shuffle_buffer_size=shuffle_buffer_size, seed=data_seed,
-                                       dynamic_masking=masking, check_files=False)
-
-        def eval_dataset_fn(input_context):
-            # Evaluation masks (when drawn) use a fixed seed, so evaluations are comparable.
-            return pretraining_dataset(eval_files, eval_batch_size, max_seq_length, max_predictions_per_seq,
-                                       is_training=False, input_context=input_context, seed=seed,
-                                       dynamic_masking=masking, drop_remainder=False, check_files=False)
-
-        def init_fn(model):
-            if not init_checkpoint:
-                return
-            if model_dir_lib.has_pretraining_heads(init_checkpoint):
-                model_dir_lib.restore(model, init_checkpoint)
-                logging.info("Initialised the encoder and pretraining heads from %s.", init_checkpoint)
-            else:
-                model_dir_lib.restore(model.encoder, init_checkpoint)
-                logging.info("Initialised the encoder from %s (new pretraining heads).", init_checkpoint)
-
-        loop_config = training.TrainingConfig(
-            num_train_steps=num_train_steps, learning_rate=learning_rate, num_warmup_steps=num_warmup_steps,
-            steps_per_loop=steps_per_loop, save_checkpoints_steps=save_checkpoints_steps,
-            keep_checkpoint_max=keep_checkpoint_max, eval_every_steps=eval_every_steps or None,
-            max_eval_steps=max_eval_steps or None, jit_compile=jit_compile)
-        try:
-            return training.train(
-                strategy, lambda: BertPretrainer(BertEncoder(config)), pretraining_losses, train_dataset_fn,
-                output_dir, loop_config, eval_dataset_fn=eval_dataset_fn if eval_files else None,
-                init_fn=init_fn, loop_callback=loop_callback)
-        except tf.errors.DataLossError:
-            # The first record of every file was checked; a file damaged further on fails here,
-            # after the last checkpoint was written, which stays as it was.
-            where = _find_corrupt_record(train_files + (eval_files or []))
-            if where is None:
-                raise
-            latest = tf.train.latest_checkpoint(output_dir)
-            raise PretrainingArgumentError(
-                f"{where}; training stopped, the latest checkpoint ({latest or 'none'}) is kept.") from None
-    finally:
-        keras.mixed_precision.set_global_policy(previous_policy)
+def _steps_per_loop() -> int:
+    """--steps_per_loop, or its alias --iterations_per_loop (run_pretraining.py's name)."""
+    if FLAGS.iterations_per_loop is None:
+        return FLAGS.steps_per_loop
+    if FLAGS["steps_per_loop"].present and FLAGS.steps_per_loop != FLAGS.iterations_per_loop:
+        raise app.UsageError(f"--iterations_per_loop={FLAGS.iterations_per_loop} and --steps_per_loop="
+                             f"{FLAGS.steps_per_loop} disagree; give one.")
+    return FLAGS.iterations_per_loop
 
 
 @cli.main_function("pretrain")
 def main(argv):
     del argv  # Checked by cli.main_function.
-    steps_per_loop = FLAGS.steps_per_loop
-    if FLAGS.iterations_per_loop is not None:
-        if FLAGS["steps_per_loop"].present and FLAGS.steps_per_loop != FLAGS.iterations_per_loop:
-            raise app.UsageError(f"--iterations_per_loop={FLAGS.iterations_per_loop} and --steps_per_loop="
-                                 f"{FLAGS.steps_per_loop} disagree; give one.")
-        steps_per_loop = FLAGS.iterations_per_loop
+    steps_per_loop = _steps_per_loop()
+    # Each config checks its flags as it is built; run_pretraining checks the files and the model.
+    model = pretraining.resolve_bert_config(FLAGS.bert_config_file, FLAGS.preset)
+    data = pretraining.PretrainingDataConfig(
+        input_file=FLAGS.input_file, eval_input_file=FLAGS.eval_input_file, max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq, train_batch_size=FLAGS.train_batch_size,
+        eval_batch_size=FLAGS.eval_batch_size, shuffle_buffer_size=FLAGS.shuffle_buffer_size,
+        dynamic_masking=FLAGS.dynamic_masking, masked_lm_prob=FLAGS.masked_lm_prob)
+    schedule = pretraining.PretrainingScheduleConfig(
+        learning_rate=FLAGS.learning_rate, num_train_steps=FLAGS.num_train_steps,
+        num_warmup_steps=FLAGS.num_warmup_steps, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max, steps_per_loop=steps_per_loop,
+        eval_every_steps=FLAGS.eval_every_steps, max_eval_steps=FLAGS.max_eval_steps)
+    runtime = RuntimeConfig(
+        distribution_strategy=FLAGS.distribution_strategy, num_gpus=FLAGS.num_gpus, tpu=FLAGS.tpu,
+        jit_compile=FLAGS.jit_compile, mixed_precision=FLAGS.mixed_precision, deterministic=FLAGS.deterministic,
+        seed=FLAGS.seed)
     try:
-        result = run_pretraining(
-            input_file=FLAGS.input_file, output_dir=FLAGS.output_dir, bert_config_file=FLAGS.bert_config_file,
-            preset=FLAGS.preset, vocab_file=FLAGS.vocab_file, eval_input_file=FLAGS.eval_input_file,
-            init_checkpoint=FLAGS.init_checkpoint, deterministic=FLAGS.deterministic, seed=FLAGS.seed,
-            max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-            train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
-            learning_rate=FLAGS.learning_rate, num_train_steps=FLAGS.num_train_steps,
-            num_warmup_steps=FLAGS.num_warmup_steps, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-            keep_checkpoint_max=FLAGS.keep_checkpoint_max, steps_per_loop=steps_per_loop,
-            max_eval_steps=FLAGS.max_eval_steps, eval_every_steps=FLAGS.eval_every_steps,
-            distribution_strategy=FLAGS.distribution_strategy, tpu=FLAGS.tpu, num_gpus=FLAGS.num_gpus,
-            jit_compile=FLAGS.jit_compile, mixed_precision=FLAGS.mixed_precision,
-            dynamic_masking=FLAGS.dynamic_masking, masked_lm_prob=FLAGS.masked_lm_prob,
-            shuffle_buffer_size=FLAGS.shuffle_buffer_size)
+        result = pretraining.run_pretraining(FLAGS.output_dir, model, data, schedule, runtime,
+                                             vocab_file=FLAGS.vocab_file, init_checkpoint=FLAGS.init_checkpoint)
     except NonFiniteLossError as e:
         # A failed run, not bad input: status 1.
         sys.exit(f"pretrain: error: {cli.one_line(e)}")

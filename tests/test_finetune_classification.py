@@ -7,9 +7,9 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf.tasks.job import run_finetuning
 from bert_tf.tasks.readers import DataError
 from tests.fixtures.finetune import synthetic
+from tests.helpers.jobs import finetune
 
 COMMON = dict(max_seq_length=16, train_batch_size=32, learning_rate=1e-3, warmup_proportion=0.1, steps_per_loop=50,
               seed=1)
@@ -31,9 +31,9 @@ def test_sentiment_classification_from_tsv(tmp_path, model_dir):
     test_rows = synthetic.sentiment_rows(30, 3)
     test = synthetic.write_tsv(str(tmp_path / "test.tsv"), ["sentence"], [(text,) for text, _ in test_rows])
     output_dir = str(tmp_path / "out")
-    results = run_finetuning("classification", output_dir, train_file=train, eval_file=dev, predict_file=test,
-                             text_a_column="sentence", model_dir=model_dir, num_train_steps=60, do_train=True,
-                             do_eval=True, do_predict=True, **COMMON)
+    results = finetune("classification", output_dir, train_file=train, eval_file=dev, predict_file=test,
+                       text_a_column="sentence", model_dir=model_dir, num_train_steps=60, do_train=True,
+                       do_eval=True, do_predict=True, **COMMON)
     # Chance is 0.5; the keyword rule is learned (almost) perfectly.
     assert results["accuracy"] >= 0.9 and results["f1"] >= 0.9 and results["matthews_corrcoef"] >= 0.8
     assert results["num_examples"] == 100 and results["global_step"] == 60
@@ -50,8 +50,8 @@ def test_sentiment_classification_from_tsv(tmp_path, model_dir):
     assert eval_rows[0][:3] == ["guid", "label", "prediction"] and len(eval_rows) == 101
 
     # The output directory is a self-contained model directory: evaluate again from it alone.
-    again = run_finetuning("classification", output_dir, eval_file=dev, text_a_column="sentence", do_eval=True,
-                           max_seq_length=16)
+    again = finetune("classification", output_dir, eval_file=dev, text_a_column="sentence", do_eval=True,
+                     max_seq_length=16)
     assert again["accuracy"] == pytest.approx(results["accuracy"]) and again["global_step"] == 60
     with open(os.path.join(output_dir, "task_config.json")) as f:
         assert json.load(f) == {"task": "classification", "label_list": ["neg", "pos"], "max_seq_length": 16,
@@ -69,7 +69,7 @@ def test_sentence_pairs_from_jsonl(tmp_path, model_dir):
         return path
 
     output_dir = str(tmp_path / "out")
-    results = run_finetuning(
+    results = finetune(
         "sentence_pair_classification", output_dir, train_file=write("train.jsonl", synthetic.pair_rows(320, 1)),
         eval_file=write("dev.jsonl", synthetic.pair_rows(100, 2)), text_a_column="premise",
         text_b_column="hypothesis", label_column="gold", model_dir=model_dir, num_train_steps=100, do_train=True,
@@ -88,7 +88,7 @@ def test_regression_from_csv(tmp_path, model_dir):
         return path
 
     output_dir = str(tmp_path / "out")
-    results = run_finetuning(
+    results = finetune(
         "regression", output_dir, train_file=write("train.csv", synthetic.count_rows(320, 1)),
         eval_file=write("dev.csv", synthetic.count_rows(100, 2)), text_a_column="text", label_column="score",
         model_dir=model_dir, num_train_steps=100, do_train=True, do_eval=True, **COMMON)
@@ -104,26 +104,26 @@ def test_unknown_eval_label_names_the_line(tmp_path, model_dir):
     train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["text_a", "label"], [("good", "pos"), ("bad", "neg")])
     dev = synthetic.write_tsv(str(tmp_path / "dev.tsv"), ["text_a", "label"], [("good", "pos"), ("fine", "neutral")])
     with pytest.raises(DataError, match=r"dev.tsv:3: unknown label 'neutral'; the labels are \['neg', 'pos'\]"):
-        run_finetuning("classification", str(tmp_path / "out"), train_file=train, eval_file=dev,
-                       model_dir=model_dir, num_train_steps=1, do_train=True, do_eval=True, max_seq_length=16,
-                       train_batch_size=2)
+        finetune("classification", str(tmp_path / "out"), train_file=train, eval_file=dev,
+                 model_dir=model_dir, num_train_steps=1, do_train=True, do_eval=True, max_seq_length=16,
+                 train_batch_size=2)
 
 
 def test_argument_errors_name_the_flag(tmp_path, model_dir):
     train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["text_a", "label"], [("good", "pos"), ("bad", "neg")])
     with pytest.raises(ValueError, match="--task must be one of"):
-        run_finetuning("ner", str(tmp_path / "a"), train_file=train, model_dir=model_dir, do_train=True)
+        finetune("ner", str(tmp_path / "a"), train_file=train, model_dir=model_dir, do_train=True)
     with pytest.raises(ValueError, match="At least one of --do_train"):
-        run_finetuning("classification", str(tmp_path / "a"), train_file=train, model_dir=model_dir)
+        finetune("classification", str(tmp_path / "a"), train_file=train, model_dir=model_dir)
     with pytest.raises(ValueError, match="--do_eval needs --eval_file"):
-        run_finetuning("classification", str(tmp_path / "a"), model_dir=model_dir, do_eval=True)
+        finetune("classification", str(tmp_path / "a"), model_dir=model_dir, do_eval=True)
     with pytest.raises(DataError, match="--train_file: file not found"):
-        run_finetuning("classification", str(tmp_path / "a"), train_file=str(tmp_path / "missing.tsv"),
-                       model_dir=model_dir, do_train=True)
+        finetune("classification", str(tmp_path / "a"), train_file=str(tmp_path / "missing.tsv"),
+                 model_dir=model_dir, do_train=True)
     with pytest.raises(ValueError, match="--max_seq_length=128 exceeds the model's max_position_embeddings"):
-        run_finetuning("classification", str(tmp_path / "a"), train_file=train, model_dir=model_dir, do_train=True)
+        finetune("classification", str(tmp_path / "a"), train_file=train, model_dir=model_dir, do_train=True)
     with pytest.raises(ValueError, match="holds no fine-tuned checkpoint"):
-        run_finetuning("classification", str(tmp_path / "b"), eval_file=train, model_dir=model_dir, do_eval=True,
-                       max_seq_length=16, label_list=["neg", "pos"])
+        finetune("classification", str(tmp_path / "b"), eval_file=train, model_dir=model_dir, do_eval=True,
+                 max_seq_length=16, label_list=["neg", "pos"])
     with pytest.raises(ValueError, match="Give --model_dir"):
-        run_finetuning("classification", str(tmp_path / "c"), train_file=train, do_train=True)
+        finetune("classification", str(tmp_path / "c"), train_file=train, do_train=True)

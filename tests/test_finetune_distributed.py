@@ -13,8 +13,8 @@ import textwrap
 import keras
 import numpy as np
 
-from bert_tf.tasks.job import run_finetuning
 from tests.fixtures.finetune import synthetic
+from tests.helpers.jobs import finetune
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -28,15 +28,15 @@ MIRRORED_SCRIPT = textwrap.dedent("""
     from bert_tf.models import BertEncoder
     from bert_tf.tasks.base import numpy_dataset
     from bert_tf.tasks.inference import predict_outputs
-    from bert_tf.tasks.job import run_finetuning
     from tests.fixtures.finetune import synthetic
+    from tests.helpers.jobs import finetune
 
     args = json.loads(sys.argv[1])
-    results = run_finetuning("classification", args["output_dir"], train_file=args["train"],
-                             eval_file=args["dev"], model_dir=args["model_dir"], max_seq_length=16,
-                             train_batch_size=32, eval_batch_size=6, learning_rate=1e-3, num_train_steps=60,
-                             steps_per_loop=30, do_train=True, do_eval=True, distribution_strategy="mirrored",
-                             seed=1)
+    results = finetune("classification", args["output_dir"], train_file=args["train"],
+                       eval_file=args["dev"], model_dir=args["model_dir"], max_seq_length=16,
+                       train_batch_size=32, eval_batch_size=6, learning_rate=1e-3, num_train_steps=60,
+                       steps_per_loop=30, do_train=True, do_eval=True, distribution_strategy="mirrored",
+                       seed=1)
     # Outputs come back in feature order, whatever the replica split and the padded last batch.
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     with strategy.scope():
@@ -87,10 +87,10 @@ def test_mixed_bfloat16_and_xla(tmp_path, monkeypatch):
 
     monkeypatch.setattr(job, "_build_model", recording_build_model)
     policy = keras.mixed_precision.global_policy().name
-    results = run_finetuning("classification", str(tmp_path / "out"), train_file=train, eval_file=dev,
-                             model_dir=model_dir, max_seq_length=16, train_batch_size=32, learning_rate=1e-3,
-                             num_train_steps=40, steps_per_loop=20, do_train=True, do_eval=True, seed=1,
-                             mixed_precision="mixed_bfloat16", jit_compile=True)
+    results = finetune("classification", str(tmp_path / "out"), train_file=train, eval_file=dev,
+                       model_dir=model_dir, max_seq_length=16, train_batch_size=32, learning_rate=1e-3,
+                       num_train_steps=40, steps_per_loop=20, do_train=True, do_eval=True, seed=1,
+                       mixed_precision="mixed_bfloat16", jit_compile=True)
     # The encoder computed in bfloat16, and it learned the task (chance is 0.5 accuracy, 0 MCC).
     assert compute_dtypes and set(compute_dtypes) == {"bfloat16"}
     assert results["num_examples"] == 50
@@ -126,7 +126,7 @@ def test_killed_finetuning_resumes_to_the_same_weights(tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     try:
-        run_finetuning(**dict(arguments, output_dir=str(tmp_path / "uninterrupted")))
+        finetune(**dict(arguments, output_dir=str(tmp_path / "uninterrupted")))
         log, _ = killed.communicate(timeout=300)
     finally:
         if killed.poll() is None:
@@ -134,7 +134,7 @@ def test_killed_finetuning_resumes_to_the_same_weights(tmp_path):
             killed.wait()
     assert killed.returncode == -signal.SIGKILL, log[-3000:]
     assert os.path.exists(killed_dir / "ckpt-6.index") and not os.path.exists(killed_dir / "ckpt-12.index")
-    run_finetuning(**dict(arguments, output_dir=str(killed_dir)))
+    finetune(**dict(arguments, output_dir=str(killed_dir)))
     reference = _checkpoint_values(str(tmp_path / "uninterrupted" / "ckpt-12"))
     resumed = _checkpoint_values(str(killed_dir / "ckpt-12"))
     assert sorted(reference) == sorted(resumed)

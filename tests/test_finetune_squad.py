@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from bert_tf.tasks.examples import SquadAnswer, SquadExample
-from bert_tf.tasks.job import run_finetuning
 from bert_tf.tasks.squad_features import featurize_squad
 from bert_tf.tasks.squad_postprocessing import postprocess_squad
 from bert_tf.tasks.task_tokenizer import TaskTokenizer
 from tests.fixtures.finetune import synthetic
+from tests.helpers.jobs import finetune
 
 CONTEXT = "Alice walked to Paris, then  Bob's team played the match in Rome and London today."
 
@@ -144,7 +144,7 @@ def test_squad_learns_the_word_after_the_marker(tmp_path, version_2):
     train_file = synthetic.write_json(str(tmp_path / "train.json"), synthetic.squad_data(400, 1, fraction))
     dev_file = synthetic.write_json(str(tmp_path / "dev.json"), synthetic.squad_data(60, 2, fraction))
     output_dir = str(tmp_path / "out")
-    results = run_finetuning(
+    results = finetune(
         "squad", output_dir, train_file=train_file, eval_file=dev_file, predict_file=dev_file, model_dir=model_dir,
         max_seq_length=24, doc_stride=6, max_query_length=8, train_batch_size=32, learning_rate=1e-3,
         num_train_steps=100, warmup_proportion=0.1, do_train=True, do_eval=True,

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from bert_tf.tasks.examples import TaggingExample
-from bert_tf.tasks.job import run_finetuning
 from bert_tf.tasks.readers import DataError
 from bert_tf.tasks.tagging import IGNORED_LABEL, TaggingTask
 from bert_tf.tasks.task_tokenizer import TaskTokenizer
 from tests.fixtures.finetune import synthetic
+from tests.helpers.jobs import finetune
 
 TAGS = ["O", "B-LOC", "I-LOC", "B-PER"]
 
@@ -61,7 +61,7 @@ def test_tagging_learns_names_and_places(tmp_path):
     test_sentences = synthetic.tagging_sentences(20, 3)
     test = synthetic.write_conll(str(tmp_path / "test.conll"), test_sentences, with_tags=False)
     output_dir = str(tmp_path / "out")
-    results = run_finetuning(
+    results = finetune(
         "token_classification", output_dir, train_file=train, eval_file=dev, predict_file=test, model_dir=model_dir,
         max_seq_length=24, train_batch_size=32, learning_rate=1e-3, num_train_steps=100, do_train=True,
         do_eval=True, do_predict=True, steps_per_loop=50, seed=1)

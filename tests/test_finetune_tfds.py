@@ -10,9 +10,9 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from bert_tf.tasks import readers
-from bert_tf.tasks.job import run_finetuning
 from bert_tf.tasks.readers import DataError
 from tests.fixtures.finetune import synthetic
+from tests.helpers.jobs import finetune
 
 SPLIT_SEEDS = {"train": 1, "validation": 2, "test": 3}
 
@@ -49,7 +49,7 @@ def model_dir(tmp_path_factory):
 def test_glue_sst2_learns_and_predicts_unlabelled_test_split(tmp_path, model_dir):
     output_dir = str(tmp_path / "out")
     with tfds.testing.mock_data(as_dataset_fn=learnable_glue(200)):
-        results = run_finetuning(
+        results = finetune(
             "classification", output_dir, tfds_name="glue/sst2", tfds_data_dir=str(tmp_path / "tfds"),
             model_dir=model_dir, max_seq_length=16, train_batch_size=32, learning_rate=1e-3,
             num_train_steps=60, do_train=True, do_eval=True, do_predict=True, steps_per_loop=30, seed=1)
@@ -68,13 +68,13 @@ def test_glue_sst2_learns_and_predicts_unlabelled_test_split(tmp_path, model_dir
 def test_glue_mrpc_sentence_pairs(tmp_path, model_dir):
     output_dir = str(tmp_path / "out")
     with tfds.testing.mock_data(as_dataset_fn=learnable_glue(64)):
-        results = run_finetuning(
+        results = finetune(
             "sentence_pair_classification", output_dir, tfds_name="glue/mrpc", tfds_data_dir=str(tmp_path),
             model_dir=model_dir, max_seq_length=16, train_batch_size=16, num_train_steps=4, do_train=True,
             do_eval=True, steps_per_loop=2)
         with pytest.raises(ValueError, match="sentence pairs .*sentence_pair_classification"):
-            run_finetuning("classification", str(tmp_path / "other"), tfds_name="glue/mrpc", model_dir=model_dir,
-                           do_train=True)
+            finetune("classification", str(tmp_path / "other"), tfds_name="glue/mrpc", model_dir=model_dir,
+                     do_train=True)
     assert set(results) >= {"accuracy", "f1", "matthews_corrcoef"} and results["num_examples"] == 64
     with open(os.path.join(output_dir, "eval_predictions.tsv")) as f:
         rows = list(csv.reader(f, delimiter="\t"))
@@ -85,7 +85,7 @@ def test_glue_mrpc_sentence_pairs(tmp_path, model_dir):
 def test_imdb_reviews_and_glue_stsb_random_mock_data(tmp_path, model_dir):
     with tfds.testing.mock_data(num_examples=24):
         # imdb_reviews evaluates on its "test" split by default (it has no validation split).
-        results = run_finetuning(
+        results = finetune(
             "classification", str(tmp_path / "imdb"), tfds_name="imdb_reviews", tfds_data_dir=str(tmp_path),
             model_dir=model_dir, max_seq_length=16, train_batch_size=8, num_train_steps=3, do_train=True,
             do_eval=True, steps_per_loop=3)
@@ -93,15 +93,15 @@ def test_imdb_reviews_and_glue_stsb_random_mock_data(tmp_path, model_dir):
         with open(os.path.join(tmp_path, "imdb", "task_config.json")) as f:
             assert json.load(f)["label_list"] == ["neg", "pos"]
         # glue/stsb has a float label: regression on sentence pairs.
-        results = run_finetuning(
+        results = finetune(
             "regression", str(tmp_path / "stsb"), tfds_name="glue/stsb", tfds_data_dir=str(tmp_path),
             model_dir=model_dir, max_seq_length=16, train_batch_size=8, num_train_steps=3, do_train=True,
             do_eval=True, steps_per_loop=3)
         assert set(results) >= {"pearson", "spearman", "mse"}
         with pytest.raises(ValueError, match="numeric .*label .idx.* does not fit --task=classification"):
-            run_finetuning("classification", str(tmp_path / "bad"), tfds_name="glue/cola",
-                           tfds_data_dir=str(tmp_path), model_dir=model_dir, do_train=True, num_train_steps=1,
-                           text_a_column="sentence", label_column="idx")
+            finetune("classification", str(tmp_path / "bad"), tfds_name="glue/cola",
+                     tfds_data_dir=str(tmp_path), model_dir=model_dir, do_train=True, num_train_steps=1,
+                     text_a_column="sentence", label_column="idx")
 
 
 def test_unprepared_tfds_dataset_is_a_clear_error_not_a_download(tmp_path):

@@ -1,5 +1,8 @@
 """Tests of `python -m experiments.pretrain` and `run_pretraining`: outputs, kill-and-resume, warm start, flag checks.
 
+`run_pretraining` is called through `tests.helpers.jobs.pretrain`, which builds its config objects from
+the flat argument dicts below (the same dicts become the CLI's flags).
+
 The kill-and-resume test runs, side by side, (A) `run_pretraining` uninterrupted in this process and
 (B) the same run in a subprocess SIGKILLing itself at step 15 (after the step-10 checkpoint, before
 the step-20 one); then it leaves the debris of an interrupted checkpoint write in B's directory and
@@ -19,8 +22,9 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import BertConfig, load_encoder
-from experiments import pretrain
-from tests.helpers import training_data
+from bert_tf.tasks.pretraining import PretrainingArgumentError
+from bert_tf.training import JobArgumentError
+from tests.helpers import jobs, training_data
 
 HELPER = str(training_data.ROOT / "tests" / "helpers" / "training_run.py")
 TIMEOUT = 150
@@ -91,8 +95,8 @@ def runs(setup):
     try:
         # Meanwhile, the uninterrupted reference in this process.
         losses = []
-        reference = pretrain.run_pretraining(**arguments, output_dir=str(tmp / "uninterrupted"), steps_per_loop=5,
-                                             loop_callback=lambda step, metrics: losses.append(metrics["loss"]))
+        reference = jobs.pretrain(**arguments, output_dir=str(tmp / "uninterrupted"), steps_per_loop=5,
+                                  loop_callback=lambda step, metrics: losses.append(metrics["loss"]))
         killed_result = _finish(killed, tmp / "killed.log")
     finally:
         if killed.poll() is None:
@@ -163,9 +167,9 @@ def test_init_checkpoint_warm_starts_encoder_and_heads_with_dynamic_masking(setu
     _, _, arguments = setup
     source = runs["dirs"][0]
     # One step with warm-up: its learning rate is 0, so the weights stay those restored.
-    result = pretrain.run_pretraining(**dict(arguments, eval_input_file=None, num_train_steps=1, num_warmup_steps=1,
-                                             steps_per_loop=1, init_checkpoint=str(source), dynamic_masking=True),
-                                      output_dir=str(tmp_path / "warm"))
+    result = jobs.pretrain(**dict(arguments, eval_input_file=None, num_train_steps=1, num_warmup_steps=1,
+                                  steps_per_loop=1, init_checkpoint=str(source), dynamic_masking=True),
+                           output_dir=str(tmp_path / "warm"))
     assert result.step == 1 and np.isfinite(result.train_metrics["mlm_loss"])
     reference = _checkpoint_values(str(source / f"ckpt-{STEPS}"))
     warm = _checkpoint_values(result.checkpoint)
@@ -174,9 +178,9 @@ def test_init_checkpoint_warm_starts_encoder_and_heads_with_dynamic_masking(setu
             np.testing.assert_array_equal(warm[name], value, err_msg=name)
 
 
-def _rejects(arguments, tmp_path, match, **changes):
-    with pytest.raises(pretrain.PretrainingArgumentError, match=match):
-        pretrain.run_pretraining(**dict(arguments, output_dir=str(tmp_path / "out"), **changes))
+def _rejects(arguments, tmp_path, match, error=PretrainingArgumentError, **changes):
+    with pytest.raises(error, match=match):
+        jobs.pretrain(**dict(arguments, output_dir=str(tmp_path / "out"), **changes))
     assert not os.path.exists(tmp_path / "out")  # checked before anything is written
 
 
@@ -190,9 +194,6 @@ def _rejects(arguments, tmp_path, match, **changes):
     ({"max_seq_length": 16}, "--input_file: .*feature 'input_ids' has length 32 but seq_length=16"),
     ({"num_warmup_steps": 100}, f"--num_warmup_steps=100 exceeds --num_train_steps={STEPS}"),
     ({"train_batch_size": 0}, "--train_batch_size must be an integer >= 1"),
-    ({"distribution_strategy": "tpu"}, "--distribution_strategy=tpu needs --tpu"),
-    ({"tpu": "my-tpu"}, "--tpu='my-tpu' is only used with --distribution_strategy=tpu"),
-    ({"mixed_precision": "float16"}, "--mixed_precision='float16'"),
     ({"vocab_file": None, "dynamic_masking": True}, "--dynamic_masking needs --vocab_file"),
     ({"init_checkpoint": "/nonexistent/ckpt-5"}, "--init_checkpoint: Checkpoint not found"),
     ({"num_gpus": 4}, "--distribution_strategy=one_device: .*num_gpus=4"),
@@ -200,6 +201,17 @@ def _rejects(arguments, tmp_path, match, **changes):
 def test_bad_arguments_are_rejected_naming_the_flag(setup, tmp_path, changes, match):
     _, _, arguments = setup
     _rejects(arguments, tmp_path, match, **changes)
+
+
+@pytest.mark.parametrize("changes,match", [
+    ({"distribution_strategy": "tpu"}, "--distribution_strategy=tpu needs --tpu"),
+    ({"tpu": "my-tpu"}, "--tpu='my-tpu' is only used with --distribution_strategy=tpu"),
+    ({"mixed_precision": "float16"}, "--mixed_precision='float16'"),
+])
+def test_bad_runtime_arguments_are_rejected_naming_the_flag(setup, tmp_path, changes, match):
+    # RuntimeConfig, shared with fine-tuning, checks these; its JobArgumentError is PretrainingArgumentError's base.
+    _, _, arguments = setup
+    _rejects(arguments, tmp_path, match, error=JobArgumentError, **changes)
 
 
 def test_vocab_must_match_the_config(setup, tmp_path):
@@ -211,12 +223,12 @@ def test_vocab_must_match_the_config(setup, tmp_path):
 
 def test_batch_size_must_divide_over_replicas(setup, tmp_path, monkeypatch):
     _, _, arguments = setup
-    from bert_tf import training
+    from bert_tf.training import distribution
 
     class ThreeReplicas:
         num_replicas_in_sync = 3
 
-    monkeypatch.setattr(training, "get_strategy", lambda *args, **kwargs: ThreeReplicas())
+    monkeypatch.setattr(distribution, "get_strategy", lambda *args, **kwargs: ThreeReplicas())
     _rejects(arguments, tmp_path, "--train_batch_size=8 is not divisible by the 3 replicas")
 
 
@@ -224,8 +236,8 @@ def test_output_dir_of_another_model_is_not_resumed(setup, runs, tmp_path):
     _, config, arguments = setup
     other = tmp_path / "other.json"
     BertConfig.from_dict(dict(config.to_dict(), intermediate_size=48)).to_json_file(str(other))
-    with pytest.raises(pretrain.PretrainingArgumentError, match="holds a run of another model"):
-        pretrain.run_pretraining(**dict(arguments, bert_config_file=str(other), output_dir=str(runs["dirs"][0])))
+    with pytest.raises(PretrainingArgumentError, match="holds a run of another model"):
+        jobs.pretrain(**dict(arguments, bert_config_file=str(other), output_dir=str(runs["dirs"][0])))
 
 
 def test_resume_refuses_another_vocabulary_and_leaves_the_output_alone(setup, runs, tmp_path):
@@ -236,8 +248,8 @@ def test_resume_refuses_another_vocabulary_and_leaves_the_output_alone(setup, ru
     tokens[-2] = tokens[-2] + "x"  # same size, one other token
     other = tmp_path / "other_vocab.txt"
     other.write_text("\n".join(tokens), encoding="utf-8")
-    with pytest.raises(pretrain.PretrainingArgumentError, match="--vocab_file=.*other_vocab.txt differs from"):
-        pretrain.run_pretraining(**dict(arguments, vocab_file=str(other), output_dir=str(output_dir)))
+    with pytest.raises(PretrainingArgumentError, match="--vocab_file=.*other_vocab.txt differs from"):
+        jobs.pretrain(**dict(arguments, vocab_file=str(other), output_dir=str(output_dir)))
     assert {name: (output_dir / name).read_bytes() for name in before} == before
 
 
@@ -260,13 +272,13 @@ def dynamic_runs(setup):
     killed = _start([sys.executable, HELPER, "pretrain", "--kill_at_step=10", "--kill_delay=0.02",
                      "--args=" + json.dumps(dict(arguments, output_dir=str(killed_dir)))], tmp / "dynamic_killed.log")
     try:
-        pretrain.run_pretraining(**arguments, output_dir=str(tmp / "dynamic_uninterrupted"))
+        jobs.pretrain(**arguments, output_dir=str(tmp / "dynamic_uninterrupted"))
         killed_result = _finish(killed, tmp / "dynamic_killed.log")
     finally:
         if killed.poll() is None:
             killed.kill()
     listing = sorted(os.listdir(killed_dir))
-    resumed = pretrain.run_pretraining(**arguments, output_dir=str(killed_dir))
+    resumed = jobs.pretrain(**arguments, output_dir=str(killed_dir))
     return {"killed": killed_result, "listing": listing, "resumed": resumed,
             "dirs": (tmp / "dynamic_uninterrupted", killed_dir)}
 

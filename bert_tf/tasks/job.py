@@ -1,5 +1,19 @@
 """`run_finetuning`: the fine-tuning job (train, evaluate, predict) behind `experiments.finetune`.
 
+    from bert_tf.tasks.job import (FinetuningDataConfig, FinetuningModelConfig, FinetuningScheduleConfig,
+                                   FinetuningTaskConfig, run_finetuning)
+
+    results = run_finetuning(
+        FinetuningTaskConfig("classification", max_seq_length=128), "runs/sst",
+        FinetuningModelConfig(model_dir="models/bert_base"),
+        FinetuningDataConfig(train_file="train.tsv", eval_file="dev.tsv", text_a_column="sentence"),
+        FinetuningScheduleConfig(learning_rate=2e-5, num_train_epochs=3.0),
+        do_train=True, do_eval=True)
+
+The config objects hold the flags of `experiments.finetune` (which documents
+them) and check them when they are built; the runtime (strategy, precision,
+seeds) is a `bert_tf.training.RuntimeConfig`.
+
 The model comes from a model directory (`bert_config.json`, `vocab.txt`,
 checkpoint; written by `bert_tf.convert` or `experiments.pretrain`) or from
 an explicit checkpoint, config and vocabulary. Training runs the project's
@@ -20,7 +34,7 @@ import dataclasses
 import json
 import math
 import os
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 from absl import logging
 
@@ -28,13 +42,173 @@ from bert_tf import cli, file_io
 from bert_tf.tasks import readers
 from bert_tf.tasks.readers import DataError
 
+if TYPE_CHECKING:  # bert_tf.training loads TensorFlow; this module does not, until a job runs.
+    from bert_tf.training import RuntimeConfig
+
 TASKS = ("classification", "sentence_pair_classification", "regression", "token_classification", "squad")
 TASK_CONFIG_NAME = "task_config.json"
 EVAL_RESULTS_NAME = "eval_results.json"
+DEFAULT_SEED = 42  # --seed's default
+
+Column = Union[str, int, None]
 
 
 class NonFiniteMetricError(RuntimeError):
     """An evaluation metric is NaN or infinite: the run failed (eval_results.json lists which)."""
+
+
+def _check_positive_int(flag: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"--{flag} must be a positive integer, got {value!r}.")
+
+
+# --- configs ----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuningTaskConfig:
+    """The task and its options (the flags of the same names).
+
+    Attributes:
+      task: one of `TASKS`.
+      max_seq_length: packed sequence length (WordPieces incl. [CLS]/[SEP]).
+      dropout_rate: dropout before the output layer; None: the model's hidden_dropout_prob.
+      doc_stride, max_query_length, max_answer_length, n_best_size,
+      version_2_with_negative, null_score_diff_threshold: SQuAD's options.
+    """
+
+    task: str
+    max_seq_length: int = 128
+    dropout_rate: Optional[float] = None
+    doc_stride: int = 128
+    max_query_length: int = 64
+    max_answer_length: int = 30
+    n_best_size: int = 20
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+
+    def __post_init__(self):
+        if self.task not in TASKS:
+            raise ValueError(f"--task must be one of {', '.join(TASKS)}, got {self.task!r}.")
+        _check_positive_int("max_seq_length", self.max_seq_length)
+        if self.task == "squad" and self.max_query_length + 3 >= self.max_seq_length:
+            raise ValueError(f"--max_seq_length ({self.max_seq_length}) must exceed --max_query_length "
+                             f"({self.max_query_length}) + 3.")
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuningModelConfig:
+    """Where the pretrained model comes from (the flags of the same names).
+
+    `model_dir` (bert_config.json, vocab.txt, checkpoint), or `init_checkpoint`
+    + `bert_config_file` + `vocab_file`, which also override the model
+    directory's. Not needed to evaluate or predict with an `output_dir` that
+    holds a fine-tuned model. `do_lower_case`: lower-case and strip accents
+    (uncased models). Checked when the job reads them.
+    """
+
+    model_dir: Optional[str] = None
+    init_checkpoint: Optional[str] = None
+    bert_config_file: Optional[str] = None
+    vocab_file: Optional[str] = None
+    do_lower_case: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuningDataConfig:
+    """The training, evaluation and prediction data (the flags of the same names).
+
+    Attributes:
+      train_file, eval_file, predict_file: TSV/CSV/JSONL (classification,
+        regression), CoNLL columns (token_classification) or SQuAD JSON.
+      tfds_name, tfds_data_dir, tfds_*_split: a prepared TFDS text dataset
+        instead of files (classification and regression).
+      text_a_column, text_b_column, label_column: columns of the text files
+        (names or 0-based indices; keys for JSONL), or TFDS feature names.
+      file_format, has_header: of the text files (format default: from the extension).
+      label_list: class names or tags in id order; default: from a previous
+        run's `task_config.json`, the TFDS label names, or the training data.
+      conll_word_column, conll_label_column: CoNLL files' columns.
+    """
+
+    train_file: Optional[str] = None
+    eval_file: Optional[str] = None
+    predict_file: Optional[str] = None
+    tfds_name: Optional[str] = None
+    tfds_data_dir: Optional[str] = None
+    tfds_train_split: str = "train"
+    tfds_eval_split: Optional[str] = None
+    tfds_predict_split: Optional[str] = None
+    text_a_column: Column = None
+    text_b_column: Column = None
+    label_column: Column = None
+    file_format: Optional[str] = None
+    has_header: bool = True
+    label_list: Optional[Sequence[str]] = None
+    conll_word_column: int = 0
+    conll_label_column: int = -1
+
+    def __post_init__(self):
+        if self.label_list is not None:
+            object.__setattr__(self, "label_list", tuple(self.label_list))
+        if self.tfds_name:
+            for flag in ("train_file", "eval_file", "predict_file"):
+                if getattr(self, flag):
+                    raise ValueError(f"Give either --tfds_name or --{flag}, not both.")
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuningScheduleConfig:
+    """Batch sizes, optimization and checkpoints (the flags of the same names).
+
+    `predict_batch_size` None: `eval_batch_size`. `num_train_steps` None:
+    `num_train_epochs` over the training features. Warm-up is
+    `warmup_proportion` of the steps; `clip_norm` None: no clipping.
+    """
+
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: Optional[int] = None
+    learning_rate: float = 5e-5
+    num_train_epochs: float = 3.0
+    num_train_steps: Optional[int] = None
+    warmup_proportion: float = 0.1
+    weight_decay_rate: float = 0.01
+    clip_norm: Optional[float] = 1.0
+    steps_per_loop: int = 100
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+
+    def __post_init__(self):
+        for flag, value in (("train_batch_size", self.train_batch_size), ("eval_batch_size", self.eval_batch_size),
+                            ("predict_batch_size", self.predict_batch_size or 1)):
+            _check_positive_int(flag, value)
+        if not 0.0 <= self.warmup_proportion <= 1.0:
+            raise ValueError(f"--warmup_proportion must be in [0, 1], got {self.warmup_proportion}.")
+
+    def train_steps(self, num_features: int) -> int:
+        """`num_train_steps`, or the steps of `num_train_epochs` over `num_features` features."""
+        num_train_steps = self.num_train_steps
+        if num_train_steps is None:
+            if not self.num_train_epochs > 0:
+                raise ValueError(f"--num_train_epochs must be positive, got {self.num_train_epochs}.")
+            num_train_steps = max(1, int(math.ceil(num_features * self.num_train_epochs / self.train_batch_size)))
+        if num_train_steps < 1:
+            raise ValueError(f"--num_train_steps must be positive, got {num_train_steps}.")
+        return num_train_steps
+
+    def training_config(self, num_train_steps: int, jit_compile: bool = False):
+        """The loop's `TrainingConfig` for `num_train_steps` steps (see `train_steps`)."""
+        from bert_tf.training import TrainingConfig
+        return TrainingConfig(
+            num_train_steps=num_train_steps, learning_rate=self.learning_rate,
+            num_warmup_steps=int(num_train_steps * self.warmup_proportion), weight_decay_rate=self.weight_decay_rate,
+            clip_norm=self.clip_norm, steps_per_loop=min(self.steps_per_loop, num_train_steps),
+            save_checkpoints_steps=self.save_checkpoints_steps, keep_checkpoint_max=self.keep_checkpoint_max,
+            jit_compile=jit_compile)
+
+
+# --- the job ----------------------------------------------------------------------
 
 
 @dataclasses.dataclass
@@ -44,94 +218,111 @@ class _ModelSource:
     init_checkpoint: Optional[str]
 
 
-def run_finetuning(task: str, output_dir: str, *,
-                   train_file: Optional[str] = None, eval_file: Optional[str] = None,
-                   predict_file: Optional[str] = None,
-                   tfds_name: Optional[str] = None, tfds_data_dir: Optional[str] = None,
-                   tfds_train_split: str = "train", tfds_eval_split: Optional[str] = None,
-                   tfds_predict_split: Optional[str] = None,
-                   text_a_column=None, text_b_column=None, label_column=None,
-                   file_format: Optional[str] = None, has_header: bool = True,
-                   label_list: Optional[Sequence[str]] = None,
-                   conll_word_column: int = 0, conll_label_column: int = -1,
-                   model_dir: Optional[str] = None, init_checkpoint: Optional[str] = None,
-                   bert_config_file: Optional[str] = None, vocab_file: Optional[str] = None,
-                   do_lower_case: bool = True, max_seq_length: int = 128,
-                   train_batch_size: int = 32, eval_batch_size: int = 8, predict_batch_size: Optional[int] = None,
-                   learning_rate: float = 5e-5, num_train_epochs: float = 3.0,
-                   num_train_steps: Optional[int] = None, warmup_proportion: float = 0.1,
-                   weight_decay_rate: float = 0.01, clip_norm: Optional[float] = 1.0,
-                   do_train: bool = False, do_eval: bool = False, do_predict: bool = False,
-                   distribution_strategy: str = "one_device", num_gpus: Optional[int] = None,
-                   tpu: Optional[str] = None, jit_compile: bool = False, mixed_precision: str = "float32",
-                   steps_per_loop: int = 100, save_checkpoints_steps: int = 1000, keep_checkpoint_max: int = 5,
-                   seed: Optional[int] = 42, deterministic: bool = False, dropout_rate: Optional[float] = None,
-                   doc_stride: int = 128, max_query_length: int = 64, max_answer_length: int = 30,
-                   n_best_size: int = 20, version_2_with_negative: bool = False,
-                   null_score_diff_threshold: float = 0.0) -> dict:
+@dataclasses.dataclass
+class _Inputs:
+    """What the job read and checked before TensorFlow is set up (examples and features per phase)."""
+    output_dir: str
+    source: _ModelSource
+    task_object: object  # FinetuningTask
+    train_examples: Optional[list] = None
+    train_features: object = None
+    eval_examples: Optional[list] = None
+    eval_features: object = None
+    predict_examples: Optional[list] = None
+    predict_features: object = None
+
+
+def run_finetuning(task: FinetuningTaskConfig, output_dir: str, model: FinetuningModelConfig,
+                   data: FinetuningDataConfig, schedule: Optional[FinetuningScheduleConfig] = None,
+                   runtime: Optional[RuntimeConfig] = None, *, do_train: bool = False, do_eval: bool = False,
+                   do_predict: bool = False) -> dict:
     """Fine-tunes, evaluates and/or predicts; returns the evaluation metrics (empty without `do_eval`).
 
-    Args (the flags of `experiments.finetune`, which documents them):
-      task: one of `TASKS`.
+    Args:
+      task, model, data, schedule: see their classes; schedule None: the defaults.
       output_dir: checkpoints, summaries, results and predictions.
-      train_file, eval_file, predict_file: TSV/CSV/JSONL (classification,
-        regression), CoNLL columns (token_classification) or SQuAD JSON.
-      tfds_name, tfds_data_dir, tfds_*_split: a prepared TFDS text dataset
-        instead of files (classification and regression).
-      text_a_column, text_b_column, label_column: columns of the text files
-        (names or 0-based indices; keys for JSONL), or TFDS feature names.
-      label_list: class names or tags in id order; default: from a previous
-        run's `task_config.json`, the TFDS label names, or the training data.
-      model_dir: a model directory; or `init_checkpoint` + `bert_config_file`
-        + `vocab_file`. Not needed to evaluate/predict with an `output_dir`
-        that holds a fine-tuned model.
-      seed: seeds initialisation, dropout and shuffling; `deterministic`
+      runtime: strategy, precision and seeds; None: `RuntimeConfig(seed=DEFAULT_SEED)`.
+        Its seed seeds initialisation, dropout and shuffling; `deterministic`
         also makes TensorFlow's ops deterministic (process-wide; a GPU op
         without a deterministic kernel then raises).
+      do_train, do_eval, do_predict: the phases to run (at least one).
 
     Raises:
       DataError: bad input data, naming the file and line or record.
       ValueError: inconsistent arguments, naming the flag.
     """
-    import keras
+    from bert_tf import training
 
-    from bert_tf.training import precision
-
-    if task not in TASKS:
-        raise ValueError(f"--task must be one of {', '.join(TASKS)}, got {task!r}.")
+    schedule = schedule if schedule is not None else FinetuningScheduleConfig()
+    runtime = runtime if runtime is not None else training.RuntimeConfig(seed=DEFAULT_SEED)
     if not (do_train or do_eval or do_predict):
         raise ValueError("At least one of --do_train, --do_eval and --do_predict must be set.")
-    for flag, value in (("max_seq_length", max_seq_length), ("train_batch_size", train_batch_size),
-                        ("eval_batch_size", eval_batch_size), ("predict_batch_size", predict_batch_size or 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"--{flag} must be a positive integer, got {value!r}.")
-    if not 0.0 <= warmup_proportion <= 1.0:
-        raise ValueError(f"--warmup_proportion must be in [0, 1], got {warmup_proportion}.")
-    if mixed_precision not in precision.PRECISION_POLICIES:
-        raise ValueError(f"--mixed_precision must be one of {', '.join(precision.PRECISION_POLICIES)}, "
-                         f"got {mixed_precision!r}.")
-    if tfds_name and task in ("token_classification", "squad"):
-        raise ValueError(f"--tfds_name is supported for classification and regression, not --task={task}; "
+    if data.tfds_name and task.task in ("token_classification", "squad"):
+        raise ValueError(f"--tfds_name is supported for classification and regression, not --task={task.task}; "
                          "use --train_file/--eval_file/--predict_file.")
-    _check_data_sources(task, tfds_name, do_train, do_eval, do_predict, train_file, eval_file, predict_file)
-
-    data = _DataSource(task, tfds_name, tfds_data_dir, tfds_train_split, tfds_eval_split, tfds_predict_split,
-                       text_a_column, text_b_column, label_column, file_format, has_header,
-                       conll_word_column, conll_label_column, version_2_with_negative)
-
+    _check_data_sources(data, do_train, do_eval, do_predict)
     # Nothing is written to output_dir before every check passed.
-    output_dir = os.path.abspath(output_dir)
+    inputs = _read_inputs(task, os.path.abspath(output_dir), model, data, do_train, do_eval, do_predict)
+
+    batch_sizes = {"train_batch_size": schedule.train_batch_size} if do_train else {}
+    with training.training_runtime(runtime, batch_sizes=batch_sizes, always_seed=True) as strategy:
+        is_chief = training.is_chief(strategy)
+        if do_train:
+            if is_chief:
+                # Written first, so a run stopped during training can be evaluated or resumed as it is.
+                _write_model_files(inputs.output_dir, inputs.source, inputs.task_object)
+            trained, step = _train(inputs, strategy, schedule, runtime)
+        else:
+            trained, step = _restore_finetuned(inputs.task_object, inputs.source, strategy, inputs.output_dir)
+
+        results = {}
+        if not is_chief:
+            return results
+        # Multi-worker runs evaluate on the chief alone, outside the collective strategy.
+        eval_strategy = strategy if training.num_workers(strategy) == 1 else tf_default_strategy()
+        if do_eval:
+            results = _evaluate(inputs, trained, step, schedule.eval_batch_size, eval_strategy, runtime.jit_compile)
+        if do_predict:
+            _predict_and_write(inputs, trained, schedule.predict_batch_size or schedule.eval_batch_size,
+                               eval_strategy, runtime.jit_compile)
+        return results
+
+
+def _read_inputs(task: FinetuningTaskConfig, output_dir: str, model: FinetuningModelConfig,
+                 data: FinetuningDataConfig, do_train: bool, do_eval: bool, do_predict: bool) -> _Inputs:
+    """Reads the model's config and vocabulary and all the data, and checks them; writes nothing."""
+    reader = _DataSource(task.task, data, task.version_2_with_negative)
     saved_task_config = _read_task_config(output_dir)
     finetuned = _latest_checkpoint(output_dir)
-    source = _model_source(model_dir, init_checkpoint, bert_config_file, vocab_file, output_dir,
-                           need_init=do_train and finetuned is None, has_finetuned=finetuned is not None)
-    if max_seq_length > source.config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={max_seq_length} exceeds the model's max_position_embeddings "
+    source = _model_source(model, output_dir, need_init=do_train and finetuned is None,
+                           has_finetuned=finetuned is not None)
+    if task.max_seq_length > source.config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={task.max_seq_length} exceeds the model's max_position_embeddings "
                          f"({source.config.max_position_embeddings}).")
-    if task == "squad" and max_query_length + 3 >= max_seq_length:
-        raise ValueError(f"--max_seq_length ({max_seq_length}) must exceed --max_query_length "
-                         f"({max_query_length}) + 3.")
+    tokenizer = _tokenizer(source, model.do_lower_case)
 
+    train_examples = reader.read("train", data.train_file) if do_train else None
+    labels = _resolve_labels(task.task, data.label_list, saved_task_config, reader, train_examples)
+    task_object = _build_task(task, tokenizer, labels, reader.sentence_pair)
+    if finetuned is not None:
+        _check_resumable(output_dir, saved_task_config, source, task_object)
+    # All data is read and featurized before training, so bad evaluation or prediction data
+    # (an unknown label, a malformed record) fails now rather than after hours of training.
+    inputs = _Inputs(output_dir, source, task_object)
+    if do_train:
+        inputs.train_examples = train_examples
+        inputs.train_features = task_object.featurize(train_examples, training=True)
+    if do_eval:
+        inputs.eval_examples = reader.read("eval", data.eval_file)
+        inputs.eval_features = task_object.featurize(inputs.eval_examples, training=False)
+    if do_predict:
+        inputs.predict_examples = reader.read("predict", data.predict_file)
+        inputs.predict_features = task_object.featurize([_without_label(e) for e in inputs.predict_examples],
+                                                        training=False)
+    return inputs
+
+
+def _tokenizer(source: _ModelSource, do_lower_case: bool):
     from bert_tf.tasks.task_tokenizer import TaskTokenizer
     cli.load_vocab(source.vocab_file, "vocab_file")  # errors naming the flag, file and line
     tokenizer = TaskTokenizer(source.vocab_file, lower_case=do_lower_case)
@@ -140,85 +331,38 @@ def run_finetuning(task: str, output_dir: str, *,
         # smaller vocabulary means the ids are not those the model was trained with.
         raise ValueError(f"--vocab_file: {source.vocab_file} has {tokenizer.vocab_size} tokens but the model's "
                          f"vocab_size is {source.config.vocab_size}.")
+    return tokenizer
 
-    train_examples = data.read("train", train_file) if do_train else None
-    labels = _resolve_labels(task, label_list, saved_task_config, data, train_examples)
-    task_object = _build_task(task, tokenizer, max_seq_length, labels, data.sentence_pair, dropout_rate,
-                              doc_stride, max_query_length, max_answer_length, n_best_size,
-                              version_2_with_negative, null_score_diff_threshold)
-    if finetuned is not None:
-        _check_resumable(output_dir, saved_task_config, source, task_object)
-    # All data is read and featurized before training, so bad evaluation or prediction data
-    # (an unknown label, a malformed record) fails now rather than after hours of training.
-    train_features = task_object.featurize(train_examples, training=True) if do_train else None
-    eval_examples = data.read("eval", eval_file) if do_eval else None
-    eval_features = task_object.featurize(eval_examples, training=False) if do_eval else None
-    predict_examples = data.read("predict", predict_file) if do_predict else None
-    predict_features = (task_object.featurize([_without_label(e) for e in predict_examples], training=False)
-                        if do_predict else None)
 
-    previous_policy = keras.mixed_precision.global_policy()
-    precision.set_precision_policy(mixed_precision)
-    try:
-        from bert_tf.training import distribution, enable_determinism
-        if deterministic:
-            if seed is None:
-                raise ValueError("--deterministic needs a --seed.")
-            enable_determinism(seed)
-        elif seed is not None:
-            keras.utils.set_random_seed(seed)
-        strategy = distribution.get_strategy(distribution_strategy, num_gpus=num_gpus, tpu=tpu)
-        is_chief = distribution.is_chief(strategy)
+def _evaluate(inputs: _Inputs, model, step, batch_size, strategy, jit_compile) -> dict:
+    """Evaluates, writes eval_predictions.* and eval_results.json; a non-finite metric fails the run."""
+    task_object, examples = inputs.task_object, inputs.eval_examples
+    predictions = _predict(task_object, model, examples, inputs.eval_features, batch_size, strategy, jit_compile)
+    results = task_object.evaluate(examples, predictions)
+    results.update(num_examples=len(examples), global_step=step)
+    task_object.write_predictions(examples, predictions, inputs.output_dir, prefix="eval_")
+    non_finite = sorted(k for k, v in results.items() if isinstance(v, float) and not math.isfinite(v))
+    # JSON has no NaN/Infinity: such metrics are written as null and listed, and the run fails.
+    written = {k: (None if k in non_finite else v) for k, v in results.items()}
+    if non_finite:
+        written["non_finite_metrics"] = non_finite
+    file_io.write_json(os.path.join(inputs.output_dir, EVAL_RESULTS_NAME), written)
+    logging.info("***** Eval results (step %d) *****", step)
+    for key in sorted(results):
+        logging.info("  %s = %s", key, results[key])
+    if non_finite:
+        raise NonFiniteMetricError(
+            "evaluation gave non-finite metrics: "
+            + ", ".join(f"{k}={results[k]}" for k in non_finite)
+            + f" (step {step}); the model diverged or the evaluation data is degenerate.")
+    return results
 
-        if do_train:
-            if is_chief:
-                # Written first, so a run stopped during training can be evaluated or resumed as it is.
-                _write_model_files(output_dir, source, task_object)
-            model, step = _train(task_object, train_examples, train_features, source, strategy, output_dir,
-                                 train_batch_size=train_batch_size, learning_rate=learning_rate,
-                                 num_train_epochs=num_train_epochs, num_train_steps=num_train_steps,
-                                 warmup_proportion=warmup_proportion, weight_decay_rate=weight_decay_rate,
-                                 clip_norm=clip_norm, jit_compile=jit_compile, steps_per_loop=steps_per_loop,
-                                 save_checkpoints_steps=save_checkpoints_steps,
-                                 keep_checkpoint_max=keep_checkpoint_max, seed=seed)
-        else:
-            model, step = _restore_finetuned(task_object, source, strategy, output_dir)
 
-        results = {}
-        if not is_chief:
-            return results
-        # Multi-worker runs evaluate on the chief alone, outside the collective strategy.
-        eval_strategy = strategy if distribution.num_workers(strategy) == 1 else tf_default_strategy()
-        if do_eval:
-            examples = eval_examples
-            predictions = _predict(task_object, model, examples, eval_features, eval_batch_size, eval_strategy,
-                                   jit_compile)
-            results = task_object.evaluate(examples, predictions)
-            results.update(num_examples=len(examples), global_step=step)
-            task_object.write_predictions(examples, predictions, output_dir, prefix="eval_")
-            non_finite = sorted(k for k, v in results.items() if isinstance(v, float) and not math.isfinite(v))
-            # JSON has no NaN/Infinity: such metrics are written as null and listed, and the run fails.
-            written = {k: (None if k in non_finite else v) for k, v in results.items()}
-            if non_finite:
-                written["non_finite_metrics"] = non_finite
-            file_io.write_json(os.path.join(output_dir, EVAL_RESULTS_NAME), written)
-            logging.info("***** Eval results (step %d) *****", step)
-            for key in sorted(results):
-                logging.info("  %s = %s", key, results[key])
-            if non_finite:
-                raise NonFiniteMetricError(
-                    "evaluation gave non-finite metrics: "
-                    + ", ".join(f"{k}={results[k]}" for k in non_finite)
-                    + f" (step {step}); the model diverged or the evaluation data is degenerate.")
-        if do_predict:
-            examples = predict_examples
-            predictions = _predict(task_object, model, examples, predict_features,
-                                   predict_batch_size or eval_batch_size, eval_strategy, jit_compile)
-            paths = task_object.write_predictions(examples, predictions, output_dir, prefix="")
-            logging.info("Wrote predictions for %d examples to %s.", len(examples), ", ".join(paths))
-        return results
-    finally:
-        keras.mixed_precision.set_global_policy(previous_policy)
+def _predict_and_write(inputs: _Inputs, model, batch_size, strategy, jit_compile) -> None:
+    task_object, examples = inputs.task_object, inputs.predict_examples
+    predictions = _predict(task_object, model, examples, inputs.predict_features, batch_size, strategy, jit_compile)
+    paths = task_object.write_predictions(examples, predictions, inputs.output_dir, prefix="")
+    logging.info("Wrote predictions for %d examples to %s.", len(examples), ", ".join(paths))
 
 
 def tf_default_strategy():
@@ -229,14 +373,11 @@ def tf_default_strategy():
 # --- arguments -----------------------------------------------------------------
 
 
-def _check_data_sources(task, tfds_name, do_train, do_eval, do_predict, train_file, eval_file, predict_file):
-    if tfds_name:
-        for flag, value in (("train_file", train_file), ("eval_file", eval_file), ("predict_file", predict_file)):
-            if value:
-                raise ValueError(f"Give either --tfds_name or --{flag}, not both.")
-        return
-    for wanted, flag, value in ((do_train, "train_file", train_file), (do_eval, "eval_file", eval_file),
-                                (do_predict, "predict_file", predict_file)):
+def _check_data_sources(data: FinetuningDataConfig, do_train, do_eval, do_predict):
+    if data.tfds_name:
+        return  # FinetuningDataConfig refuses files besides it.
+    for wanted, flag, value in ((do_train, "train_file", data.train_file), (do_eval, "eval_file", data.eval_file),
+                                (do_predict, "predict_file", data.predict_file)):
         if wanted and not value:
             raise ValueError(f"--do_{flag.split('_')[0]} needs --{flag} (or --tfds_name).")
         if wanted and not os.path.isfile(value):
@@ -289,11 +430,12 @@ def _read_task_config(output_dir: str) -> Optional[dict]:
         raise ValueError(f"{path}: unreadable task config ({e}).") from None
 
 
-def _model_source(model_dir, init_checkpoint, bert_config_file, vocab_file, output_dir, need_init,
-                  has_finetuned) -> _ModelSource:
+def _model_source(model: FinetuningModelConfig, output_dir, need_init, has_finetuned) -> _ModelSource:
     from bert_tf.checkpoints.model_dir import CONFIG_NAME, VOCAB_NAME, find_checkpoint
     from bert_tf.config import BertConfig
 
+    model_dir, init_checkpoint = model.model_dir, model.init_checkpoint
+    bert_config_file, vocab_file = model.bert_config_file, model.vocab_file
     if model_dir:
         if not os.path.isdir(model_dir):
             raise ValueError(f"--model_dir: not a directory: {model_dir}")
@@ -328,24 +470,23 @@ def _model_source(model_dir, init_checkpoint, bert_config_file, vocab_file, outp
 class _DataSource:
     """Reads the examples of one phase from a file or from TFDS, with the column settings of the job."""
 
-    def __init__(self, task, tfds_name, tfds_data_dir, train_split, eval_split, predict_split, text_a_column,
-                 text_b_column, label_column, file_format, has_header, conll_word_column, conll_label_column,
-                 version_2_with_negative):
+    def __init__(self, task: str, data: FinetuningDataConfig, version_2_with_negative: bool):
         self.task = task
-        self.tfds_name = tfds_name
-        self.tfds_data_dir = tfds_data_dir
-        self.file_format = file_format
-        self.has_header = has_header
-        self.conll_word_column = conll_word_column
-        self.conll_label_column = conll_label_column
+        self.tfds_name = tfds_name = data.tfds_name
+        self.tfds_data_dir = tfds_data_dir = data.tfds_data_dir
+        self.file_format = data.file_format
+        self.has_header = data.has_header
+        self.conll_word_column = data.conll_word_column
+        self.conll_label_column = data.conll_label_column
         self.version_2_with_negative = version_2_with_negative
+        text_a_column, text_b_column, label_column = data.text_a_column, data.text_b_column, data.label_column
         self.label_names = None
         self.regression = task == "regression"
         if tfds_name:
             default_a, default_b, default_eval = readers.tfds_defaults(tfds_name) if text_a_column is None \
                 else (text_a_column, text_b_column, "validation")
-            self.splits = {"train": train_split, "eval": eval_split or default_eval,
-                           "predict": predict_split or "test"}
+            self.splits = {"train": data.tfds_train_split, "eval": data.tfds_eval_split or default_eval,
+                           "predict": data.tfds_predict_split or "test"}
             self.text_a = text_a_column or default_a
             self.text_b = text_b_column if text_b_column is not None else default_b
             self.label = label_column or "label"
@@ -409,21 +550,19 @@ def _resolve_labels(task, label_list, saved_task_config, data: _DataSource, trai
     return labels
 
 
-def _build_task(task, tokenizer, max_seq_length, labels, sentence_pair, dropout_rate, doc_stride,
-                max_query_length, max_answer_length, n_best_size, version_2_with_negative,
-                null_score_diff_threshold):
-    if task in ("classification", "sentence_pair_classification", "regression"):
+def _build_task(task: FinetuningTaskConfig, tokenizer, labels, sentence_pair):
+    if task.task in ("classification", "sentence_pair_classification", "regression"):
         from bert_tf.tasks.classification import ClassificationTask
-        return ClassificationTask(tokenizer, max_seq_length, labels, sentence_pair=sentence_pair,
-                                  dropout_rate=dropout_rate)
-    if task == "token_classification":
+        return ClassificationTask(tokenizer, task.max_seq_length, labels, sentence_pair=sentence_pair,
+                                  dropout_rate=task.dropout_rate)
+    if task.task == "token_classification":
         from bert_tf.tasks.tagging import TaggingTask
-        return TaggingTask(tokenizer, max_seq_length, labels, dropout_rate=dropout_rate)
+        return TaggingTask(tokenizer, task.max_seq_length, labels, dropout_rate=task.dropout_rate)
     from bert_tf.tasks.squad import SquadTask
-    return SquadTask(tokenizer, max_seq_length, doc_stride=doc_stride, max_query_length=max_query_length,
-                     max_answer_length=max_answer_length, n_best_size=n_best_size,
-                     version_2_with_negative=version_2_with_negative,
-                     null_score_diff_threshold=null_score_diff_threshold)
+    return SquadTask(tokenizer, task.max_seq_length, doc_stride=task.doc_stride,
+                     max_query_length=task.max_query_length, max_answer_length=task.max_answer_length,
+                     n_best_size=task.n_best_size, version_2_with_negative=task.version_2_with_negative,
+                     null_score_diff_threshold=task.null_score_diff_threshold)
 
 
 # --- model, training, prediction --------------------------------------------------
@@ -443,42 +582,28 @@ def _num_features(features) -> int:
     return len(features["text_a"]) if isinstance(features, dict) else len(features)
 
 
-def _train(task_object, examples, features, source: _ModelSource, strategy, output_dir, *, train_batch_size,
-           learning_rate, num_train_epochs, num_train_steps, warmup_proportion, weight_decay_rate, clip_norm,
-           jit_compile, steps_per_loop, save_checkpoints_steps, keep_checkpoint_max, seed):
+def _train(inputs: _Inputs, strategy, schedule: FinetuningScheduleConfig, runtime: RuntimeConfig):
     from bert_tf.checkpoints.model_dir import restore
-    from bert_tf.training import TrainingConfig, train
+    from bert_tf.training import train
 
+    task_object, features, source = inputs.task_object, inputs.train_features, inputs.source
     num_features = _num_features(features)
-    if num_train_steps is None:
-        if not num_train_epochs > 0:
-            raise ValueError(f"--num_train_epochs must be positive, got {num_train_epochs}.")
-        num_train_steps = max(1, int(math.ceil(num_features * num_train_epochs / train_batch_size)))
-    if num_train_steps < 1:
-        raise ValueError(f"--num_train_steps must be positive, got {num_train_steps}.")
-    num_replicas = strategy.num_replicas_in_sync
-    if train_batch_size % num_replicas:
-        raise ValueError(f"--train_batch_size ({train_batch_size}) must be divisible by the number of replicas "
-                         f"({num_replicas}).")
-    config = TrainingConfig(
-        num_train_steps=num_train_steps, learning_rate=learning_rate,
-        num_warmup_steps=int(num_train_steps * warmup_proportion), weight_decay_rate=weight_decay_rate,
-        clip_norm=clip_norm, steps_per_loop=min(steps_per_loop, num_train_steps),
-        save_checkpoints_steps=save_checkpoints_steps, keep_checkpoint_max=keep_checkpoint_max,
-        jit_compile=jit_compile)
-    logging.info("***** Training: %d examples, %d features, batch size %d, %d steps *****", len(examples),
-                 num_features, train_batch_size, num_train_steps)
+    num_train_steps = schedule.train_steps(num_features)
+    config = schedule.training_config(num_train_steps, jit_compile=runtime.jit_compile)
+    logging.info("***** Training: %d examples, %d features, batch size %d, %d steps *****",
+                 len(inputs.train_examples), num_features, schedule.train_batch_size, num_train_steps)
 
     def dataset_fn(input_context):
-        batch_size = input_context.get_per_replica_batch_size(train_batch_size)
-        return task_object.dataset(features, batch_size, training=True, seed=seed, input_context=input_context)
+        batch_size = input_context.get_per_replica_batch_size(schedule.train_batch_size)
+        return task_object.dataset(features, batch_size, training=True, seed=runtime.seed,
+                                   input_context=input_context)
 
     def init_fn(model):
         restore(model.encoder, source.init_checkpoint)
         logging.info("Initialised the encoder from %s.", source.init_checkpoint)
 
     result = train(strategy, lambda: _build_model(task_object, source.config), task_object.compute_loss,
-                   dataset_fn, output_dir, config, checkpoint_items_fn=_checkpoint_items, init_fn=init_fn)
+                   dataset_fn, inputs.output_dir, config, checkpoint_items_fn=_checkpoint_items, init_fn=init_fn)
     return result.model, result.step
 
 

@@ -1,4 +1,4 @@
-"""Training: the distributed custom loop, BERT's optimizer, strategies and mixed precision.
+"""Training: the distributed custom loop, BERT's optimizer, strategies, mixed precision and job set-up.
 
 TensorFlow-specific (tf.distribute, tf.data, tf.train.Checkpoint); the models
 it trains are backend-independent Keras.
@@ -12,3 +12,4 @@ from bert_tf.training.loop import (EVAL_RESULTS_NAME, SUMMARIES_DIR, NonFiniteLo
 from bert_tf.training.optimization import AdamWeightDecay, WarmupPolynomialDecay, create_optimizer
 from bert_tf.training.precision import (PRECISION_POLICIES, DynamicLossScale, needs_loss_scaling,
                                         set_precision_policy)
+from bert_tf.training.runtime import JobArgumentError, RuntimeConfig, training_runtime

@@ -9,8 +9,9 @@ one strategy, or with several in turn (comma-separated; `name:jit` for XLA, `nam
 mixed_float16, `name:jit+float16` for both), evaluates it on
 `synthetic_eval_dataset_fn`, and saves each run's weights and metrics to `<out>.<run>.npz`;
 `--clipping_out` then also runs the `clipping` check. `clipping` checks the global-norm clipping of
-`AdamWeightDecay` across two mirrored replicas. `pretrain` calls `experiments.pretrain.run_pretraining`
-and `finetune` `bert_tf.tasks.job.run_finetuning` with the JSON arguments. All three SIGKILL themselves
+`AdamWeightDecay` across two mirrored replicas. `pretrain` calls `bert_tf.tasks.pretraining.run_pretraining`
+and `finetune` `bert_tf.tasks.job.run_finetuning` with the JSON arguments (the flags, sorted into the
+jobs' configs by `tests.helpers.jobs`). All three SIGKILL themselves
 after the inner loop that ends at `--kill_at_step`, or `--kill_delay` seconds later (inside the next
 loop: in a step or a checkpoint write).
 """
@@ -114,19 +115,19 @@ def run_clipping(out, strategy=None):
 
 
 def run_pretrain(args):
-    from experiments.pretrain import run_pretraining
+    from tests.helpers import jobs
 
-    run_pretraining(loop_callback=_killer(args), **json.loads(args.args))
+    jobs.pretrain(loop_callback=_killer(args), **json.loads(args.args))
 
 
 def run_finetune(args):
     """`run_finetuning` with the JSON arguments; the loop gets the killer as its callback."""
     from bert_tf import training
-    from bert_tf.tasks.job import run_finetuning
+    from tests.helpers import jobs
 
     train = training.train
     training.train = lambda *a, **k: train(*a, **dict(k, loop_callback=_killer(args)))
-    run_finetuning(**json.loads(args.args))
+    jobs.finetune(**json.loads(args.args))
 
 
 def main():

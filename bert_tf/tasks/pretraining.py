@@ -1,0 +1,373 @@
+"""`run_pretraining`: the BERT pretraining job (masked LM + next sentence prediction) behind `experiments.pretrain`.
+
+    from bert_tf import BertConfig
+    from bert_tf.tasks.pretraining import PretrainingDataConfig, PretrainingScheduleConfig, run_pretraining
+    from bert_tf.training import RuntimeConfig
+
+    result = run_pretraining(
+        "runs/pretrain", BertConfig.from_preset("bert_mini"),
+        PretrainingDataConfig(input_file="runs/data/train-*.tfrecord", eval_input_file="runs/data/eval.tfrecord"),
+        PretrainingScheduleConfig(learning_rate=1e-4, num_train_steps=10000, num_warmup_steps=1000),
+        RuntimeConfig(deterministic=True, seed=12345), vocab_file="vocab.txt")
+
+The config objects hold the flags of `experiments.pretrain` (which documents
+them and the outputs) and check them when they are built; `run_pretraining`
+checks the rest (files, the model) before it writes anything. Every error is
+a `PretrainingArgumentError` (or, for `RuntimeConfig`, a `JobArgumentError`)
+naming the flag.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Callable, Optional
+
+from absl import logging
+
+from bert_tf import cli, file_io, training
+from bert_tf.config import BertConfig
+from bert_tf.training.runtime import JobArgumentError, RuntimeConfig, training_runtime
+
+DEFAULT_SEED = 12345  # --seed's default
+
+
+class PretrainingArgumentError(JobArgumentError):
+    """A run_pretraining argument (= flag) that cannot work; the message names the flag."""
+
+
+def _check_int(name: str, value, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise PretrainingArgumentError(f"--{name} must be an integer >= {minimum}, got {value!r}.")
+
+
+def resolve_bert_config(bert_config_file: Optional[str] = None, preset: Optional[str] = None) -> BertConfig:
+    """The `BertConfig` of `--bert_config_file` or `--preset` (exactly one of them)."""
+    given = [name for name, value in (("--bert_config_file", bert_config_file), ("--preset", preset)) if value]
+    if len(given) != 1:
+        raise PretrainingArgumentError(
+            f"Give exactly one of --bert_config_file and --preset (got {', '.join(given) or 'neither'}).")
+    try:
+        if preset:
+            return BertConfig.from_preset(preset)
+        return BertConfig.from_json_file(bert_config_file)
+    except (ValueError, FileNotFoundError) as e:
+        flag = "--preset" if preset else "--bert_config_file"
+        raise PretrainingArgumentError(f"{flag}: {e}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingDataConfig:
+    """The TFRecords and how they are batched and masked (the flags of the same names).
+
+    Attributes:
+      input_file: training TFRecords, comma-separated globs.
+      eval_input_file: held-out TFRecords (comma-separated globs), or None.
+      max_seq_length, max_predictions_per_seq: the records' shapes.
+      train_batch_size, eval_batch_size: global batch sizes (over all replicas).
+      shuffle_buffer_size: records in the training shuffle buffer.
+      dynamic_masking: re-mask each batch as it is read (needs a vocab_file).
+      masked_lm_prob: the masking rate of dynamic masking.
+    """
+
+    input_file: str
+    eval_input_file: Optional[str] = None
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    shuffle_buffer_size: int = 10000
+    dynamic_masking: bool = False
+    masked_lm_prob: float = 0.15
+
+    def __post_init__(self):
+        if not self.input_file:
+            raise PretrainingArgumentError("--input_file is required.")
+        for name in ("max_seq_length", "max_predictions_per_seq", "train_batch_size", "eval_batch_size"):
+            _check_int(name, getattr(self, name))
+        if self.max_predictions_per_seq > self.max_seq_length:
+            raise PretrainingArgumentError(f"--max_predictions_per_seq={self.max_predictions_per_seq} exceeds "
+                                           f"--max_seq_length={self.max_seq_length}.")
+        if not 0.0 < self.masked_lm_prob < 1.0:
+            raise PretrainingArgumentError(f"--masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingScheduleConfig:
+    """Optimization, checkpoint and evaluation schedule (the flags of the same names).
+
+    Attributes:
+      learning_rate: peak learning rate of AdamW.
+      num_train_steps: the step training ends at.
+      num_warmup_steps: linear warm-up steps (then linear decay to 0).
+      save_checkpoints_steps: checkpoint interval; keep_checkpoint_max: checkpoints kept.
+      steps_per_loop: steps per compiled loop call (and per progress line).
+      eval_every_steps: also evaluate every this many steps (0: only at the end).
+      max_eval_steps: batches per evaluation (0: the whole eval set).
+    """
+
+    learning_rate: float = 5e-5
+    num_train_steps: int = 100000
+    num_warmup_steps: int = 10000
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+    steps_per_loop: int = 1000
+    eval_every_steps: int = 0
+    max_eval_steps: int = 100
+
+    def __post_init__(self):
+        for name in ("num_train_steps", "save_checkpoints_steps", "keep_checkpoint_max", "steps_per_loop"):
+            _check_int(name, getattr(self, name))
+        for name in ("num_warmup_steps", "max_eval_steps", "eval_every_steps"):
+            _check_int(name, getattr(self, name), minimum=0)
+        if self.num_warmup_steps > self.num_train_steps:
+            raise PretrainingArgumentError(
+                f"--num_warmup_steps={self.num_warmup_steps} exceeds --num_train_steps={self.num_train_steps}.")
+        if not self.learning_rate > 0:
+            raise PretrainingArgumentError(f"--learning_rate must be positive, got {self.learning_rate}.")
+
+    def training_config(self, jit_compile: bool = False) -> training.TrainingConfig:
+        """The loop's `TrainingConfig` (BERT's optimizer: decay 0.01, clipping at norm 1.0)."""
+        return training.TrainingConfig(
+            num_train_steps=self.num_train_steps, learning_rate=self.learning_rate,
+            num_warmup_steps=self.num_warmup_steps, steps_per_loop=self.steps_per_loop,
+            save_checkpoints_steps=self.save_checkpoints_steps, keep_checkpoint_max=self.keep_checkpoint_max,
+            eval_every_steps=self.eval_every_steps or None, max_eval_steps=self.max_eval_steps or None,
+            jit_compile=jit_compile)
+
+
+def run_pretraining(output_dir: str, model: BertConfig, data: PretrainingDataConfig,
+                    schedule: Optional[PretrainingScheduleConfig] = None, runtime: Optional[RuntimeConfig] = None,
+                    *, vocab_file: Optional[str] = None, init_checkpoint: Optional[str] = None,
+                    loop_callback: Optional[Callable] = None) -> training.TrainingResult:
+    """Pretrains (or resumes pretraining) a BERT in `output_dir`.
+
+    Args:
+      output_dir: checkpoints, summaries, bert_config.json, vocab.txt and
+        eval_results.json; an existing run there is resumed.
+      model: the `BertConfig` to train (`resolve_bert_config` reads the flags').
+      data, schedule: see their classes; schedule None: the defaults.
+      runtime: strategy, precision, seeds; None: `RuntimeConfig(seed=DEFAULT_SEED)`.
+      vocab_file: the vocabulary the data was written with; copied into
+        `output_dir`; needed by `data.dynamic_masking`.
+      init_checkpoint: warm start from a TF2 model directory or checkpoint
+        (the encoder, and the pretraining heads when it has them); ignored
+        when resuming.
+      loop_callback: the loop's `loop_callback(step, metrics)`.
+
+    Returns:
+      The loop's `TrainingResult` (model, step, train and eval metrics, checkpoint).
+
+    Raises:
+      PretrainingArgumentError (a ValueError) naming the flag, before
+      anything is written, for arguments that cannot work.
+    """
+    schedule = schedule if schedule is not None else PretrainingScheduleConfig()
+    runtime = runtime if runtime is not None else RuntimeConfig(seed=DEFAULT_SEED)
+    train_files, eval_files = _check_arguments(output_dir, model, data, vocab_file)
+    # TensorFlow state: determinism, precision, then the strategy before any op runs.
+    with training_runtime(runtime, batch_sizes={"train_batch_size": data.train_batch_size,
+                                                "eval_batch_size": data.eval_batch_size},
+                          error=PretrainingArgumentError) as strategy:
+        _check_records(data, train_files, eval_files)
+        init_checkpoint = _find_init_checkpoint(init_checkpoint)
+        masking = _dynamic_masking(data, vocab_file)
+        logging.info("Strategy %s: %d replica(s), %d worker(s); global batch %d (%d per replica).",
+                     runtime.distribution_strategy, strategy.num_replicas_in_sync, training.num_workers(strategy),
+                     data.train_batch_size, data.train_batch_size // strategy.num_replicas_in_sync)
+        if training.is_chief(strategy):
+            _prepare_output_dir(output_dir, model, vocab_file)
+        return _train(strategy, output_dir, model, data, schedule, runtime, train_files, eval_files, masking,
+                      init_checkpoint, loop_callback)
+
+
+# --- checks before TensorFlow runs ----------------------------------------------------
+
+
+def _check_arguments(output_dir, config: BertConfig, data: PretrainingDataConfig, vocab_file):
+    """The checks that need no TensorFlow state; returns the (train, eval or None) file lists."""
+    if not output_dir:
+        raise PretrainingArgumentError("--output_dir is required.")
+    if data.max_seq_length > config.max_position_embeddings:
+        raise PretrainingArgumentError(
+            f"--max_seq_length={data.max_seq_length} exceeds the model's max_position_embeddings="
+            f"{config.max_position_embeddings}.")
+    if vocab_file:
+        _check_vocab(vocab_file, config)
+    if data.dynamic_masking and not vocab_file:
+        raise PretrainingArgumentError("--dynamic_masking needs --vocab_file (for the [MASK] and special ids).")
+    train_files = _resolve_files("input_file", data.input_file)
+    eval_files = _resolve_files("eval_input_file", data.eval_input_file) if data.eval_input_file else None
+    _check_output_dir(output_dir, config, vocab_file)
+    return train_files, eval_files
+
+
+def _resolve_files(flag: str, patterns: str) -> list[str]:
+    from bert_tf.data.pretraining_dataset import resolve_input_files
+    try:
+        return list(resolve_input_files(patterns))
+    except ValueError as e:
+        raise PretrainingArgumentError(f"--{flag}={patterns!r}: {e}") from None
+
+
+def _check_vocab(vocab_file: str, config: BertConfig) -> None:
+    """The vocabulary must be readable, hold the special tokens and match the config's vocab_size."""
+    from bert_tf.tokenization.vocab import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN, special_token_ids
+    try:
+        vocab = cli.load_vocab(vocab_file, "vocab_file")
+        # [CLS]/[SEP] frame every record; [MASK] is what masked-LM inputs hold.
+        special_token_ids(vocab, vocab_file, required=(CLS_TOKEN, SEP_TOKEN, MASK_TOKEN))
+    except ValueError as e:
+        raise PretrainingArgumentError(f"--vocab_file: {e}") from None
+    if len(vocab) != config.vocab_size:
+        raise PretrainingArgumentError(
+            f"--vocab_file={vocab_file} has {len(vocab)} tokens but the BERT config has vocab_size="
+            f"{config.vocab_size}.")
+
+
+def _check_output_dir(output_dir: str, config: BertConfig, vocab_file: str | None) -> None:
+    """Refuses to resume a run of another model or vocabulary; writes nothing."""
+    from bert_tf.checkpoints.model_dir import CONFIG_NAME, VOCAB_NAME
+    config_path = os.path.join(output_dir, CONFIG_NAME)
+    if os.path.exists(config_path):
+        try:
+            existing = BertConfig.from_json_file(config_path)
+        except ValueError as e:
+            raise PretrainingArgumentError(f"--output_dir: {e}") from None
+        if existing != config:
+            raise PretrainingArgumentError(
+                f"--output_dir={output_dir} holds a run of another model ({config_path} differs from the "
+                "requested config); use a new --output_dir or the same config to resume.")
+    vocab_path = os.path.join(output_dir, VOCAB_NAME)
+    if vocab_file and os.path.exists(vocab_path) and not _same_bytes(vocab_file, vocab_path):
+        raise PretrainingArgumentError(
+            f"--vocab_file={vocab_file} differs from {vocab_path} of the run being resumed; use a new "
+            "--output_dir or the same vocabulary.")
+
+
+def _same_bytes(path_a: str, path_b: str) -> bool:
+    with open(path_a, "rb") as a, open(path_b, "rb") as b:
+        return a.read() == b.read()
+
+
+# --- checks with TensorFlow, inside the strategy's set-up --------------------------------
+
+
+def _check_records(data: PretrainingDataConfig, train_files: list[str], eval_files: list[str] | None) -> None:
+    """The first record of every file has the shapes of `data`; neither file set is empty."""
+    from bert_tf.data.pretraining_dataset import check_record_format, detect_compression
+    for flag, files in (("input_file", train_files), ("eval_input_file", eval_files or [])):
+        for path in files:
+            try:
+                check_record_format(path, detect_compression(path), data.max_seq_length,
+                                    data.max_predictions_per_seq, need_masked_lm=not data.dynamic_masking)
+            except ValueError as e:
+                raise PretrainingArgumentError(f"--{flag}: {e}") from None
+        # An endless (repeated) dataset of no records would wait forever for its first batch.
+        if files and not any(os.path.getsize(path) for path in files):
+            raise PretrainingArgumentError(f"--{flag}: no records in {', '.join(files)}.")
+
+
+def _find_init_checkpoint(init_checkpoint: str | None) -> str | None:
+    if not init_checkpoint:
+        return init_checkpoint
+    from bert_tf.checkpoints import model_dir as model_dir_lib
+    try:
+        return model_dir_lib.find_checkpoint(init_checkpoint)
+    except FileNotFoundError as e:
+        raise PretrainingArgumentError(f"--init_checkpoint: {e}") from None
+
+
+def _dynamic_masking(data: PretrainingDataConfig, vocab_file: str | None):
+    """The `DynamicMaskingConfig` of `data.dynamic_masking`, or None."""
+    if not data.dynamic_masking:
+        return None
+    from bert_tf.data import DynamicMaskingConfig
+    try:
+        return DynamicMaskingConfig.from_vocab_file(vocab_file, masked_lm_prob=data.masked_lm_prob)
+    except ValueError as e:
+        raise PretrainingArgumentError(f"--vocab_file (for --dynamic_masking): {e}") from None
+
+
+# --- writing and training ----------------------------------------------------------------
+
+
+def _prepare_output_dir(output_dir: str, config: BertConfig, vocab_file: str | None) -> None:
+    """Writes bert_config.json and vocab.txt (after `_check_output_dir` passed)."""
+    from bert_tf.checkpoints.model_dir import CONFIG_NAME, VOCAB_NAME
+    os.makedirs(output_dir, exist_ok=True)
+    config_path = os.path.join(output_dir, CONFIG_NAME)
+    if not os.path.exists(config_path):
+        file_io.write_text(config_path, config.to_json_string())
+    vocab_path = os.path.join(output_dir, VOCAB_NAME)
+    if vocab_file and not os.path.exists(vocab_path):
+        file_io.copy_file(vocab_file, vocab_path)
+
+
+def _train(strategy, output_dir, config: BertConfig, data: PretrainingDataConfig,
+           schedule: PretrainingScheduleConfig, runtime: RuntimeConfig, train_files, eval_files, masking,
+           init_checkpoint, loop_callback):
+    """Runs the loop; a corrupt record met while training is a `PretrainingArgumentError` naming the file."""
+    import tensorflow as tf
+
+    from bert_tf.checkpoints import model_dir as model_dir_lib
+    from bert_tf.data import pretraining_dataset
+    from bert_tf.models import BertEncoder, BertPretrainer, pretraining_losses
+
+    seed = runtime.seed
+    data_seed = seed if runtime.deterministic else None
+
+    def train_dataset_fn(input_context):
+        return pretraining_dataset(train_files, data.train_batch_size, data.max_seq_length,
+                                   data.max_predictions_per_seq, is_training=True, input_context=input_context,
+                                   shuffle_buffer_size=data.shuffle_buffer_size, seed=data_seed,
+                                   dynamic_masking=masking, check_files=False)
+
+    def eval_dataset_fn(input_context):
+        # Evaluation masks (when drawn) use a fixed seed, so evaluations are comparable.
+        return pretraining_dataset(eval_files, data.eval_batch_size, data.max_seq_length,
+                                   data.max_predictions_per_seq, is_training=False, input_context=input_context,
+                                   seed=seed, dynamic_masking=masking, drop_remainder=False, check_files=False)
+
+    def init_fn(model):
+        if not init_checkpoint:
+            return
+        if model_dir_lib.has_pretraining_heads(init_checkpoint):
+            model_dir_lib.restore(model, init_checkpoint)
+            logging.info("Initialised the encoder and pretraining heads from %s.", init_checkpoint)
+        else:
+            model_dir_lib.restore(model.encoder, init_checkpoint)
+            logging.info("Initialised the encoder from %s (new pretraining heads).", init_checkpoint)
+
+    try:
+        return training.train(
+            strategy, lambda: BertPretrainer(BertEncoder(config)), pretraining_losses, train_dataset_fn,
+            output_dir, schedule.training_config(jit_compile=runtime.jit_compile),
+            eval_dataset_fn=eval_dataset_fn if eval_files else None, init_fn=init_fn, loop_callback=loop_callback)
+    except tf.errors.DataLossError:
+        # The first record of every file was checked; a file damaged further on fails here,
+        # after the last checkpoint was written, which stays as it was.
+        where = _find_corrupt_record(train_files + (eval_files or []))
+        if where is None:
+            raise
+        latest = tf.train.latest_checkpoint(output_dir)
+        raise PretrainingArgumentError(
+            f"{where}; training stopped, the latest checkpoint ({latest or 'none'}) is kept.") from None
+
+
+def _find_corrupt_record(files: list[str]) -> str | None:
+    """"<file>: ..." for the first file that does not read to its end, or None.
+
+    Only called after training failed on a DataLossError, whose message names
+    no file.
+    """
+    import tensorflow as tf
+    from bert_tf.data.pretraining_dataset import detect_compression
+    for path in files:
+        count = 0
+        try:
+            for _ in tf.data.TFRecordDataset(path, compression_type=detect_compression(path)):
+                count += 1
+        except tf.errors.OpError as e:
+            return f"{path}: corrupt or truncated after record {count} ({e.message})"
+    return None

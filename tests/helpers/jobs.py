@@ -1,0 +1,48 @@
+"""The two training jobs called with the flags as flat keyword arguments, as the tests' argument dicts hold them.
+
+    result = jobs.pretrain(output_dir=..., input_file=..., bert_config_file=..., num_train_steps=20, ...)
+    results = jobs.finetune("classification", output_dir, train_file=..., model_dir=..., do_train=True)
+
+Each sorts the names into the job's config objects (by their fields; a name no
+config has goes to the job as a keyword argument, so an unknown one is a
+TypeError), builds them, and calls `run_pretraining`/`run_finetuning`. The
+configs are built inside the call, so `pytest.raises` around it also sees
+their errors. The same dicts become command lines (`--name=value`) and JSON
+arguments of `training_run.py`, hence flat.
+"""
+
+import dataclasses
+
+
+def _take(config_class, arguments: dict, **defaults):
+    """`config_class` built from (and without) the entries of `arguments` that are its fields."""
+    names = {field.name for field in dataclasses.fields(config_class)}
+    values = dict(defaults, **{name: arguments.pop(name) for name in list(arguments) if name in names})
+    return config_class(**values)
+
+
+def pretrain(output_dir, **arguments):
+    """`bert_tf.tasks.pretraining.run_pretraining` with the flags of `experiments.pretrain` as keywords."""
+    from bert_tf.tasks import pretraining
+    from bert_tf.training import RuntimeConfig
+
+    arguments = dict(arguments)
+    model = pretraining.resolve_bert_config(arguments.pop("bert_config_file", None), arguments.pop("preset", None))
+    data = _take(pretraining.PretrainingDataConfig, arguments)
+    schedule = _take(pretraining.PretrainingScheduleConfig, arguments)
+    runtime = _take(RuntimeConfig, arguments, seed=pretraining.DEFAULT_SEED)
+    return pretraining.run_pretraining(output_dir, model, data, schedule, runtime, **arguments)
+
+
+def finetune(task, output_dir, **arguments):
+    """`bert_tf.tasks.job.run_finetuning` with the flags of `experiments.finetune` as keywords."""
+    from bert_tf.tasks import job
+    from bert_tf.training import RuntimeConfig
+
+    arguments = dict(arguments)
+    task_config = _take(job.FinetuningTaskConfig, arguments, task=task)
+    model = _take(job.FinetuningModelConfig, arguments)
+    data = _take(job.FinetuningDataConfig, arguments)
+    schedule = _take(job.FinetuningScheduleConfig, arguments)
+    runtime = _take(RuntimeConfig, arguments, seed=job.DEFAULT_SEED)
+    return job.run_finetuning(task_config, output_dir, model, data, schedule, runtime, **arguments)
