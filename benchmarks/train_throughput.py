@@ -149,7 +149,7 @@ def child_ours_tf(args):
     steps = args.warmup_steps + args.timed_steps
     loop_config = training.TrainingConfig(
         num_train_steps=steps, learning_rate=1e-4, num_warmup_steps=1, steps_per_loop=1,
-        save_checkpoints_steps=10 ** 9, jit_compile=bool(args.xla))
+        save_checkpoints_steps=10 ** 9, jit_compile=args.xla == "1")
     with tempfile.TemporaryDirectory() as model_dir:
         training.train(training.get_strategy("one_device"), lambda: BertPretrainer(BertEncoder(config)),
                        pretraining_losses, dataset_fn, model_dir, loop_config, loop_callback=record)
@@ -279,7 +279,7 @@ def child_keras_hub(args):
     model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
     # keras-hub's default loss and weighted accuracy, BERT's AdamW settings.
     model.compile(optimizer=keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0),
-                  jit_compile=bool(args.xla))
+                  jit_compile=args.xla == "1")
     b = synthetic_batch(args, np)
     x = {"token_ids": tf.constant(b["input_word_ids"]), "segment_ids": tf.constant(b["input_type_ids"]),
          "padding_mask": tf.constant(b["input_mask"].astype(bool)),
@@ -313,7 +313,7 @@ def child_model_garden(args):
     inputs = {k: b[k] for k in ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions")}
     model(inputs)
 
-    @tf.function(jit_compile=bool(args.xla))
+    @tf.function(jit_compile=args.xla == "1")
     def train_step():
         with tf.GradientTape() as tape:
             outputs = model(inputs, training=True)

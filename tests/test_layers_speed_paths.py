@@ -37,6 +37,23 @@ def test_dropout_masks_follow_the_seed_state_and_change_every_call():
     assert not np.array_equal(np.asarray(layer(x, training=True)), np.asarray(layer(x, training=True)))
 
 
+def test_dropout_masks_are_independent_between_neighbours_seeds_and_calls():
+    # The hashed words must not repeat a pattern along the counter or between seeds: for
+    # independent Bernoulli(1/2) drops every pair statistic is 1/4 (5 sigma over 2**19 pairs).
+    x = np.ones((512, 2048), "float32")
+    generator = keras.random.SeedGenerator(0)
+    first = np.asarray(fast_dropout(x, 0.5, generator)).ravel() == 0
+    second = np.asarray(fast_dropout(x, 0.5, generator)).ravel() == 0
+    other_seed = np.asarray(fast_dropout(x, 0.5, keras.random.SeedGenerator(1))).ravel() == 0
+    tolerance = 5 * np.sqrt(0.25 * 0.75 / (first.size // 2))
+    for offset in (1, 2, 3, 16, 2048):  # within a 32-bit word, across words, across rows
+        assert abs(np.mean(first[:-offset] & first[offset:]) - 0.25) < tolerance, offset
+    for a, b in ((first, second), (first, other_seed), (second, other_seed)):
+        assert abs(np.mean(a & b) - 0.25) < tolerance
+    # Each 16-bit half of a word drops on its own, at the documented rate.
+    assert abs(np.mean(first[0::2]) - 0.5) < tolerance and abs(np.mean(first[1::2]) - 0.5) < tolerance
+
+
 def test_dropout_is_the_identity_at_inference_and_at_rate_zero():
     x = np.random.default_rng(0).normal(size=(4, 5)).astype("float32")
     np.testing.assert_array_equal(np.asarray(Dropout(0.3)(x, training=False)), x)
@@ -99,3 +116,24 @@ def test_dropout_on_the_jax_backend_without_tensorflow():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "0.1 [0.0, 1.1111]"
+
+
+def test_mlm_cross_entropy_and_hits_equal_keras_loss_and_argmax():
+    from bert_tf.models.bert_pretrainer import sparse_cross_entropy_with_hits
+
+    rng = np.random.default_rng(4)
+    logits = (rng.normal(size=(6, 5, 300)) * 4).astype("float32")
+    labels = rng.integers(0, 300, (6, 5)).astype("int32")
+    labels[0, :] = logits[0].argmax(-1)  # some hits, at least one row of them
+    loss, hits = sparse_cross_entropy_with_hits(labels, logits)
+    reference = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    np.testing.assert_allclose(np.asarray(loss), np.asarray(reference), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(hits), (logits.argmax(-1) == labels).astype("float32"))
+    assert np.asarray(hits)[0].all() and np.asarray(hits).mean() < 0.5
+    with tf.GradientTape() as tape:
+        tensor = tf.constant(logits)
+        tape.watch(tensor)
+        value = tf.reduce_sum(sparse_cross_entropy_with_hits(labels, tensor)[0])
+    softmax = np.exp(logits - logits.max(-1, keepdims=True))
+    softmax /= softmax.sum(-1, keepdims=True)
+    np.testing.assert_allclose(tape.gradient(value, tensor).numpy(), softmax - np.eye(300)[labels], atol=1e-6)

@@ -2,10 +2,19 @@
 
 `keras.layers.Dropout` draws one float32 uniform number per element, then
 compares, selects and scales, forward and backward. On a CPU that mask was
-30-45% of BERT's training step. Here one stateless draw of 32-bit words is
-reinterpreted as two 16-bit integers per element, compared with an integer
-threshold, and applied as one multiply by a {0, scale} mask (whose gradient
-is the same multiply).
+30-45% of BERT's training step. Here each 32-bit random word gives two 16-bit
+numbers, compared with an integer threshold, and the mask is applied as one
+multiply by {0, scale} (whose gradient is the same multiply).
+
+On TensorFlow the words come from a counter-based hash rather than Philox:
+word i is `fmix32(fmix32(i * 0x9E3779B9 ^ k0) + k1)` (MurmurHash3's
+finalizer, twice, keyed by the layer's 64-bit stateless seed `(k0, k1)`),
+which is a few 32-bit multiplies and shifts per word where Philox's 10 rounds
+of 32x32->64-bit products made the masks 9% of the XLA CPU training step of
+bert_mini (55 ms of 600); the hash costs about 20 ms. A hash is ample for
+dropout, which needs independent, evenly spread bits, not cryptographic
+strength (tests/test_layers_speed_paths.py checks the rate, the neighbour and
+call-to-call independence). JAX keeps `jax.random.bits`.
 
 Keep probability: an element is dropped when its 16-bit number is below
 `threshold = round(rate * 65536)`, so the realized drop rate is
@@ -28,6 +37,26 @@ def dropout_threshold(rate: float) -> int:
     return int(round(float(rate) * _RANGE))
 
 
+def _hashed_words_tf(num_words, seed):
+    """uint32 [num_words]: word i is the keyed double fmix32 hash of i (see the module docstring).
+
+    Args:
+      num_words: scalar int32 tensor.
+      seed: int64 [2] stateless seed, as `keras.random.SeedGenerator.next()` gives.
+    """
+    import tensorflow as tf
+
+    def fmix32(x):
+        x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 16)) * tf.constant(0x85EBCA6B, tf.uint32)
+        x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 13)) * tf.constant(0xC2B2AE35, tf.uint32)
+        return tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 16))
+
+    key = tf.cast(tf.bitwise.bitwise_and(tf.cast(seed, tf.int64), 0xFFFFFFFF), tf.uint32)
+    counter = tf.bitcast(tf.range(num_words, dtype=tf.int32), tf.uint32)
+    mixed = fmix32(tf.bitwise.bitwise_xor(counter * tf.constant(0x9E3779B9, tf.uint32), key[0]))
+    return fmix32(mixed + key[1])
+
+
 def _keep_mask(inputs, threshold, seed_generator):
     """Boolean mask shaped like `inputs`: a uniform 16-bit number per element is >= `threshold`."""
     backend = keras.backend.backend()
@@ -35,10 +64,7 @@ def _keep_mask(inputs, threshold, seed_generator):
         import tensorflow as tf
 
         shape, num_elements = tf.shape(inputs), tf.size(inputs)
-        # Stateless TF random ops take int32 seeds under XLA; Keras keeps the state in int64.
-        seed = tf.cast(tf.math.floormod(seed_generator.next(), tf.int32.max - 1), tf.int32)
-        words = tf.random.stateless_uniform([(num_elements + 1) // 2], seed=seed, minval=None, maxval=None,
-                                            dtype=tf.uint32)
+        words = _hashed_words_tf((num_elements + 1) // 2, seed_generator.next())
         bits = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:num_elements]
         return tf.reshape(bits, shape) >= tf.constant(threshold, tf.uint16)
     if backend == "jax":
