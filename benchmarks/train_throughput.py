@@ -288,8 +288,8 @@ def child_keras_hub(args):
     weights = tf.constant(b["masked_lm_weights"])
 
     result = _time_steps(lambda: model.train_on_batch(x, y, sample_weight=weights), args)
-    result["versions"] = {"keras-hub": keras_hub.__version__, "keras": keras.__version__,
-                          "tensorflow": tf.__version__}
+    result["versions"] = {"keras-hub": keras_hub.__version__, "keras (keras-hub venv)": keras.__version__,
+                          "tensorflow (keras-hub venv)": tf.__version__}
     return result
 
 
@@ -331,7 +331,7 @@ def child_model_garden(args):
     result = _time_steps(train_step, args, sync=lambda x: x.numpy())
     import official
     result["versions"] = {"tf-models-official": getattr(official, "__version__", "2.20.0"),
-                          "tensorflow": tf.__version__}
+                          "tensorflow (Model Garden venv)": tf.__version__}
     return result
 
 
