@@ -4,6 +4,7 @@ The runtime pins are the set that installs together cleanly (see BUILD.md for
 what each one is for). tensorflow-text and tf-keras require the full
 `tensorflow` package; `tensorflow-cpu` conflicts with them.
 """
+
 import setuptools
 
 INSTALL_REQUIRES = [
@@ -29,6 +30,7 @@ EXTRAS_REQUIRE = {
         "nbclient",
         "nbformat",
         "ipykernel",
+        "ruff==0.17.6",  # the code style (ruff.toml), checked by tests/test_code_style.py
     ],
     "benchmarks": [
         "psutil",  # peak memory of a process tree (benchmarks/create_pretraining_data_speed.py)
@@ -40,8 +42,9 @@ setuptools.setup(
     version="0.1.0",
     description="BERT for TensorFlow and Keras 3: encoder, pretraining, fine-tuning and TF Hub-style export.",
     python_requires=">=3.10",
-    packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*", "experiments", "experiments.*",
-                                               "tfrecords_tools", "tfrecords_tools.*"]),
+    packages=setuptools.find_packages(
+        include=["bert_tf", "bert_tf.*", "experiments", "experiments.*", "tfrecords_tools", "tfrecords_tools.*"]
+    ),
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
     entry_points={

@@ -21,10 +21,14 @@ DEFAULT_PEER_DIR = os.path.join(os.path.expanduser("~"), ".cache", "bert_tf_benc
 # Each peer gets its own virtual environment (Model Garden pins its own TensorFlow), from PyPI.
 PEER_VENVS = {
     "hf_torch": {"requirements": ["torch", "transformers", "numpy"], "probe": "import torch, transformers"},
-    "keras_hub": {"requirements": ["keras-hub==0.32.*", "tensorflow==2.21.0", "tensorflow-text==2.21.*", "numpy"],
-                  "probe": "import keras_hub, tensorflow"},
-    "tf_models": {"requirements": ["tf-models-official==2.20.0"],
-                  "probe": "import os; os.environ['TF_USE_LEGACY_KERAS']='1'; import official.nlp.modeling"},
+    "keras_hub": {
+        "requirements": ["keras-hub==0.32.*", "tensorflow==2.21.0", "tensorflow-text==2.21.*", "numpy"],
+        "probe": "import keras_hub, tensorflow",
+    },
+    "tf_models": {
+        "requirements": ["tf-models-official==2.20.0"],
+        "probe": "import os; os.environ['TF_USE_LEGACY_KERAS']='1'; import official.nlp.modeling",
+    },
 }
 
 
@@ -52,16 +56,22 @@ def peer_python(peer_dir: str, name: str, create: bool) -> str | None:
     spec = PEER_VENVS[name]
 
     def works():
-        return os.path.exists(python) and subprocess.run(
-            [python, "-c", spec["probe"]], capture_output=True, timeout=300,
-            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")).returncode == 0
+        return (
+            os.path.exists(python)
+            and subprocess.run(
+                [python, "-c", spec["probe"]],
+                capture_output=True,
+                timeout=300,
+                env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+            ).returncode
+            == 0
+        )
 
     if works():
         return python
     if not create:
         return None
-    print(f"creating {os.path.join(peer_dir, name)} ({' '.join(spec['requirements'])}); this takes minutes",
-          flush=True)
+    print(f"creating {os.path.join(peer_dir, name)} ({' '.join(spec['requirements'])}); this takes minutes", flush=True)
     subprocess.run([sys.executable, "-m", "venv", os.path.join(peer_dir, name)], check=True, timeout=600)
     subprocess.run([python, "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True, timeout=1800)
     subprocess.run([python, "-m", "pip", "install", "-q"] + spec["requirements"], check=True, timeout=3600)
@@ -74,18 +84,23 @@ def run_child(python: str, script: str, args: list, env: dict | None = None, tim
     """Runs `python script --child ... args` and returns the JSON on its last `RESULT ` line."""
     child_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
     child_env.update(env or {})
-    proc = subprocess.run([python, script] + args, capture_output=True, text=True, env=child_env,
-                          timeout=timeout, check=False)
+    proc = subprocess.run(
+        [python, script] + args, capture_output=True, text=True, env=child_env, timeout=timeout, check=False
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode or not lines:
         return {"error": (proc.stderr or proc.stdout)[-2000:]}
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 def summarize(step_seconds: list, batch_size: int) -> dict:
     median = statistics.median(step_seconds)
-    return {"median_step_s": median, "sequences_per_s": batch_size / median,
-            "min_step_s": min(step_seconds), "max_step_s": max(step_seconds)}
+    return {
+        "median_step_s": median,
+        "sequences_per_s": batch_size / median,
+        "min_step_s": min(step_seconds),
+        "max_step_s": max(step_seconds),
+    }
 
 
 def write_section(name: str, title: str, body_lines: list) -> None:

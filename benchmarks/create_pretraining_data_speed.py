@@ -39,12 +39,20 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 SECTION = "create_pretraining_data_speed"
-FLAGS = ["--max_seq_length=128", "--max_predictions_per_seq=20", "--dupe_factor=10",
-         "--random_seed=12345", "--masked_lm_prob=0.15", "--short_seq_prob=0.1", "--do_lower_case=True"]
+FLAGS = [
+    "--max_seq_length=128",
+    "--max_predictions_per_seq=20",
+    "--dupe_factor=10",
+    "--random_seed=12345",
+    "--masked_lm_prob=0.15",
+    "--short_seq_prob=0.1",
+    "--do_lower_case=True",
+]
 
 
 def _tree_rss(process):
     import psutil
+
     try:
         total = process.memory_info().rss
         for child in process.children(recursive=True):
@@ -69,6 +77,7 @@ def measure(command, env):
     work done even when other jobs share the cores.
     """
     import psutil
+
     cpu_before = _children_cpu_seconds()
     start = time.perf_counter()
     with tempfile.TemporaryFile("w+") as log:
@@ -106,15 +115,21 @@ def prepare_reference(reference_dir, work):
 
 def summarize(paths, vocab_file):
     from tfrecords_tools import inspect_tfrecords
+
     out = io.StringIO()
     stats = inspect_tfrecords.inspect(",".join(paths), vocab_file, num=0, out=out)
     text = out.getvalue()
     import numpy as np
+
     lengths = np.concatenate(stats.lengths)
     predictions = np.concatenate(stats.predictions)
-    return {"instances": stats.num_records, "mean_length": float(lengths.mean()),
-            "random_next": stats.num_random_next / stats.num_records,
-            "masked_fraction": float(predictions.sum() / lengths.sum()), "text": text}
+    return {
+        "instances": stats.num_records,
+        "mean_length": float(lengths.mean()),
+        "random_next": stats.num_random_next / stats.num_records,
+        "masked_fraction": float(predictions.sum() / lengths.sum()),
+        "text": text,
+    }
 
 
 def count_words(path):
@@ -131,7 +146,7 @@ def update_results(section_text):
     if RESULTS.exists():
         content = RESULTS.read_text(encoding="utf-8")
         if start in content and end in content:
-            content = content[:content.index(start)] + block + content[content.index(end) + len(end) + 1:]
+            content = content[: content.index(start)] + block + content[content.index(end) + len(end) + 1 :]
         else:
             content = content.rstrip() + "\n\n" + block
     else:
@@ -148,8 +163,11 @@ def main():
     parser.add_argument("--vocab_file", required=True, help="a real BERT vocab (e.g. uncased, 30,522)")
     parser.add_argument("--reference_dir", help="folder with the original two files; omit to skip it")
     parser.add_argument("--repeats", default="1,10,30", help="corpus sizes for ours, in copies")
-    parser.add_argument("--reference_repeats", default="1,3",
-                        help="corpus sizes for the original (it needs ~25 CPU s and ~0.1 GB per MB)")
+    parser.add_argument(
+        "--reference_repeats",
+        default="1,3",
+        help="corpus sizes for the original (it needs ~25 CPU s and ~0.1 GB per MB)",
+    )
     parser.add_argument("--num_workers", type=int, default=2)
     parser.add_argument("--work_dir", default=None)
     parser.add_argument("--no_update", action="store_true", help="do not touch RESULTS.md")
@@ -171,12 +189,17 @@ def main():
                 f.write(corpus_text + b"\n")  # blank line: copies are separate documents
         words = count_words(corpus)
         output = work / f"ours_x{repeat}.tfrecord"
-        command = [sys.executable, "-m", "tfrecords_tools.create_pretraining_data", f"--input_file={corpus}",
-                   f"--output_file={output}", f"--vocab_file={args.vocab_file}",
-                   f"--num_workers={args.num_workers}"] + FLAGS
+        command = [
+            sys.executable,
+            "-m",
+            "tfrecords_tools.create_pretraining_data",
+            f"--input_file={corpus}",
+            f"--output_file={output}",
+            f"--vocab_file={args.vocab_file}",
+            f"--num_workers={args.num_workers}",
+        ] + FLAGS
         seconds, cpu, peak, load, _ = measure(command, env)
-        rows.append(("bert_tf (ours), %d workers" % args.num_workers, repeat, words, seconds, cpu, peak,
-                     load))
+        rows.append(("bert_tf (ours), %d workers" % args.num_workers, repeat, words, seconds, cpu, peak, load))
         print(rows[-1], flush=True)
         if repeat == 1:
             ours_1x_output = output
@@ -193,11 +216,17 @@ def main():
                 for _ in range(repeat):
                     f.write(corpus_text + b"\n")
             output = work / f"original_x{repeat}.tfrecord"
-            command = [sys.executable, str(script), f"--input_file={corpus}", f"--output_file={output}",
-                       f"--vocab_file={args.vocab_file}"] + FLAGS
+            command = [
+                sys.executable,
+                str(script),
+                f"--input_file={corpus}",
+                f"--output_file={output}",
+                f"--vocab_file={args.vocab_file}",
+            ] + FLAGS
             seconds, cpu, peak, load, _ = measure(command, env_original)
-            rows.append(("google-research/bert (original), 1 process", repeat, count_words(corpus),
-                         seconds, cpu, peak, load))
+            rows.append(
+                ("google-research/bert (original), 1 process", repeat, count_words(corpus), seconds, cpu, peak, load)
+            )
             print(rows[-1], flush=True)
             if repeat == 1:
                 original_summary = summarize([str(output)], args.vocab_file)
@@ -231,8 +260,10 @@ def main():
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, repeat, words, seconds, cpu, peak, load in rows:
-        lines.append(f"| {name} | {repeat}x | {words:,} | {seconds:.1f} | {words / seconds:,.0f} | "
-                     f"{cpu:.1f} | {words / cpu:,.0f} | {peak / 2**20:,.0f} | {load:.1f} |")
+        lines.append(
+            f"| {name} | {repeat}x | {words:,} | {seconds:.1f} | {words / seconds:,.0f} | "
+            f"{cpu:.1f} | {words / cpu:,.0f} | {peak / 2**20:,.0f} | {load:.1f} |"
+        )
     original = [r for r in rows if r[0].startswith("google")]
     ours = [r for r in rows if not r[0].startswith("google")]
     if original and ours:
@@ -244,25 +275,36 @@ def main():
         base = max(original, key=lambda row: row[2] / row[3])
         base_wall, base_cpu = base[2] / base[3], base[2] / base[4]
         lines.append("")
-        lines.append(f"Original: {base_wall:,.0f} words/s, {base_cpu:,.0f} words per CPU s ({base[1]}x corpus, "
-                     "its faster run).")
+        lines.append(
+            f"Original: {base_wall:,.0f} words/s, {base_cpu:,.0f} words per CPU s ({base[1]}x corpus, its faster run)."
+        )
         lines.append(f"Fixed start-up in ours: `import tensorflow` alone takes {import_seconds:.1f} s here.")
         for name, repeat, words, seconds, cpu, _, _ in ours:
-            lines.append(f"Ours, {repeat}x corpus, end to end: {words / seconds / base_wall:.1f}x the original's "
-                         f"words/s, {words / cpu / base_cpu:.1f}x its words per CPU s.")
+            lines.append(
+                f"Ours, {repeat}x corpus, end to end: {words / seconds / base_wall:.1f}x the original's "
+                f"words/s, {words / cpu / base_cpu:.1f}x its words per CPU s."
+            )
         if len(ours) >= 2:
             (_, r0, w0, s0, c0, _, _), (_, r1, w1, s1, c1, _, _) = ours[0], ours[-1]
-            lines.append(f"Ours, marginal rate from {r0}x to {r1}x (start-up excluded): "
-                         f"{(w1 - w0) / (s1 - s0):,.0f} words/s = {(w1 - w0) / (s1 - s0) / base_wall:.1f}x the "
-                         f"original; {(w1 - w0) / (c1 - c0):,.0f} words per CPU s = "
-                         f"{(w1 - w0) / (c1 - c0) / base_cpu:.1f}x.")
+            lines.append(
+                f"Ours, marginal rate from {r0}x to {r1}x (start-up excluded): "
+                f"{(w1 - w0) / (s1 - s0):,.0f} words/s = {(w1 - w0) / (s1 - s0) / base_wall:.1f}x the "
+                f"original; {(w1 - w0) / (c1 - c0):,.0f} words per CPU s = "
+                f"{(w1 - w0) / (c1 - c0) / base_cpu:.1f}x."
+            )
     if original_summary and ours_summary:
-        lines += ["", "Same kind of output (1x corpus, from `inspect_tfrecords`):", "",
-                  "| tool | instances | mean length | random next | masked fraction |",
-                  "|---|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "Same kind of output (1x corpus, from `inspect_tfrecords`):",
+            "",
+            "| tool | instances | mean length | random next | masked fraction |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for name, s in (("ours", ours_summary), ("original", original_summary)):
-            lines.append(f"| {name} | {s['instances']:,} | {s['mean_length']:.1f} | "
-                         f"{s['random_next']:.1%} | {s['masked_fraction']:.2%} |")
+            lines.append(
+                f"| {name} | {s['instances']:,} | {s['mean_length']:.1f} | "
+                f"{s['random_next']:.1%} | {s['masked_fraction']:.2%} |"
+            )
     report = "\n".join(lines)
     print(report)
     if not args.no_update:

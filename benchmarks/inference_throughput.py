@@ -32,7 +32,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
@@ -41,8 +40,11 @@ from train_throughput import SHAPES, VOCAB, _time_steps  # noqa: E402
 SCRIPT = os.path.abspath(__file__)
 SECTION = "inference_throughput"
 
-OURS = [("ours Keras", None, "ours_keras", ["--xla=0"]), ("ours Keras +XLA", None, "ours_keras", ["--xla=1"]),
-        ("ours SavedModel via hub.KerasLayer", None, "ours_hub", [])]
+OURS = [
+    ("ours Keras", None, "ours_keras", ["--xla=0"]),
+    ("ours Keras +XLA", None, "ours_keras", ["--xla=1"]),
+    ("ours SavedModel via hub.KerasLayer", None, "ours_hub", []),
+]
 PEERS = [
     ("HF torch BertModel", "hf_torch", "hf", []),
     ("keras-hub BertBackbone", "keras_hub", "keras_hub", ["--xla=0"]),
@@ -55,13 +57,16 @@ PEERS = [
 def batch(args, np):
     rng = np.random.default_rng(0)
     B, S = args.batch_size, args.seq_length
-    return {"input_word_ids": rng.integers(1000, VOCAB, (B, S)).astype("int32"),
-            "input_mask": np.ones((B, S), "int32"),
-            "input_type_ids": np.broadcast_to(np.arange(S) >= S // 2, (B, S)).astype("int32").copy()}
+    return {
+        "input_word_ids": rng.integers(1000, VOCAB, (B, S)).astype("int32"),
+        "input_mask": np.ones((B, S), "int32"),
+        "input_type_ids": np.broadcast_to(np.arange(S) >= S // 2, (B, S)).astype("int32").copy(),
+    }
 
 
 def _ours_encoder(args):
     from bert_tf import BertConfig, BertEncoder
+
     config = BertConfig.from_preset(args.preset)
     return BertEncoder(config)
 
@@ -84,6 +89,7 @@ def child_ours_export(args):
     """Writes the SavedModel (ours, current code) for the hub.KerasLayer child."""
     os.environ["KERAS_BACKEND"] = "tensorflow"
     from bert_tf.export.exporter import export_encoder
+
     export_encoder(_ours_encoder(args), args.export_dir, include_mlm=False, overwrite=True, verify=False)
     return {"path": args.export_dir}
 
@@ -109,16 +115,26 @@ def child_hf(args):
 
     shape = SHAPES[args.preset]
     config = transformers.BertConfig(
-        vocab_size=VOCAB, hidden_size=shape["H"], num_hidden_layers=shape["L"], num_attention_heads=shape["A"],
-        intermediate_size=shape["I"], hidden_act="gelu", max_position_embeddings=512, type_vocab_size=2)
+        vocab_size=VOCAB,
+        hidden_size=shape["H"],
+        num_hidden_layers=shape["L"],
+        num_attention_heads=shape["A"],
+        intermediate_size=shape["I"],
+        hidden_act="gelu",
+        max_position_embeddings=512,
+        type_vocab_size=2,
+    )
     torch.manual_seed(0)
     model = transformers.BertModel(config).eval()
     b = {k: torch.from_numpy(v).long() for k, v in batch(args, np).items()}
 
     def step():
         with torch.inference_mode():
-            return model(input_ids=b["input_word_ids"], attention_mask=b["input_mask"],
-                         token_type_ids=b["input_type_ids"]).last_hidden_state.sum().item()
+            return (
+                model(input_ids=b["input_word_ids"], attention_mask=b["input_mask"], token_type_ids=b["input_type_ids"])
+                .last_hidden_state.sum()
+                .item()
+            )
 
     result = _time_steps(step, args)
     result["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__}
@@ -133,11 +149,20 @@ def child_keras_hub(args):
 
     shape = SHAPES[args.preset]
     backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=VOCAB, num_layers=shape["L"], num_heads=shape["A"], hidden_dim=shape["H"],
-        intermediate_dim=shape["I"], max_sequence_length=512, num_segments=2)
+        vocabulary_size=VOCAB,
+        num_layers=shape["L"],
+        num_heads=shape["A"],
+        hidden_dim=shape["H"],
+        intermediate_dim=shape["I"],
+        max_sequence_length=512,
+        num_segments=2,
+    )
     b = batch(args, np)
-    inputs = {"token_ids": tf.constant(b["input_word_ids"]), "segment_ids": tf.constant(b["input_type_ids"]),
-              "padding_mask": tf.constant(b["input_mask"].astype(bool))}
+    inputs = {
+        "token_ids": tf.constant(b["input_word_ids"]),
+        "segment_ids": tf.constant(b["input_type_ids"]),
+        "padding_mask": tf.constant(b["input_mask"].astype(bool)),
+    }
     forward = tf.function(lambda x: backbone(x, training=False)["sequence_output"], jit_compile=bool(args.xla))
     result = _time_steps(lambda: forward(inputs), args, sync=lambda x: x.numpy())
     result["versions"] = {"keras-hub": keras_hub.__version__}
@@ -152,9 +177,15 @@ def child_model_garden(args):
 
     shape = SHAPES[args.preset]
     encoder = networks.BertEncoderV2(
-        vocab_size=VOCAB, hidden_size=shape["H"], num_layers=shape["L"], num_attention_heads=shape["A"],
-        inner_dim=shape["I"], inner_activation=lambda x: tf.keras.activations.gelu(x, approximate=False),
-        max_sequence_length=512, type_vocab_size=2)
+        vocab_size=VOCAB,
+        hidden_size=shape["H"],
+        num_layers=shape["L"],
+        num_attention_heads=shape["A"],
+        inner_dim=shape["I"],
+        inner_activation=lambda x: tf.keras.activations.gelu(x, approximate=False),
+        max_sequence_length=512,
+        type_vocab_size=2,
+    )
     inputs = {k: tf.constant(v) for k, v in batch(args, np).items()}
     forward = tf.function(lambda x: encoder(x, training=False)["sequence_output"], jit_compile=bool(args.xla))
     result = _time_steps(lambda: forward(inputs), args, sync=lambda x: x.numpy())
@@ -162,8 +193,14 @@ def child_model_garden(args):
     return result
 
 
-CHILDREN = {"ours_keras": child_ours_keras, "ours_export": child_ours_export, "ours_hub": child_ours_hub,
-            "hf": child_hf, "keras_hub": child_keras_hub, "model_garden": child_model_garden}
+CHILDREN = {
+    "ours_keras": child_ours_keras,
+    "ours_export": child_ours_export,
+    "ours_hub": child_ours_hub,
+    "hf": child_hf,
+    "keras_hub": child_keras_hub,
+    "model_garden": child_model_garden,
+}
 
 
 def main():
@@ -196,23 +233,33 @@ def main():
         for name in sorted(keep):
             pythons[name] = _common.peer_python(args.peer_dir, name, create=True)
         contenders += [c for c in PEERS if c[1] in keep]
-    common_flags = [f"--preset={args.preset}", f"--seq_length={args.seq_length}", f"--batch_size={args.batch_size}",
-                    f"--warmup_steps={args.warmup_steps}", f"--timed_steps={args.timed_steps}"]
+    common_flags = [
+        f"--preset={args.preset}",
+        f"--seq_length={args.seq_length}",
+        f"--batch_size={args.batch_size}",
+        f"--warmup_steps={args.warmup_steps}",
+        f"--timed_steps={args.timed_steps}",
+    ]
 
     load_before = _common.load_average()
     results = {label: {"step_s": [], "first_step_s": []} for label, *_ in contenders}
     versions = {}
     with tempfile.TemporaryDirectory() as tmp:
         export_dir = os.path.join(tmp, "encoder")
-        out = _common.run_child(sys.executable, SCRIPT, ["--child=ours_export", f"--export_dir={export_dir}"]
-                                + common_flags)
+        out = _common.run_child(
+            sys.executable, SCRIPT, ["--child=ours_export", f"--export_dir={export_dir}"] + common_flags
+        )
         if "error" in out:
             sys.exit(f"export failed:\n{out['error']}")
         for round_index in range(args.rounds):
             for label, venv, kind, flags in contenders:
                 env = {"TF_USE_LEGACY_KERAS": "1"} if kind in ("ours_hub", "model_garden") else {}
-                out = _common.run_child(pythons[venv], SCRIPT, [f"--child={kind}", f"--export_dir={export_dir}"]
-                                        + common_flags + flags, env=env)
+                out = _common.run_child(
+                    pythons[venv],
+                    SCRIPT,
+                    [f"--child={kind}", f"--export_dir={export_dir}"] + common_flags + flags,
+                    env=env,
+                )
                 if "error" in out:
                     print(f"[round {round_index + 1}] {label}: FAILED\n{out['error']}", flush=True)
                     results[label].setdefault("errors", []).append(out["error"][-300:])
@@ -220,8 +267,11 @@ def main():
                 results[label]["step_s"] += out["step_s"]
                 results[label]["first_step_s"].append(out["first_step_s"])
                 versions.update(out.get("versions", {}))
-                print(f"[round {round_index + 1}] {label}: "
-                      f"{args.batch_size / statistics.median(out['step_s']):.1f} sequences/s", flush=True)
+                print(
+                    f"[round {round_index + 1}] {label}: "
+                    f"{args.batch_size / statistics.median(out['step_s']):.1f} sequences/s",
+                    flush=True,
+                )
     load_after = _common.load_average()
 
     rows = {}
@@ -230,30 +280,45 @@ def main():
         if steps:
             rows[label] = _common.summarize(steps, args.batch_size)
             rows[label]["first_step_s"] = statistics.median(results[label]["first_step_s"])
-            rows[label]["per_round"] = [args.batch_size / statistics.median(steps[i:i + args.timed_steps])
-                                        for i in range(0, len(steps), args.timed_steps)]
+            rows[label]["per_round"] = [
+                args.batch_size / statistics.median(steps[i : i + args.timed_steps])
+                for i in range(0, len(steps), args.timed_steps)
+            ]
     ours = {k: v for k, v in rows.items() if k.startswith("ours")}
     peers = {k: v for k, v in rows.items() if not k.startswith("ours")}
     fastest = max(peers, key=lambda k: peers[k]["sequences_per_s"]) if peers else None
 
-    lines = [f"`{args.preset}` encoder forward, seq {args.seq_length}, batch {args.batch_size}, float32, random "
-             f"weights; {args.rounds} interleaved round(s) of {args.warmup_steps} warm-up + {args.timed_steps} timed "
-             "calls per contender, each in a fresh process; figure = median call.", ""]
+    lines = [
+        f"`{args.preset}` encoder forward, seq {args.seq_length}, batch {args.batch_size}, float32, random "
+        f"weights; {args.rounds} interleaved round(s) of {args.warmup_steps} warm-up + {args.timed_steps} timed "
+        "calls per contender, each in a fresh process; figure = median call.",
+        "",
+    ]
     command = "python benchmarks/inference_throughput.py " + " ".join(sys.argv[1:])
     lines += _common.header_lines(command.strip(), load_before, load_after, versions)
-    lines += ["", "| contender | sequences/s (median) | per round | ms/call | first call s | vs fastest peer |",
-              "|---|---:|---|---:|---:|---:|"]
+    lines += [
+        "",
+        "| contender | sequences/s (median) | per round | ms/call | first call s | vs fastest peer |",
+        "|---|---:|---|---:|---:|---:|",
+    ]
     for label, row in rows.items():
         ratio = f"{row['sequences_per_s'] / peers[fastest]['sequences_per_s']:.2f}x" if fastest else "-"
-        lines.append(f"| {label} | {row['sequences_per_s']:.1f} | {', '.join(f'{x:.1f}' for x in row['per_round'])} "
-                     f"| {1000 * row['median_step_s']:.0f} | {row['first_step_s']:.1f} | {ratio} |")
+        lines.append(
+            f"| {label} | {row['sequences_per_s']:.1f} | {', '.join(f'{x:.1f}' for x in row['per_round'])} "
+            f"| {1000 * row['median_step_s']:.0f} | {row['first_step_s']:.1f} | {ratio} |"
+        )
     for label in results:
         if results[label].get("errors"):
             lines.append(f"\n{label} failed: `{results[label]['errors'][-1].strip().splitlines()[-1][:200]}`")
     if fastest:
-        lines += ["", f"Fastest peer: {fastest}, {peers[fastest]['sequences_per_s']:.1f} sequences/s. " + "; ".join(
-            f"{k}: {v['sequences_per_s'] / peers[fastest]['sequences_per_s']:.2f}x" for k, v in ours.items())
-            + " (target 1.1x)."]
+        lines += [
+            "",
+            f"Fastest peer: {fastest}, {peers[fastest]['sequences_per_s']:.1f} sequences/s. "
+            + "; ".join(
+                f"{k}: {v['sequences_per_s'] / peers[fastest]['sequences_per_s']:.2f}x" for k, v in ours.items()
+            )
+            + " (target 1.1x).",
+        ]
     print("\n".join(lines))
     if args.write:
         _common.write_section(SECTION, "inference_throughput: encoder forward, ours vs peers", lines)

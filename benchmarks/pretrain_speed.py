@@ -49,8 +49,9 @@ def _measure(args, jit_compile: bool) -> dict:
             "input_word_ids": rng.integers(1000, config.vocab_size, size=shape + (seq,)).astype("int32"),
             "input_mask": np.ones(shape + (seq,), "int32"),
             "input_type_ids": np.broadcast_to(np.arange(seq) >= seq // 2, shape + (seq,)).astype("int32"),
-            "masked_lm_positions": np.sort(rng.choice(np.arange(1, seq), size=shape + (predictions,)),
-                                           axis=-1).astype("int32"),
+            "masked_lm_positions": np.sort(rng.choice(np.arange(1, seq), size=shape + (predictions,)), axis=-1).astype(
+                "int32"
+            ),
             "masked_lm_ids": rng.integers(1000, config.vocab_size, size=shape + (predictions,)).astype("int32"),
             "masked_lm_weights": np.ones(shape + (predictions,), "float32"),
             "next_sentence_labels": rng.integers(0, 2, size=shape).astype("int32"),
@@ -59,6 +60,7 @@ def _measure(args, jit_compile: bool) -> dict:
 
     def real(input_context):
         from bert_tf.data import pretraining_dataset
+
         return pretraining_dataset(args.input_file, batch, seq, predictions, input_context=input_context, seed=1)
 
     throughput, cpu_marks = [], []
@@ -68,21 +70,34 @@ def _measure(args, jit_compile: bool) -> dict:
         cpu_marks.append(time.process_time())
 
     loop_config = training.TrainingConfig(
-        num_train_steps=args.steps_per_loop * (args.timed_loops + 1), learning_rate=1e-4,
-        num_warmup_steps=args.steps_per_loop, steps_per_loop=args.steps_per_loop,
-        save_checkpoints_steps=10 ** 9, jit_compile=jit_compile)
+        num_train_steps=args.steps_per_loop * (args.timed_loops + 1),
+        learning_rate=1e-4,
+        num_warmup_steps=args.steps_per_loop,
+        steps_per_loop=args.steps_per_loop,
+        save_checkpoints_steps=10**9,
+        jit_compile=jit_compile,
+    )
     with tempfile.TemporaryDirectory() as model_dir:
-        training.train(training.get_strategy("one_device"), lambda: BertPretrainer(BertEncoder(config)),
-                       pretraining_losses, real if args.input_file else synthetic, model_dir, loop_config,
-                       loop_callback=record)
+        training.train(
+            training.get_strategy("one_device"),
+            lambda: BertPretrainer(BertEncoder(config)),
+            pretraining_losses,
+            real if args.input_file else synthetic,
+            model_dir,
+            loop_config,
+            loop_callback=record,
+        )
     timed = throughput[1:]
     # CPU seconds of this process (all threads) per timed loop: a figure the other jobs on the machine
     # disturb much less than wall time.
     cpu_per_loop = [b - a for a, b in zip(cpu_marks, cpu_marks[1:])]
     examples_per_loop = batch * args.steps_per_loop
-    return {"jit_compile": jit_compile, "examples_per_second": statistics.median(timed),
-            "examples_per_cpu_second": statistics.median(examples_per_loop / c for c in cpu_per_loop),
-            "loops": [round(x, 2) for x in timed]}
+    return {
+        "jit_compile": jit_compile,
+        "examples_per_second": statistics.median(timed),
+        "examples_per_cpu_second": statistics.median(examples_per_loop / c for c in cpu_per_loop),
+        "loops": [round(x, 2) for x in timed],
+    }
 
 
 def _cpu_name() -> str:
@@ -123,8 +138,10 @@ def _write_section(rows, command, load_before, load_after, args):
     ]
     for row in rows:
         rate = row["examples_per_second"]
-        lines.append(f"| {row['jit_compile']} | {rate:.1f} | {args.batch_size / rate:.2f} | "
-                     f"{', '.join(str(x) for x in row['loops'])} | {row['examples_per_cpu_second']:.1f} |")
+        lines.append(
+            f"| {row['jit_compile']} | {rate:.1f} | {args.batch_size / rate:.2f} | "
+            f"{', '.join(str(x) for x in row['loops'])} | {row['examples_per_cpu_second']:.1f} |"
+        )
     lines.append(SECTION_END)
     section = "\n".join(lines) + "\n"
 
@@ -160,15 +177,18 @@ def main():
     rows = []
     for mode in args.modes.split(","):
         child = [sys.executable, os.path.abspath(__file__), f"--child={mode}"] + [
-            arg for arg in sys.argv[1:] if not arg.startswith(("--modes", "--no-write"))]
+            arg for arg in sys.argv[1:] if not arg.startswith(("--modes", "--no-write"))
+        ]
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
         output = subprocess.run(child, capture_output=True, text=True, env=env, check=False)
         results = [line for line in output.stdout.splitlines() if line.startswith("RESULT ")]
         if output.returncode or not results:
             sys.exit(f"jit_compile={mode} failed:\n{output.stderr[-3000:]}")
-        rows.append(json.loads(results[-1][len("RESULT "):]))
-        print(f"jit_compile={mode}: {rows[-1]['examples_per_second']:.1f} examples/s (loops {rows[-1]['loops']}), "
-              f"{rows[-1]['examples_per_cpu_second']:.1f} examples per CPU second")
+        rows.append(json.loads(results[-1][len("RESULT ") :]))
+        print(
+            f"jit_compile={mode}: {rows[-1]['examples_per_second']:.1f} examples/s (loops {rows[-1]['loops']}), "
+            f"{rows[-1]['examples_per_cpu_second']:.1f} examples per CPU second"
+        )
     load_after = _load_average()
     command = "python benchmarks/pretrain_speed.py " + " ".join(sys.argv[1:])
     print(f"load average before {load_before}, after {load_after}")

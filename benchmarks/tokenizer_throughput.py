@@ -94,7 +94,7 @@ def load_texts(args):
             base = [t["text"] for t in json.load(f)["texts"] if t["source"] != "edge_case"]
     if not base:
         raise ValueError(f"No text in {args.input_file}")
-    return (base * (args.num_sentences // len(base) + 1))[:args.num_sentences]
+    return (base * (args.num_sentences // len(base) + 1))[: args.num_sentences]
 
 
 def time_ours(texts, args):
@@ -104,16 +104,19 @@ def time_ours(texts, args):
     from bert_tf.tokenization import BertTokenizer
 
     tokenizer = BertTokenizer(args.vocab_file, lower_case=args.lower_case)
-    batches = [tf.constant(texts[i:i + args.batch_size]) for i in range(0, len(texts), args.batch_size)]
+    batches = [tf.constant(texts[i : i + args.batch_size]) for i in range(0, len(texts), args.batch_size)]
     step = tf.function(lambda s: tokenizer(s).flat_values, reduce_retracing=True)
 
     def loop():
         for b in batches:
             step(b)
 
-    dataset = (tf.data.Dataset.from_tensor_slices(texts).batch(args.batch_size)
-               .map(lambda s: tokenizer(s).flat_values, num_parallel_calls=tf.data.AUTOTUNE)
-               .prefetch(tf.data.AUTOTUNE))
+    dataset = (
+        tf.data.Dataset.from_tensor_slices(texts)
+        .batch(args.batch_size)
+        .map(lambda s: tokenizer(s).flat_values, num_parallel_calls=tf.data.AUTOTUNE)
+        .prefetch(tf.data.AUTOTUNE)
+    )
 
     def pipeline():
         for _ in dataset:
@@ -137,11 +140,17 @@ def time_hf(texts, args):
         text_file = os.path.join(tmp, "texts.json")
         with open(text_file, "w", encoding="utf-8") as f:
             json.dump(texts, f)
-        config = dict(text_file=text_file, vocab_file=args.vocab_file, lower_case=args.lower_case,
-                      batch_size=args.batch_size, repeats=args.repeats,
-                      slow_sentences=args.slow_sentences)
-        proc = subprocess.run([args.hf_python, "-c", _HF_SCRIPT, json.dumps(config)],
-                              capture_output=True, text=True, check=False)
+        config = dict(
+            text_file=text_file,
+            vocab_file=args.vocab_file,
+            lower_case=args.lower_case,
+            batch_size=args.batch_size,
+            repeats=args.repeats,
+            slow_sentences=args.slow_sentences,
+        )
+        proc = subprocess.run(
+            [args.hf_python, "-c", _HF_SCRIPT, json.dumps(config)], capture_output=True, text=True, check=False
+        )
     if proc.returncode != 0:
         raise RuntimeError(f"HuggingFace timing failed under {args.hf_python}:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -172,8 +181,7 @@ def _cpu_name():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--vocab_file", default=os.path.join(FIXTURES, "vocab_uncased.txt"))
     parser.add_argument("--lower_case", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--input_file", default=None, help="one sentence per line")
@@ -181,8 +189,7 @@ def main():
     parser.add_argument("--batch_size", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--slow_sentences", type=int, default=2000)
-    parser.add_argument("--hf_python", default=sys.executable,
-                        help="Python with `transformers` installed")
+    parser.add_argument("--hf_python", default=sys.executable, help="Python with `transformers` installed")
     parser.add_argument("--no-write", dest="write", action="store_false")
     args = parser.parse_args()
 

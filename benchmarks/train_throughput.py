@@ -74,9 +74,12 @@ MATMUL = [(None, "matmul_tf"), ("hf_torch", "matmul_torch")]
 
 # bert_tf.config.PRESETS, repeated so that peers (which cannot import bert_tf) build the same shapes.
 SHAPES = {
-    "bert_tiny": dict(L=2, H=128, A=2, I=512), "bert_mini": dict(L=4, H=256, A=4, I=1024),
-    "bert_small": dict(L=4, H=512, A=8, I=2048), "bert_medium": dict(L=8, H=512, A=8, I=2048),
-    "bert_base": dict(L=12, H=768, A=12, I=3072), "bert_large": dict(L=24, H=1024, A=16, I=4096),
+    "bert_tiny": dict(L=2, H=128, A=2, I=512),
+    "bert_mini": dict(L=4, H=256, A=4, I=1024),
+    "bert_small": dict(L=4, H=512, A=8, I=2048),
+    "bert_medium": dict(L=8, H=512, A=8, I=2048),
+    "bert_base": dict(L=12, H=768, A=12, I=3072),
+    "bert_large": dict(L=24, H=1024, A=16, I=4096),
 }
 VOCAB = 30522
 
@@ -123,6 +126,7 @@ def _time_steps(step, args, sync=lambda x: x):
 
 # --- children -------------------------------------------------------------------------------------
 
+
 def child_ours_tf(args):
     os.environ["KERAS_BACKEND"] = "tensorflow"
     import tempfile
@@ -148,13 +152,28 @@ def child_ours_tf(args):
 
     steps = args.warmup_steps + args.timed_steps
     loop_config = training.TrainingConfig(
-        num_train_steps=steps, learning_rate=1e-4, num_warmup_steps=1, steps_per_loop=1,
-        save_checkpoints_steps=10 ** 9, jit_compile=args.xla == "1")
+        num_train_steps=steps,
+        learning_rate=1e-4,
+        num_warmup_steps=1,
+        steps_per_loop=1,
+        save_checkpoints_steps=10**9,
+        jit_compile=args.xla == "1",
+    )
     with tempfile.TemporaryDirectory() as model_dir:
-        training.train(training.get_strategy("one_device"), lambda: BertPretrainer(BertEncoder(config)),
-                       pretraining_losses, dataset_fn, model_dir, loop_config, loop_callback=record)
-    return {"step_s": step_seconds[args.warmup_steps:], "first_step_s": step_seconds[0],
-            "versions": {"tensorflow": tf.__version__, "keras": keras.__version__}}
+        training.train(
+            training.get_strategy("one_device"),
+            lambda: BertPretrainer(BertEncoder(config)),
+            pretraining_losses,
+            dataset_fn,
+            model_dir,
+            loop_config,
+            loop_callback=record,
+        )
+    return {
+        "step_s": step_seconds[args.warmup_steps :],
+        "first_step_s": step_seconds[0],
+        "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
+    }
 
 
 def child_ours_jax(args):
@@ -198,14 +217,14 @@ def child_ours_jax(args):
             new_v.append(vi)
         return new_t, non_trainable, new_m, new_v, loss
 
-    state = {"t": [v.value for v in model.trainable_variables],
-             "n": [v.value for v in model.non_trainable_variables]}
+    state = {"t": [v.value for v in model.trainable_variables], "n": [v.value for v in model.non_trainable_variables]}
     state["m"] = [jnp.zeros_like(w) for w in state["t"]]
     state["v"] = [jnp.zeros_like(w) for w in state["t"]]
 
     def step():
         state["t"], state["n"], state["m"], state["v"], loss = train_step(
-            state["t"], state["n"], state["m"], state["v"], jnp.float32(1e-4))
+            state["t"], state["n"], state["m"], state["v"], jnp.float32(1e-4)
+        )
         return loss
 
     result = _time_steps(step, args, sync=lambda x: x.block_until_ready())
@@ -221,18 +240,29 @@ def child_hf(args):
 
     shape = SHAPES[args.preset]
     config = transformers.BertConfig(
-        vocab_size=VOCAB, hidden_size=shape["H"], num_hidden_layers=shape["L"], num_attention_heads=shape["A"],
-        intermediate_size=shape["I"], hidden_act="gelu", hidden_dropout_prob=0.1,
-        attention_probs_dropout_prob=0.1, max_position_embeddings=512, type_vocab_size=2)
+        vocab_size=VOCAB,
+        hidden_size=shape["H"],
+        num_hidden_layers=shape["L"],
+        num_attention_heads=shape["A"],
+        intermediate_size=shape["I"],
+        hidden_act="gelu",
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+    )
     torch.manual_seed(0)
     model = transformers.BertForPreTraining(config)
     model.train()
     no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
     decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=1e-4, eps=1e-6)
-    b = {k: torch.from_numpy(v).long() if v.dtype != np.float32 else torch.from_numpy(v)
-         for k, v in synthetic_batch(args, np).items()}
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}], lr=1e-4, eps=1e-6
+    )
+    b = {
+        k: torch.from_numpy(v).long() if v.dtype != np.float32 else torch.from_numpy(v)
+        for k, v in synthetic_batch(args, np).items()
+    }
     H = shape["H"]
     cross_entropy = torch.nn.CrossEntropyLoss()
     if args.hf_mode == "labels":
@@ -242,17 +272,25 @@ def child_hf(args):
     def step():
         if args.hf_mode == "masked":
             sequence_output, pooled_output = model.bert(
-                input_ids=b["input_word_ids"], attention_mask=b["input_mask"], token_type_ids=b["input_type_ids"],
-                return_dict=False)[:2]
+                input_ids=b["input_word_ids"],
+                attention_mask=b["input_mask"],
+                token_type_ids=b["input_type_ids"],
+                return_dict=False,
+            )[:2]
             gathered = torch.gather(sequence_output, 1, b["masked_lm_positions"][..., None].expand(-1, -1, H))
             mlm_logits = model.cls.predictions(gathered)
             nsp_logits = model.cls.seq_relationship(pooled_output)
-            loss = (cross_entropy(mlm_logits.reshape(-1, VOCAB), b["masked_lm_ids"].reshape(-1))
-                    + cross_entropy(nsp_logits, b["next_sentence_labels"]))
+            loss = cross_entropy(mlm_logits.reshape(-1, VOCAB), b["masked_lm_ids"].reshape(-1)) + cross_entropy(
+                nsp_logits, b["next_sentence_labels"]
+            )
         else:
-            loss = model(input_ids=b["input_word_ids"], attention_mask=b["input_mask"],
-                         token_type_ids=b["input_type_ids"], labels=labels,
-                         next_sentence_label=b["next_sentence_labels"]).loss
+            loss = model(
+                input_ids=b["input_word_ids"],
+                attention_mask=b["input_mask"],
+                token_type_ids=b["input_type_ids"],
+                labels=labels,
+                next_sentence_label=b["next_sentence_labels"],
+            ).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -274,22 +312,37 @@ def child_keras_hub(args):
 
     shape = SHAPES[args.preset]
     backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=VOCAB, num_layers=shape["L"], num_heads=shape["A"], hidden_dim=shape["H"],
-        intermediate_dim=shape["I"], dropout=0.1, max_sequence_length=512, num_segments=2)
+        vocabulary_size=VOCAB,
+        num_layers=shape["L"],
+        num_heads=shape["A"],
+        hidden_dim=shape["H"],
+        intermediate_dim=shape["I"],
+        dropout=0.1,
+        max_sequence_length=512,
+        num_segments=2,
+    )
     model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
     # keras-hub's default loss and weighted accuracy, BERT's AdamW settings.
-    model.compile(optimizer=keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0),
-                  jit_compile=args.xla == "1")
+    model.compile(
+        optimizer=keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0),
+        jit_compile=args.xla == "1",
+    )
     b = synthetic_batch(args, np)
-    x = {"token_ids": tf.constant(b["input_word_ids"]), "segment_ids": tf.constant(b["input_type_ids"]),
-         "padding_mask": tf.constant(b["input_mask"].astype(bool)),
-         "mask_positions": tf.constant(b["masked_lm_positions"])}
+    x = {
+        "token_ids": tf.constant(b["input_word_ids"]),
+        "segment_ids": tf.constant(b["input_type_ids"]),
+        "padding_mask": tf.constant(b["input_mask"].astype(bool)),
+        "mask_positions": tf.constant(b["masked_lm_positions"]),
+    }
     y = tf.constant(b["masked_lm_ids"])
     weights = tf.constant(b["masked_lm_weights"])
 
     result = _time_steps(lambda: model.train_on_batch(x, y, sample_weight=weights), args)
-    result["versions"] = {"keras-hub": keras_hub.__version__, "keras (keras-hub venv)": keras.__version__,
-                          "tensorflow (keras-hub venv)": tf.__version__}
+    result["versions"] = {
+        "keras-hub": keras_hub.__version__,
+        "keras (keras-hub venv)": keras.__version__,
+        "tensorflow (keras-hub venv)": tf.__version__,
+    }
     return result
 
 
@@ -302,12 +355,21 @@ def child_model_garden(args):
 
     shape = SHAPES[args.preset]
     encoder = networks.BertEncoderV2(
-        vocab_size=VOCAB, hidden_size=shape["H"], num_layers=shape["L"], num_attention_heads=shape["A"],
-        inner_dim=shape["I"], inner_activation=lambda x: tf.keras.activations.gelu(x, approximate=False),
-        output_dropout=0.1, attention_dropout=0.1, max_sequence_length=512, type_vocab_size=2)
+        vocab_size=VOCAB,
+        hidden_size=shape["H"],
+        num_layers=shape["L"],
+        num_attention_heads=shape["A"],
+        inner_dim=shape["I"],
+        inner_activation=lambda x: tf.keras.activations.gelu(x, approximate=False),
+        output_dropout=0.1,
+        attention_dropout=0.1,
+        max_sequence_length=512,
+        type_vocab_size=2,
+    )
     model = models.BertPretrainerV2(
         encoder_network=encoder,
-        classification_heads=[layers.ClassificationHead(inner_dim=shape["H"], num_classes=2, name="next_sentence")])
+        classification_heads=[layers.ClassificationHead(inner_dim=shape["H"], num_classes=2, name="next_sentence")],
+    )
     optimizer = optimization.create_optimizer(1e-4, num_train_steps=1000, num_warmup_steps=10, optimizer_type="adamw")
     b = {k: tf.constant(v) for k, v in synthetic_batch(args, np).items()}
     inputs = {k: b[k] for k in ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions")}
@@ -317,11 +379,15 @@ def child_model_garden(args):
     def train_step():
         with tf.GradientTape() as tape:
             outputs = model(inputs, training=True)
-            mlm = tf.keras.losses.sparse_categorical_crossentropy(b["masked_lm_ids"], outputs["mlm_logits"],
-                                                                  from_logits=True)
+            mlm = tf.keras.losses.sparse_categorical_crossentropy(
+                b["masked_lm_ids"], outputs["mlm_logits"], from_logits=True
+            )
             mlm = tf.reduce_sum(mlm * b["masked_lm_weights"]) / (tf.reduce_sum(b["masked_lm_weights"]) + 1e-5)
-            nsp = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
-                b["next_sentence_labels"], outputs["next_sentence"], from_logits=True))
+            nsp = tf.reduce_mean(
+                tf.keras.losses.sparse_categorical_crossentropy(
+                    b["next_sentence_labels"], outputs["next_sentence"], from_logits=True
+                )
+            )
             loss = mlm + nsp
         grads = tape.gradient(loss, model.trainable_variables)
         grads, _ = tf.clip_by_global_norm(grads, 1.0)
@@ -330,13 +396,17 @@ def child_model_garden(args):
 
     result = _time_steps(train_step, args, sync=lambda x: x.numpy())
     import official
-    result["versions"] = {"tf-models-official": getattr(official, "__version__", "2.20.0"),
-                          "tensorflow (Model Garden venv)": tf.__version__}
+
+    result["versions"] = {
+        "tf-models-official": getattr(official, "__version__", "2.20.0"),
+        "tensorflow (Model Garden venv)": tf.__version__,
+    }
     return result
 
 
 def child_matmul_tf(args):
     import tensorflow as tf
+
     a = tf.random.normal([2048, 2048])
     f = tf.function(lambda x: tf.reduce_sum(tf.matmul(x, x)))
     return _matmul_rate(lambda: f(a).numpy())
@@ -344,6 +414,7 @@ def child_matmul_tf(args):
 
 def child_matmul_torch(args):
     import torch
+
     a = torch.randn(2048, 2048)
     return _matmul_rate(lambda: torch.matmul(a, a).sum().item())
 
@@ -351,7 +422,7 @@ def child_matmul_torch(args):
 def _matmul_rate(run):
     run()
     best = min(_timed(run) for _ in range(10))
-    return {"flops_per_s": 2 * 2048 ** 3 / best}
+    return {"flops_per_s": 2 * 2048**3 / best}
 
 
 def _timed(run):
@@ -360,14 +431,23 @@ def _timed(run):
     return time.perf_counter() - start
 
 
-CHILDREN = {"ours_tf": child_ours_tf, "ours_jax": child_ours_jax, "hf": child_hf, "keras_hub": child_keras_hub,
-            "model_garden": child_model_garden, "matmul_tf": child_matmul_tf, "matmul_torch": child_matmul_torch}
+CHILDREN = {
+    "ours_tf": child_ours_tf,
+    "ours_jax": child_ours_jax,
+    "hf": child_hf,
+    "keras_hub": child_keras_hub,
+    "model_garden": child_model_garden,
+    "matmul_tf": child_matmul_tf,
+    "matmul_torch": child_matmul_torch,
+}
 
 
 # --- parent ----------------------------------------------------------------------------------------
 
+
 def _have_module(name):
     import importlib.util
+
     return importlib.util.find_spec(name) is not None
 
 
@@ -413,14 +493,23 @@ def main():
         keep = set(filter(None, args.only_peers.split(","))) or set(_common.PEER_VENVS)
         for name in sorted(keep):
             pythons[name] = _common.peer_python(args.peer_dir, name, create=True)
-        contenders += [c for c in PEERS if c[1] in keep
-                       and not (c[2] in ("keras_hub", "model_garden") and c[3][0].split("=")[1] not in xla_modes)]
+        contenders += [
+            c
+            for c in PEERS
+            if c[1] in keep and not (c[2] in ("keras_hub", "model_garden") and c[3][0].split("=")[1] not in xla_modes)
+        ]
     if not contenders:
         sys.exit("Nothing to measure: neither TensorFlow nor JAX is installed here and --peers is off.")
 
-    common_flags = [f"--preset={args.preset}", f"--seq_length={args.seq_length}", f"--batch_size={args.batch_size}",
-                    f"--predictions={args.predictions}", f"--warmup_steps={args.warmup_steps}",
-                    f"--timed_steps={args.timed_steps}", f"--precision={args.precision}"]
+    common_flags = [
+        f"--preset={args.preset}",
+        f"--seq_length={args.seq_length}",
+        f"--batch_size={args.batch_size}",
+        f"--predictions={args.predictions}",
+        f"--warmup_steps={args.warmup_steps}",
+        f"--timed_steps={args.timed_steps}",
+        f"--precision={args.precision}",
+    ]
     load_before = _common.load_average()
     results = {label: {"step_s": [], "first_step_s": []} for label, *_ in contenders}
     matmul = {}
@@ -437,8 +526,11 @@ def main():
             results[label]["first_step_s"].append(out["first_step_s"])
             versions.update(out.get("versions", {}))
             rate = args.batch_size / statistics.median(out["step_s"])
-            print(f"[round {round_index + 1}] {label}: {rate:.1f} sequences/s (median of {len(out['step_s'])} steps; "
-                  f"first step {out['first_step_s']:.1f} s)", flush=True)
+            print(
+                f"[round {round_index + 1}] {label}: {rate:.1f} sequences/s (median of {len(out['step_s'])} steps; "
+                f"first step {out['first_step_s']:.1f} s)",
+                flush=True,
+            )
         for venv, kind in MATMUL:
             if venv in pythons and (venv is not None or _have_module("tensorflow")):
                 out = _common.run_child(pythons[venv], SCRIPT, [f"--child={kind}"])
@@ -454,40 +546,56 @@ def main():
         if steps:
             rows[label] = _common.summarize(steps, args.batch_size)
             rows[label]["first_step_s"] = statistics.median(results[label]["first_step_s"])
-            rows[label]["per_round"] = [args.batch_size / statistics.median(steps[i:i + args.timed_steps])
-                                        for i in range(0, len(steps), args.timed_steps)]
+            rows[label]["per_round"] = [
+                args.batch_size / statistics.median(steps[i : i + args.timed_steps])
+                for i in range(0, len(steps), args.timed_steps)
+            ]
     ours = {label: row for label, row in rows.items() if label.startswith("ours")}
     best_ours_label = max(ours, key=lambda k: ours[k]["sequences_per_s"]) if ours else None
     peers = {label: row for label, row in rows.items() if not label.startswith("ours")}
 
-    lines = [f"`{args.preset}`, seq {args.seq_length}, batch {args.batch_size}, {args.predictions} masked positions, "
-             f"MLM + NSP (keras-hub: MLM only), dropout 0.1, {args.precision}, synthetic batches; "
-             f"{args.rounds} interleaved round(s) of {args.warmup_steps} warm-up + {args.timed_steps} timed steps "
-             f"per contender, each in a fresh process; figure = median step.", ""]
+    lines = [
+        f"`{args.preset}`, seq {args.seq_length}, batch {args.batch_size}, {args.predictions} masked positions, "
+        f"MLM + NSP (keras-hub: MLM only), dropout 0.1, {args.precision}, synthetic batches; "
+        f"{args.rounds} interleaved round(s) of {args.warmup_steps} warm-up + {args.timed_steps} timed steps "
+        f"per contender, each in a fresh process; figure = median step.",
+        "",
+    ]
     command = "python benchmarks/train_throughput.py " + " ".join(sys.argv[1:])
     lines += _common.header_lines(command.strip(), load_before, load_after, versions)
     lines.append(f"- Training FLOPs per sequence (formula in the script): {flops / 1e9:.2f} GFLOP")
     if matmul:
-        lines.append("- float32 2048x2048 matmul rate (best of 10): " + ", ".join(
-            f"{k.split('_')[1]} {v / 1e9:.0f} GFLOP/s" for k, v in matmul.items()))
-    lines += ["", "| contender | sequences/s (median) | per round | ms/step | first step s | model GFLOP/s "
-              "| % of matmul rate | best ours / this |", "|---|---:|---|---:|---:|---:|---:|---:|"]
+        lines.append(
+            "- float32 2048x2048 matmul rate (best of 10): "
+            + ", ".join(f"{k.split('_')[1]} {v / 1e9:.0f} GFLOP/s" for k, v in matmul.items())
+        )
+    lines += [
+        "",
+        "| contender | sequences/s (median) | per round | ms/step | first step s | model GFLOP/s "
+        "| % of matmul rate | best ours / this |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
     for label, row in rows.items():
         rate = row["sequences_per_s"]
         model_flops = rate * flops
         fraction = f"{100 * model_flops / matmul_rate:.0f}%" if matmul_rate else "-"
         ratio = f"{ours[best_ours_label]['sequences_per_s'] / rate:.2f}x" if best_ours_label else "-"
-        lines.append(f"| {label} | {rate:.1f} | {', '.join(f'{x:.1f}' for x in row['per_round'])} | "
-                     f"{1000 * row['median_step_s']:.0f} | {row['first_step_s']:.1f} | {model_flops / 1e9:.1f} | "
-                     f"{fraction} | {ratio} |")
+        lines.append(
+            f"| {label} | {rate:.1f} | {', '.join(f'{x:.1f}' for x in row['per_round'])} | "
+            f"{1000 * row['median_step_s']:.0f} | {row['first_step_s']:.1f} | {model_flops / 1e9:.1f} | "
+            f"{fraction} | {ratio} |"
+        )
     for label in results:
         if results[label].get("errors"):
             lines.append(f"\n{label} failed: `{results[label]['errors'][-1].strip().splitlines()[-1][:200]}`")
     if peers and best_ours_label:
         fastest = max(peers, key=lambda k: peers[k]["sequences_per_s"])
-        lines += ["", f"Best of ours: {best_ours_label}, {ours[best_ours_label]['sequences_per_s']:.1f} sequences/s; "
-                  f"fastest peer: {fastest}, {peers[fastest]['sequences_per_s']:.1f}; ratio "
-                  f"{ours[best_ours_label]['sequences_per_s'] / peers[fastest]['sequences_per_s']:.2f}x (target 1.25x)."]
+        lines += [
+            "",
+            f"Best of ours: {best_ours_label}, {ours[best_ours_label]['sequences_per_s']:.1f} sequences/s; "
+            f"fastest peer: {fastest}, {peers[fastest]['sequences_per_s']:.1f}; ratio "
+            f"{ours[best_ours_label]['sequences_per_s'] / peers[fastest]['sequences_per_s']:.2f}x (target 1.25x).",
+        ]
     print("\n".join(lines))
     if args.write:
         _common.write_section(SECTION, "train_throughput: pretraining step, ours vs peers", lines)

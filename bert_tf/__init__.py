@@ -14,8 +14,14 @@ if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
     tensorflow_startup.load_tensorflow_quietly()
 
 from bert_tf.config import PRESETS, BertConfig
-from bert_tf.models import (BertClassifier, BertEncoder, BertPretrainer, BertSpanLabeler,
-                            BertTokenClassifier, pretraining_losses)
+from bert_tf.models import (
+    BertClassifier,
+    BertEncoder,
+    BertPretrainer,
+    BertSpanLabeler,
+    BertTokenClassifier,
+    pretraining_losses,
+)
 
 __version__ = "0.1.0"
 
@@ -25,5 +31,6 @@ _LAZY = {"load_encoder": "bert_tf.checkpoints", "load_pretrainer": "bert_tf.chec
 def __getattr__(name):
     if name in _LAZY:
         import importlib
+
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'bert_tf' has no attribute {name!r}")

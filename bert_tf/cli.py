@@ -121,9 +121,8 @@ def load_vocab(vocab_file: str, flag: str) -> list:
     except ValueError as e:
         cause = e.__cause__
         if isinstance(cause, UnicodeDecodeError):
-            line = cause.object[:cause.start].count(b"\n") + 1
-            raise BadInputError(f"--{flag}: {vocab_file}:{line}: not valid UTF-8 "
-                                f"(byte {cause.start})") from None
+            line = cause.object[: cause.start].count(b"\n") + 1
+            raise BadInputError(f"--{flag}: {vocab_file}:{line}: not valid UTF-8 (byte {cause.start})") from None
         raise BadInputError(f"--{flag}: {e}") from None
 
 
@@ -139,5 +138,6 @@ def check_utf8(path: str, flag: str) -> None:
             try:
                 line.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise BadInputError(f"--{flag}: {path}:{number}: not valid UTF-8 (byte {e.start} of the "
-                                    "line)") from None
+                raise BadInputError(
+                    f"--{flag}: {path}:{number}: not valid UTF-8 (byte {e.start} of the line)"
+                ) from None

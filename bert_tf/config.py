@@ -47,8 +47,15 @@ class BertConfig:
     layer_norm_eps: float = 1e-12
 
     def __post_init__(self):
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}.")
@@ -65,7 +72,8 @@ class BertConfig:
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"BertConfig.hidden_size ({self.hidden_size}) must be divisible by "
-                f"num_attention_heads ({self.num_attention_heads}).")
+                f"num_attention_heads ({self.num_attention_heads})."
+            )
 
     @property
     def head_size(self) -> int:
@@ -112,13 +120,15 @@ class BertConfig:
         if model_type != "bert":
             raise ValueError(f"{source}: model_type is {model_type!r}, expected 'bert'.")
         if values.get("position_embedding_type", "absolute") != "absolute":
-            raise ValueError(f"{source}: only absolute position embeddings are supported, got "
-                             f"{values['position_embedding_type']!r}.")
+            raise ValueError(
+                f"{source}: only absolute position embeddings are supported, got {values['position_embedding_type']!r}."
+            )
         activation = values.get("hidden_act", "gelu")
         if activation not in _HF_ACTIVATIONS:
             raise ValueError(f"{source}: unsupported hidden_act {activation!r}.")
-        kwargs = {f.name: values[f.name] for f in dataclasses.fields(cls)
-                  if f.name in values and f.name != "hidden_act"}
+        kwargs = {
+            f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values and f.name != "hidden_act"
+        }
         kwargs["hidden_act"] = _HF_ACTIVATIONS[activation]
         if "vocab_size" not in kwargs:
             raise ValueError(f"{source}: missing required field 'vocab_size'.")
@@ -156,18 +166,33 @@ UNCASED_VOCAB_SIZE = 30522
 
 def _sized(num_layers: int, hidden_size: int) -> BertConfig:
     # The 24 small BERTs (Turc et al., 2019): A = H / 64 heads, I = 4H.
-    return BertConfig(vocab_size=UNCASED_VOCAB_SIZE, hidden_size=hidden_size, num_hidden_layers=num_layers,
-                      num_attention_heads=hidden_size // 64, intermediate_size=4 * hidden_size)
+    return BertConfig(
+        vocab_size=UNCASED_VOCAB_SIZE,
+        hidden_size=hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=hidden_size // 64,
+        intermediate_size=4 * hidden_size,
+    )
 
 
-PRESETS = {f"bert_L{layers}_H{hidden}": _sized(layers, hidden)
-           for layers in (2, 4, 6, 8, 10, 12) for hidden in (128, 256, 512, 768)}
-PRESETS.update({
-    "bert_tiny": PRESETS["bert_L2_H128"],
-    "bert_mini": PRESETS["bert_L4_H256"],
-    "bert_small": PRESETS["bert_L4_H512"],
-    "bert_medium": PRESETS["bert_L8_H512"],
-    "bert_base": PRESETS["bert_L12_H768"],
-    "bert_large": BertConfig(vocab_size=UNCASED_VOCAB_SIZE, hidden_size=1024, num_hidden_layers=24,
-                             num_attention_heads=16, intermediate_size=4096),
-})
+PRESETS = {
+    f"bert_L{layers}_H{hidden}": _sized(layers, hidden)
+    for layers in (2, 4, 6, 8, 10, 12)
+    for hidden in (128, 256, 512, 768)
+}
+PRESETS.update(
+    {
+        "bert_tiny": PRESETS["bert_L2_H128"],
+        "bert_mini": PRESETS["bert_L4_H256"],
+        "bert_small": PRESETS["bert_L4_H512"],
+        "bert_medium": PRESETS["bert_L8_H512"],
+        "bert_base": PRESETS["bert_L12_H768"],
+        "bert_large": BertConfig(
+            vocab_size=UNCASED_VOCAB_SIZE,
+            hidden_size=1024,
+            num_hidden_layers=24,
+            num_attention_heads=16,
+            intermediate_size=4096,
+        ),
+    }
+)

@@ -22,8 +22,15 @@ from bert_tf.config import BertConfig
 SOURCE_FORMATS = ("tf1", "hf")
 
 
-def convert(source_format: str, input_path: str, output_dir: str, bert_config_file: str | None = None,
-            vocab_file: str | None = None, heads: str = "auto", allow_missing_pooler: bool = False) -> str:
+def convert(
+    source_format: str,
+    input_path: str,
+    output_dir: str,
+    bert_config_file: str | None = None,
+    vocab_file: str | None = None,
+    heads: str = "auto",
+    allow_missing_pooler: bool = False,
+) -> str:
     """Converts a checkpoint into a model directory; returns the written checkpoint path.
 
     Args:
@@ -48,13 +55,16 @@ def convert(source_format: str, input_path: str, output_dir: str, bert_config_fi
         config_file = bert_config_file or default_config
     else:
         if bert_config_file:
-            raise ValueError("bert_config_file applies to TF1 checkpoints only; a HuggingFace directory "
-                             f"carries its own {huggingface.HF_CONFIG_NAME}.")
+            raise ValueError(
+                "bert_config_file applies to TF1 checkpoints only; a HuggingFace directory "
+                f"carries its own {huggingface.HF_CONFIG_NAME}."
+            )
         default_config, default_vocab = huggingface.hf_companion_files(input_path)
         config_file = default_config
     try:
-        config = (BertConfig.from_json_file(config_file) if source_format == "tf1"
-                  else huggingface.hf_bert_config(input_path))
+        config = (
+            BertConfig.from_json_file(config_file) if source_format == "tf1" else huggingface.hf_bert_config(input_path)
+        )
     except ValueError as e:
         raise ValueError(f"{config_file}: {e}") from None
     vocab_file = vocab_file or default_vocab
@@ -62,18 +72,20 @@ def convert(source_format: str, input_path: str, output_dir: str, bert_config_fi
         raise FileNotFoundError(f"Vocabulary file not found: {vocab_file} (pass --vocab_file).")
     vocab_lines = len(cli.load_vocab(vocab_file, "vocab_file"))
     if vocab_lines > config.vocab_size:
-        raise ValueError(f"{vocab_file} has {vocab_lines} tokens but the config's vocab_size is "
-                         f"{config.vocab_size}: token ids past {config.vocab_size - 1} would have no embedding.")
+        raise ValueError(
+            f"{vocab_file} has {vocab_lines} tokens but the config's vocab_size is "
+            f"{config.vocab_size}: token ids past {config.vocab_size - 1} would have no embedding."
+        )
 
     import tensorflow as tf
 
     try:
         if source_format == "tf1":
-            model = tf1.convert_tf1_checkpoint(input_path, config_file, heads=heads,
-                                               allow_missing_pooler=allow_missing_pooler)
+            model = tf1.convert_tf1_checkpoint(
+                input_path, config_file, heads=heads, allow_missing_pooler=allow_missing_pooler
+            )
         else:
-            model = huggingface.convert_hf_directory(input_path, heads=heads,
-                                                     allow_missing_pooler=allow_missing_pooler)
+            model = huggingface.convert_hf_directory(input_path, heads=heads, allow_missing_pooler=allow_missing_pooler)
     except tf.errors.OpError as e:
         # A file that is not a checkpoint (or is damaged) fails in TensorFlow's reader.
         raise ValueError(f"--input={input_path}: cannot read the {source_format} checkpoint: {e.message}") from None
@@ -82,18 +94,29 @@ def convert(source_format: str, input_path: str, output_dir: str, bert_config_fi
 
 def define_flags() -> None:
     """Defines this tool's flags; `run()` calls it, so importing `convert()` adds no flags."""
-    flags.DEFINE_enum("from", None, list(SOURCE_FORMATS),
-                      "Source format: tf1 (google-research bert_model.ckpt) or hf (HuggingFace directory "
-                      "with config.json and model.safetensors).")
+    flags.DEFINE_enum(
+        "from",
+        None,
+        list(SOURCE_FORMATS),
+        "Source format: tf1 (google-research bert_model.ckpt) or hf (HuggingFace directory "
+        "with config.json and model.safetensors).",
+    )
     flags.DEFINE_string("input", None, "TF1 checkpoint prefix (e.g. DIR/bert_model.ckpt) or HF model directory.")
     flags.DEFINE_string("output_dir", None, "Model directory to write (must not exist or be empty).")
     flags.DEFINE_string("bert_config_file", None, "TF1 only: bert_config.json; default: beside the checkpoint.")
     flags.DEFINE_string("vocab_file", None, "vocab.txt; default: beside the checkpoint / in the HF directory.")
-    flags.DEFINE_enum("heads", "auto", ["auto", "pretraining", "none"],
-                      "auto: write a BertPretrainer when the source has both the masked-LM and next-sentence "
-                      "heads, else a BertEncoder; pretraining: require both heads; none: encoder only.")
-    flags.DEFINE_bool("allow_missing_pooler", False,
-                      "Convert a source without pooler weights, keeping the pooler's random initial values.")
+    flags.DEFINE_enum(
+        "heads",
+        "auto",
+        ["auto", "pretraining", "none"],
+        "auto: write a BertPretrainer when the source has both the masked-LM and next-sentence "
+        "heads, else a BertEncoder; pretraining: require both heads; none: encoder only.",
+    )
+    flags.DEFINE_bool(
+        "allow_missing_pooler",
+        False,
+        "Convert a source without pooler weights, keeping the pooler's random initial values.",
+    )
 
 
 @cli.main_function("bert_tf.convert", bad_input=(ValueError, FileNotFoundError, FileExistsError))
@@ -101,12 +124,20 @@ def main(argv):
     del argv  # Checked by cli.main_function.
     cli.require_flags("from", "input", "output_dir")
     FLAGS = flags.FLAGS
-    checkpoint = convert(FLAGS["from"].value, FLAGS.input, FLAGS.output_dir,
-                         bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
-                         heads=FLAGS.heads, allow_missing_pooler=FLAGS.allow_missing_pooler)
+    checkpoint = convert(
+        FLAGS["from"].value,
+        FLAGS.input,
+        FLAGS.output_dir,
+        bert_config_file=FLAGS.bert_config_file,
+        vocab_file=FLAGS.vocab_file,
+        heads=FLAGS.heads,
+        allow_missing_pooler=FLAGS.allow_missing_pooler,
+    )
     from bert_tf.checkpoints import has_pretraining_heads
-    kind = ("BertPretrainer (encoder + masked-LM + next-sentence)" if has_pretraining_heads(checkpoint)
-            else "BertEncoder")
+
+    kind = (
+        "BertPretrainer (encoder + masked-LM + next-sentence)" if has_pretraining_heads(checkpoint) else "BertEncoder"
+    )
     print(f"Wrote {kind} checkpoint {checkpoint}")
     return 0
 

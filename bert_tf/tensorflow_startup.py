@@ -20,7 +20,8 @@ STARTUP_NOISE = re.compile(
     r"All log messages before absl::InitializeLog|oneDNN custom operations|cudart_stub|cuda_platform|cuInit|"
     r"cuda_dnn|cuda_fft|cuda_blas|Unable to register cu|computation_placer|cpu_feature_guard|"
     r"This TensorFlow binary is optimized|rebuild TensorFlow with the appropriate compiler flags|"
-    r"TF-TRT Warning|Could not find cuda drivers")
+    r"TF-TRT Warning|Could not find cuda drivers"
+)
 
 
 def load_tensorflow_quietly() -> None:
@@ -29,8 +30,11 @@ def load_tensorflow_quietly() -> None:
     Does nothing when TensorFlow is already loaded, is not installed (JAX-only
     machines), or `TF_CPP_MIN_LOG_LEVEL=0` asks for everything.
     """
-    if ("tensorflow" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0"
-            or importlib.util.find_spec("tensorflow") is None):
+    if (
+        "tensorflow" in sys.modules
+        or os.environ.get("TF_CPP_MIN_LOG_LEVEL") == "0"
+        or importlib.util.find_spec("tensorflow") is None
+    ):
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     sys.stderr.flush()

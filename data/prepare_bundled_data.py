@@ -24,6 +24,7 @@ Outputs (all written to a temporary name, then renamed):
 The sentence splitter and the cleaning functions import nothing outside the
 standard library, so the tests can exercise them without `rdata`.
 """
+
 import argparse
 import gzip
 import hashlib
@@ -67,11 +68,12 @@ def _decompress_lazyload_blob(blob, compression, where):
         kind, body = blob[4:5], blob[5:]
         if kind == b"Z":
             decoder = lzma.LZMADecompressor(
-                format=lzma.FORMAT_RAW,
-                filters=[{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME}])
+                format=lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME}]
+            )
             data = decoder.decompress(body)
         elif kind == b"2":
             import bz2
+
             data = bz2.decompress(body)
         elif kind == b"1":
             data = zlib.decompress(body)
@@ -110,12 +112,39 @@ def read_lazyload_object(package_dir, name):
 # Words that end in a period without ending the sentence. "No." is absent on
 # purpose: "No. 97" is kept whole because a digit never starts a sentence here,
 # while "No. He ..." must split.
-ABBREVIATIONS = frozenset({
-    "mr", "mrs", "messrs", "ms", "dr", "st", "rev", "hon", "col", "capt", "gen",
-    "lt", "sgt", "prof", "esq", "jr", "sr", "vol", "viz", "mme", "mlle",
-    # Abbreviated given names in letter signatures ("EDW. GARDINER.").
-    "edw", "wm", "geo", "thos", "jas", "chas", "jno",
-})
+ABBREVIATIONS = frozenset(
+    {
+        "mr",
+        "mrs",
+        "messrs",
+        "ms",
+        "dr",
+        "st",
+        "rev",
+        "hon",
+        "col",
+        "capt",
+        "gen",
+        "lt",
+        "sgt",
+        "prof",
+        "esq",
+        "jr",
+        "sr",
+        "vol",
+        "viz",
+        "mme",
+        "mlle",
+        # Abbreviated given names in letter signatures ("EDW. GARDINER.").
+        "edw",
+        "wm",
+        "geo",
+        "thos",
+        "jas",
+        "chas",
+        "jno",
+    }
+)
 
 _CANDIDATE_END = re.compile(
     r"""
@@ -160,9 +189,9 @@ def split_sentences(paragraph):
         punct = match.group("punct")
         if not match.group("gap") and not (punct.startswith("...") or match.group("dash")):
             continue
-        if _is_abbreviation(text[:match.start()], punct):
+        if _is_abbreviation(text[: match.start()], punct):
             continue
-        sentence = text[start:match.end("dash")].strip()
+        sentence = text[start : match.end("dash")].strip()
         if sentence:
             sentences.append(sentence)
         start = match.end()
@@ -336,15 +365,18 @@ def build_sentiment(modeldata_dir):
                 raise ValueError(f"{object_name}: review is empty after cleaning: {review!r}")
             rows.append(f"{text}\t{label}")
             counts[label] += 1
-        out[split] = ("\n".join(rows) + "\n", {"examples": len(rows) - 1, "label_0_other": counts[0],
-                                               "label_1_great": counts[1]})
+        out[split] = (
+            "\n".join(rows) + "\n",
+            {"examples": len(rows) - 1, "label_0_other": counts[0], "label_1_great": counts[1]},
+        )
     return out
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--source_root", required=True,
-                        help="Directory the .deb files were unpacked into with dpkg-deb -x.")
+    parser.add_argument(
+        "--source_root", required=True, help="Directory the .deb files were unpacked into with dpkg-deb -x."
+    )
     parser.add_argument("--output_dir", default=os.path.dirname(os.path.abspath(__file__)))
     args = parser.parse_args(argv)
 
@@ -357,8 +389,9 @@ def main(argv=None):
         outputs[f"fine_foods_{split}.tsv"] = text
     for name, text in outputs.items():
         _write_atomically(os.path.join(args.output_dir, name), text)
-    sums = "".join(f"{hashlib.sha256(text.encode('utf-8')).hexdigest()}  {name}\n"
-                   for name, text in sorted(outputs.items()))
+    sums = "".join(
+        f"{hashlib.sha256(text.encode('utf-8')).hexdigest()}  {name}\n" for name, text in sorted(outputs.items())
+    )
     _write_atomically(os.path.join(args.output_dir, "SHA256SUMS"), sums)
 
     print("corpus:", corpus_stats)

@@ -33,18 +33,30 @@ def define_flags():
     flags.DEFINE_string("output_dir", None, "Where the fine-tuned model, TensorBoard logs and results go.")
     flags.DEFINE_integer("epochs", 2, "Training epochs.")
     flags.DEFINE_integer("batch_size", 32, "Batch size.")
-    flags.DEFINE_float("learning_rate", 1e-3, "Adam learning rate (1e-3: Keras' default, as `optimizer='adam'` in the "
-                       "notebook; pretrained encoders want BERT's 2e-5 to 1e-4).")
-    flags.DEFINE_float("warmup_fraction", 0.0, "0: a constant learning rate. Otherwise BERT's schedule, as in TF Hub's "
-                       "tutorial: linear warm-up over this fraction of the steps, then linear decay to 0.")
+    flags.DEFINE_float(
+        "learning_rate",
+        1e-3,
+        "Adam learning rate (1e-3: Keras' default, as `optimizer='adam'` in the "
+        "notebook; pretrained encoders want BERT's 2e-5 to 1e-4).",
+    )
+    flags.DEFINE_float(
+        "warmup_fraction",
+        0.0,
+        "0: a constant learning rate. Otherwise BERT's schedule, as in TF Hub's "
+        "tutorial: linear warm-up over this fraction of the steps, then linear decay to 0.",
+    )
     flags.DEFINE_integer("max_train_examples", 0, "Use at most this many training examples (0: all).")
     flags.DEFINE_integer("max_test_examples", 0, "Use at most this many test examples (0: all).")
-    flags.DEFINE_list("new_sentences", [
-        "Absolutely delicious, I will order this again.",
-        "The coffee was stale and tasted like cardboard.",
-        "My dog loves these treats.",
-        "Too sweet and the package arrived damaged.",
-    ], "Sentences to classify after training.")
+    flags.DEFINE_list(
+        "new_sentences",
+        [
+            "Absolutely delicious, I will order this again.",
+            "The coffee was stale and tasted like cardboard.",
+            "My dog loves these treats.",
+            "Too sweet and the package arrived damaged.",
+        ],
+        "Sentences to classify after training.",
+    )
     flags.DEFINE_integer("seed", 1, "Random seed.")
     flags.mark_flags_as_required(["export_dir", "train_file", "test_file", "output_dir"])
 
@@ -123,13 +135,18 @@ def main(argv):
     learning_rate = FLAGS.learning_rate
     if FLAGS.warmup_fraction > 0:
         learning_rate = warmup_linear_decay(FLAGS.learning_rate, num_steps, int(FLAGS.warmup_fraction * num_steps))
-    model.compile(optimizer=tf.keras.optimizers.Adam(learning_rate), loss="binary_crossentropy",
-                  metrics=["accuracy"])
+    model.compile(optimizer=tf.keras.optimizers.Adam(learning_rate), loss="binary_crossentropy", metrics=["accuracy"])
     os.makedirs(FLAGS.output_dir, exist_ok=True)
     start = time.time()
     history = model.fit(
-        x_train, y_train, epochs=FLAGS.epochs, batch_size=FLAGS.batch_size, validation_data=(x_test, y_test),
-        verbose=2, callbacks=[tf.keras.callbacks.TensorBoard(os.path.join(FLAGS.output_dir, "summaries"))])
+        x_train,
+        y_train,
+        epochs=FLAGS.epochs,
+        batch_size=FLAGS.batch_size,
+        validation_data=(x_test, y_test),
+        verbose=2,
+        callbacks=[tf.keras.callbacks.TensorBoard(os.path.join(FLAGS.output_dir, "summaries"))],
+    )
     train_seconds = time.time() - start
     # fit() evaluated the final weights on the test set already (inference mode, same batches as evaluate()).
     test_loss, test_accuracy = history.history["val_loss"][-1], history.history["val_accuracy"][-1]
@@ -138,17 +155,24 @@ def main(argv):
     baseline = float(np.mean(y_test == majority_label))
 
     new_scores = model.predict(tf.constant(FLAGS.new_sentences), verbose=0)[:, 0]
-    predictions = [{"text": t, "score": float(s), "label": "great" if s >= 0.5 else "other"}
-                   for t, s in zip(FLAGS.new_sentences, new_scores)]
+    predictions = [
+        {"text": t, "score": float(s), "label": "great" if s >= 0.5 else "other"}
+        for t, s in zip(FLAGS.new_sentences, new_scores)
+    ]
     with file_io.atomic_path(os.path.join(FLAGS.output_dir, "saved_model"), directory=True) as tmp_dir:
         model.save(tmp_dir, include_optimizer=False)
 
-    results = {"test_accuracy": float(test_accuracy), "test_loss": float(test_loss),
-               "majority_baseline_accuracy": baseline, "train_majority_fraction": float(majority),
-               "train_examples": len(train_texts), "test_examples": len(test_texts),
-               "train_seconds": train_seconds,
-               "history": {k: [float(v) for v in vs] for k, vs in history.history.items()},
-               "predictions": predictions}
+    results = {
+        "test_accuracy": float(test_accuracy),
+        "test_loss": float(test_loss),
+        "majority_baseline_accuracy": baseline,
+        "train_majority_fraction": float(majority),
+        "train_examples": len(train_texts),
+        "test_examples": len(test_texts),
+        "train_seconds": train_seconds,
+        "history": {k: [float(v) for v in vs] for k, vs in history.history.items()},
+        "predictions": predictions,
+    }
     file_io.write_json(os.path.join(FLAGS.output_dir, "results.json"), results)
     logging.info("test accuracy %.4f (majority-class baseline %.4f)", test_accuracy, baseline)
     for p in predictions:

@@ -48,38 +48,66 @@ def define_flags():
     flags.DEFINE_bool("restart", False, "Delete --output_dir first instead of reusing finished steps.")
     # Pretraining from scratch.
     flags.DEFINE_integer("vocab_size", 8000, "Size of the learned WordPiece vocabulary.")
-    flags.DEFINE_integer("vocab_input_words", 8000,
-                         "The vocabulary is learned from this many most frequent distinct words (faster).")
+    flags.DEFINE_integer(
+        "vocab_input_words", 8000, "The vocabulary is learned from this many most frequent distinct words (faster)."
+    )
     flags.DEFINE_integer("num_layers", 2, "Transformer layers of the BERT pretrained from scratch.")
     flags.DEFINE_integer("hidden_size", 128, "Its hidden size (heads = hidden_size / 64).")
-    flags.DEFINE_integer("max_seq_length", 64, "Sequence length for pretraining and for fine-tuning the small "
-                         "encoders (64 keeps the run short on a CPU; a review averages about 90 WordPieces).")
+    flags.DEFINE_integer(
+        "max_seq_length",
+        64,
+        "Sequence length for pretraining and for fine-tuning the small "
+        "encoders (64 keeps the run short on a CPU; a review averages about 90 WordPieces).",
+    )
     flags.DEFINE_integer("max_predictions_per_seq", 10, "Masked positions per pretraining sequence.")
     flags.DEFINE_integer("dupe_factor", 2, "Times the corpus is masked differently (create_pretraining_data).")
     flags.DEFINE_integer("pretrain_steps", 1000, "Pretraining steps.")
     flags.DEFINE_integer("pretrain_batch_size", 32, "Pretraining batch size.")
-    flags.DEFINE_float("pretrain_learning_rate", 5e-4, "Peak pretraining learning rate (1e-3 leaves this small "
-                       "model at the unigram plateau in some runs).")
-    flags.DEFINE_float("pretrain_dropout", 0.0,
-                       "Dropout while pretraining. Off by default, as in short-budget recipes (Cramming, Geiping & "
-                       "Goldstein 2022): the model sees each sequence about once, so dropout only slows it down. "
-                       "The exported encoder fine-tunes with BERT's 0.1.")
-    flags.DEFINE_enum("distribution_strategy", "one_device", ["one_device", "mirrored"],
-                      "tf.distribute strategy of pretraining on this host (`mirrored`: all its GPUs). Multi-worker "
-                      "and TPU pretraining: run experiments.pretrain itself.")
+    flags.DEFINE_float(
+        "pretrain_learning_rate",
+        5e-4,
+        "Peak pretraining learning rate (1e-3 leaves this small model at the unigram plateau in some runs).",
+    )
+    flags.DEFINE_float(
+        "pretrain_dropout",
+        0.0,
+        "Dropout while pretraining. Off by default, as in short-budget recipes (Cramming, Geiping & "
+        "Goldstein 2022): the model sees each sequence about once, so dropout only slows it down. "
+        "The exported encoder fine-tunes with BERT's 0.1.",
+    )
+    flags.DEFINE_enum(
+        "distribution_strategy",
+        "one_device",
+        ["one_device", "mirrored"],
+        "tf.distribute strategy of pretraining on this host (`mirrored`: all its GPUs). Multi-worker "
+        "and TPU pretraining: run experiments.pretrain itself.",
+    )
     # Real published weights.
-    flags.DEFINE_string("real_weights_dir", None, "HuggingFace BERT directory (config.json, model.safetensors, "
-                        "vocab.txt) to convert; default: all-MiniLM-L6-v2 installed by scripts/setup.sh.")
+    flags.DEFINE_string(
+        "real_weights_dir",
+        None,
+        "HuggingFace BERT directory (config.json, model.safetensors, "
+        "vocab.txt) to convert; default: all-MiniLM-L6-v2 installed by scripts/setup.sh.",
+    )
     flags.DEFINE_integer("real_weights_seq_length", 64, "Sequence length for fine-tuning the real encoder.")
     flags.DEFINE_integer("real_weights_epochs", 1, "Fine-tuning epochs of the real encoder.")
-    flags.DEFINE_float("real_weights_learning_rate", 1e-4, "Peak Adam learning rate for the real encoder "
-                       "(10% linear warm-up, then linear decay: BERT's fine-tuning schedule).")
+    flags.DEFINE_float(
+        "real_weights_learning_rate",
+        1e-4,
+        "Peak Adam learning rate for the real encoder "
+        "(10% linear warm-up, then linear decay: BERT's fine-tuning schedule).",
+    )
     # Fine-tuning the small encoders.
     flags.DEFINE_integer("finetune_epochs", 2, "Fine-tuning epochs of the small encoders.")
-    flags.DEFINE_float("finetune_learning_rate", 1e-3,
-                       "Their constant Adam learning rate (Keras' default, which the notebook uses).")
-    flags.DEFINE_bool("finetune_from_scratch", True, "Also fine-tune the encoder pretrained in step 3 (it is "
-                      "exported either way); --nofinetune_from_scratch saves about a minute.")
+    flags.DEFINE_float(
+        "finetune_learning_rate", 1e-3, "Their constant Adam learning rate (Keras' default, which the notebook uses)."
+    )
+    flags.DEFINE_bool(
+        "finetune_from_scratch",
+        True,
+        "Also fine-tune the encoder pretrained in step 3 (it is "
+        "exported either way); --nofinetune_from_scratch saves about a minute.",
+    )
     flags.DEFINE_bool("compare_random_init", True, "Fine-tune a randomly initialised encoder, the baseline.")
     # Smaller runs.
     flags.DEFINE_integer("corpus_lines", 0, "Use only the first N lines of the bundled corpus (0: all).")
@@ -96,9 +124,11 @@ class StepResult:
 
 
 # Lines of the tools' output not worth showing (the full output is in each step's log).
-_NOISE = re.compile(r"functional_saver|Sharding callback|UserWarning|warnings.warn|DeprecationWarning|"
-                    r"unsupported characters which will be renamed|Assets written to|Writing fingerprint|"
-                    r"signature_serialization|oneDNN supports DT_INT64 only")
+_NOISE = re.compile(
+    r"functional_saver|Sharding callback|UserWarning|warnings.warn|DeprecationWarning|"
+    r"unsupported characters which will be renamed|Assets written to|Writing fingerprint|"
+    r"signature_serialization|oneDNN supports DT_INT64 only"
+)
 _ABSL_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\] ")
 
 
@@ -107,8 +137,9 @@ def _run_tool(module, log_path, *args, env=None):
     command = [sys.executable, "-m", module, *args]
     print(f"    $ python -m {module} {' '.join(args)}", flush=True)
     with open(log_path, "w", encoding="utf-8") as log:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   cwd=REPO_ROOT, env=env)
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT, env=env
+        )
         for line in process.stdout:
             log.write(line)
             if line.strip() and not _NOISE.search(line):
@@ -181,8 +212,11 @@ def write_pretraining_corpus(path, corpus_lines, train_texts):
 
 def split_documents(corpus, train_path, eval_path, every):
     """Writes every `every`-th blank-line-separated document to `eval_path`, the rest to `train_path`."""
-    with open(corpus, encoding="utf-8") as f, open(train_path, "w", encoding="utf-8") as train, \
-            open(eval_path, "w", encoding="utf-8") as evaluation:
+    with (
+        open(corpus, encoding="utf-8") as f,
+        open(train_path, "w", encoding="utf-8") as train,
+        open(eval_path, "w", encoding="utf-8") as evaluation,
+    ):
         document, index = [], 0
         for line in list(f) + ["\n"]:
             if line.strip():
@@ -256,17 +290,29 @@ def learn_vocabulary(output_dir, train_texts):
         corpus = os.path.join(step_dir, "corpus.txt")
         lines = write_pretraining_corpus(corpus, FLAGS.corpus_lines, train_texts)
         vocab_file = os.path.join(step_dir, "vocab.txt")
-        _run_tool("tfrecords_tools.make_vocab", os.path.join(step_dir, "make_vocab.log"),
-                  f"--input_file={corpus}", f"--output_file={vocab_file}", f"--vocab_size={FLAGS.vocab_size}",
-                  "--do_lower_case", f"--max_input_words={FLAGS.vocab_input_words}")
+        _run_tool(
+            "tfrecords_tools.make_vocab",
+            os.path.join(step_dir, "make_vocab.log"),
+            f"--input_file={corpus}",
+            f"--output_file={vocab_file}",
+            f"--vocab_size={FLAGS.vocab_size}",
+            "--do_lower_case",
+            f"--max_input_words={FLAGS.vocab_input_words}",
+        )
         from bert_tf.tokenization.vocab import load_vocab
 
-        return {"corpus": corpus, "corpus_lines": lines, "vocab_file": vocab_file,
-                "vocab_size": len(load_vocab(vocab_file))}
+        return {
+            "corpus": corpus,
+            "corpus_lines": lines,
+            "vocab_file": vocab_file,
+            "vocab_size": len(load_vocab(vocab_file)),
+        }
 
     return Step(output_dir, "vocab").run(
-        "1. learn a WordPiece vocabulary", work,
-        lambda r: f"{r['vocab_size']:,} pieces from {r['corpus_lines']:,} corpus lines")
+        "1. learn a WordPiece vocabulary",
+        work,
+        lambda r: f"{r['vocab_size']:,} pieces from {r['corpus_lines']:,} corpus lines",
+    )
 
 
 def write_tfrecords(output_dir, vocab):
@@ -279,61 +325,97 @@ def write_tfrecords(output_dir, vocab):
         result = {}
         for split, corpus, dupe in (("train", train_corpus, FLAGS.dupe_factor), ("eval", eval_corpus, 1)):
             output = os.path.join(step_dir, f"{split}.tfrecord")
-            _run_tool("tfrecords_tools.create_pretraining_data", os.path.join(step_dir, f"{split}.log"),
-                      f"--input_file={corpus}", f"--output_file={output}", f"--vocab_file={vocab['vocab_file']}",
-                      "--do_lower_case", f"--max_seq_length={FLAGS.max_seq_length}",
-                      f"--max_predictions_per_seq={FLAGS.max_predictions_per_seq}", f"--dupe_factor={dupe}")
+            _run_tool(
+                "tfrecords_tools.create_pretraining_data",
+                os.path.join(step_dir, f"{split}.log"),
+                f"--input_file={corpus}",
+                f"--output_file={output}",
+                f"--vocab_file={vocab['vocab_file']}",
+                "--do_lower_case",
+                f"--max_seq_length={FLAGS.max_seq_length}",
+                f"--max_predictions_per_seq={FLAGS.max_predictions_per_seq}",
+                f"--dupe_factor={dupe}",
+            )
             result[f"{split}_file"] = output
             result[f"{split}_instances"] = _count_records(output)
-        baseline = unigram_baseline(result["train_file"], result["eval_file"], FLAGS.max_seq_length,
-                                    FLAGS.max_predictions_per_seq, vocab["vocab_size"])
+        baseline = unigram_baseline(
+            result["train_file"],
+            result["eval_file"],
+            FLAGS.max_seq_length,
+            FLAGS.max_predictions_per_seq,
+            vocab["vocab_size"],
+        )
         result["mlm_unigram_accuracy"], result["mlm_unigram_loss"] = baseline.accuracy, baseline.loss
         nsp = next_sentence_baseline(result["eval_file"], FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
         result["nsp_majority_accuracy"], result["nsp_prior_loss"] = nsp.accuracy, nsp.loss
         return result
 
     return Step(output_dir, "tfrecords").run(
-        "2. write pretraining TFRecords", work,
-        lambda r: (f"{r['train_instances']:,} training and {r['eval_instances']:,} held-out instances; "
-                   f"masked-token unigram baseline: accuracy {r['mlm_unigram_accuracy']:.3f}, "
-                   f"loss {r['mlm_unigram_loss']:.2f}; held-out NSP majority label {r['nsp_majority_accuracy']:.3f}"))
+        "2. write pretraining TFRecords",
+        work,
+        lambda r: (
+            f"{r['train_instances']:,} training and {r['eval_instances']:,} held-out instances; "
+            f"masked-token unigram baseline: accuracy {r['mlm_unigram_accuracy']:.3f}, "
+            f"loss {r['mlm_unigram_loss']:.2f}; held-out NSP majority label {r['nsp_majority_accuracy']:.3f}"
+        ),
+    )
 
 
 def pretrain_from_scratch(output_dir, config, vocab, data):
     def work(step_dir):
         model_dir = os.path.join(step_dir, "model")
         config_file = os.path.join(step_dir, "bert_config.json")
-        dataclasses.replace(config, hidden_dropout_prob=FLAGS.pretrain_dropout,
-                            attention_probs_dropout_prob=FLAGS.pretrain_dropout).to_json_file(config_file)
+        dataclasses.replace(
+            config, hidden_dropout_prob=FLAGS.pretrain_dropout, attention_probs_dropout_prob=FLAGS.pretrain_dropout
+        ).to_json_file(config_file)
         eval_every = max(FLAGS.pretrain_steps // 5, 1)
         # --max_eval_steps=0: every evaluation reads the whole held-out file, as the unigram baseline does.
-        _run_tool("experiments.pretrain", os.path.join(step_dir, "pretrain.log"),
-                  f"--input_file={data['train_file']}", f"--eval_input_file={data['eval_file']}",
-                  f"--bert_config_file={config_file}", f"--vocab_file={vocab['vocab_file']}",
-                  f"--output_dir={model_dir}", f"--max_seq_length={FLAGS.max_seq_length}",
-                  f"--max_predictions_per_seq={FLAGS.max_predictions_per_seq}",
-                  f"--train_batch_size={FLAGS.pretrain_batch_size}", "--eval_batch_size=64",
-                  f"--learning_rate={FLAGS.pretrain_learning_rate}", f"--num_train_steps={FLAGS.pretrain_steps}",
-                  f"--num_warmup_steps={max(FLAGS.pretrain_steps // 10, 1)}",
-                  f"--distribution_strategy={FLAGS.distribution_strategy}",
-                  f"--save_checkpoints_steps={eval_every}", f"--steps_per_loop={min(eval_every, 50)}",
-                  f"--eval_every_steps={eval_every}", "--max_eval_steps=0", "--jit_compile",
-                  # The corpus is Austen, then the reviews: a buffer of the whole file mixes them from step 1.
-                  f"--shuffle_buffer_size={data['train_instances']}")
+        _run_tool(
+            "experiments.pretrain",
+            os.path.join(step_dir, "pretrain.log"),
+            f"--input_file={data['train_file']}",
+            f"--eval_input_file={data['eval_file']}",
+            f"--bert_config_file={config_file}",
+            f"--vocab_file={vocab['vocab_file']}",
+            f"--output_dir={model_dir}",
+            f"--max_seq_length={FLAGS.max_seq_length}",
+            f"--max_predictions_per_seq={FLAGS.max_predictions_per_seq}",
+            f"--train_batch_size={FLAGS.pretrain_batch_size}",
+            "--eval_batch_size=64",
+            f"--learning_rate={FLAGS.pretrain_learning_rate}",
+            f"--num_train_steps={FLAGS.pretrain_steps}",
+            f"--num_warmup_steps={max(FLAGS.pretrain_steps // 10, 1)}",
+            f"--distribution_strategy={FLAGS.distribution_strategy}",
+            f"--save_checkpoints_steps={eval_every}",
+            f"--steps_per_loop={min(eval_every, 50)}",
+            f"--eval_every_steps={eval_every}",
+            "--max_eval_steps=0",
+            "--jit_compile",
+            # The corpus is Austen, then the reviews: a buffer of the whole file mixes them from step 1.
+            f"--shuffle_buffer_size={data['train_instances']}",
+        )
         evaluation = read_scalars(os.path.join(model_dir, "summaries", "eval"))
-        return {"model_dir": model_dir, "parameters": _count_parameters(config),
-                **{f"eval_{tag}": evaluation.get(tag, [])
-                   for tag in ("mlm_accuracy", "mlm_loss", "nsp_accuracy", "nsp_loss")}}
+        return {
+            "model_dir": model_dir,
+            "parameters": _count_parameters(config),
+            **{
+                f"eval_{tag}": evaluation.get(tag, [])
+                for tag in ("mlm_accuracy", "mlm_loss", "nsp_accuracy", "nsp_loss")
+            },
+        }
 
     def describe(r):
-        return (f"{r['parameters']:,} parameters; held-out MLM accuracy {_arrow(r['eval_mlm_accuracy'])} "
-                f"(unigram {data['mlm_unigram_accuracy']:.3f}), MLM loss {_arrow(r['eval_mlm_loss'], 2)} "
-                f"(unigram {data['mlm_unigram_loss']:.2f}); NSP accuracy {_arrow(r['eval_nsp_accuracy'])} "
-                f"(chance 0.5, majority label {data['nsp_majority_accuracy']:.3f}), NSP loss "
-                f"{_arrow(r['eval_nsp_loss'])} (label frequencies {data['nsp_prior_loss']:.3f})")
+        return (
+            f"{r['parameters']:,} parameters; held-out MLM accuracy {_arrow(r['eval_mlm_accuracy'])} "
+            f"(unigram {data['mlm_unigram_accuracy']:.3f}), MLM loss {_arrow(r['eval_mlm_loss'], 2)} "
+            f"(unigram {data['mlm_unigram_loss']:.2f}); NSP accuracy {_arrow(r['eval_nsp_accuracy'])} "
+            f"(chance 0.5, majority label {data['nsp_majority_accuracy']:.3f}), NSP loss "
+            f"{_arrow(r['eval_nsp_loss'])} (label frequencies {data['nsp_prior_loss']:.3f})"
+        )
 
     return Step(output_dir, "pretrain").run(
-        f"3. pretrain a {FLAGS.num_layers}-layer, H={FLAGS.hidden_size} BERT from scratch", work, describe)
+        f"3. pretrain a {FLAGS.num_layers}-layer, H={FLAGS.hidden_size} BERT from scratch", work, describe
+    )
 
 
 def convert_real_weights(output_dir):
@@ -342,17 +424,31 @@ def convert_real_weights(output_dir):
 
         source = FLAGS.real_weights_dir or published.minilm_l6_v2_dir()
         model_dir = os.path.join(step_dir, "model")
-        _run_tool("bert_tf.convert", os.path.join(step_dir, "convert.log"), "--from=hf", f"--input={source}",
-                  f"--output_dir={model_dir}")
+        _run_tool(
+            "bert_tf.convert",
+            os.path.join(step_dir, "convert.log"),
+            "--from=hf",
+            f"--input={source}",
+            f"--output_dir={model_dir}",
+        )
         with open(os.path.join(model_dir, "bert_config.json"), encoding="utf-8") as f:
             config = json.load(f)
-        return {"source": source, "model_dir": model_dir, "num_layers": config["num_hidden_layers"],
-                "hidden_size": config["hidden_size"], "vocab_size": config["vocab_size"]}
+        return {
+            "source": source,
+            "model_dir": model_dir,
+            "num_layers": config["num_hidden_layers"],
+            "hidden_size": config["hidden_size"],
+            "vocab_size": config["vocab_size"],
+        }
 
     return Step(output_dir, "real_weights").run(
-        "4. convert real published weights (HuggingFace -> bert_tf)", work,
-        lambda r: (f"{os.path.basename(os.path.dirname(r['source'].rstrip('/'))) or r['source']}: "
-                   f"{r['num_layers']} layers, H={r['hidden_size']}, vocabulary {r['vocab_size']:,}"))
+        "4. convert real published weights (HuggingFace -> bert_tf)",
+        work,
+        lambda r: (
+            f"{os.path.basename(os.path.dirname(r['source'].rstrip('/'))) or r['source']}: "
+            f"{r['num_layers']} layers, H={r['hidden_size']}, vocabulary {r['vocab_size']:,}"
+        ),
+    )
 
 
 def export_encoders(output_dir, config, vocab, pretrained, real):
@@ -361,9 +457,14 @@ def export_encoders(output_dir, config, vocab, pretrained, real):
 
         def export(label, model_dir, seq_length, *extra):
             exports[label] = os.path.join(step_dir, label)
-            _run_tool("experiments.export", os.path.join(step_dir, f"export_{label}.log"),
-                      f"--model_dir={model_dir}", f"--export_dir={exports[label]}", f"--seq_length={seq_length}",
-                      *extra)
+            _run_tool(
+                "experiments.export",
+                os.path.join(step_dir, f"export_{label}.log"),
+                f"--model_dir={model_dir}",
+                f"--export_dir={exports[label]}",
+                f"--seq_length={seq_length}",
+                *extra,
+            )
 
         export("real_weights", real["model_dir"], FLAGS.real_weights_seq_length)
         # Pretraining may run without dropout; fine-tuning gets the model's own config (BERT's 0.1).
@@ -377,9 +478,12 @@ def export_encoders(output_dir, config, vocab, pretrained, real):
         return exports
 
     return Step(output_dir, "export").run(
-        "5. export encoder and preprocessing SavedModels", work,
-        lambda r: ", ".join(f"{label}: {path}/{{encoder,preprocess}}" for label, path in r.items()
-                            if label != "seconds"))
+        "5. export encoder and preprocessing SavedModels",
+        work,
+        lambda r: ", ".join(
+            f"{label}: {path}/{{encoder,preprocess}}" for label, path in r.items() if label != "seconds"
+        ),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -396,17 +500,28 @@ class Recipe:
 def fine_tune(output_dir, exports, recipe, train_file, test_file):
     def work(step_dir):
         env = dict(os.environ, TF_USE_LEGACY_KERAS="1")
-        _run_tool("experiments.classify_with_hub", os.path.join(step_dir, "classify.log"),
-                  f"--export_dir={exports[recipe.label]}", f"--train_file={train_file}", f"--test_file={test_file}",
-                  f"--output_dir={os.path.join(step_dir, 'classifier')}", f"--epochs={recipe.epochs}",
-                  f"--learning_rate={recipe.learning_rate}", f"--warmup_fraction={recipe.warmup_fraction}",
-                  f"--max_train_examples={FLAGS.train_examples}", f"--max_test_examples={FLAGS.test_examples}",
-                  env=env)
+        _run_tool(
+            "experiments.classify_with_hub",
+            os.path.join(step_dir, "classify.log"),
+            f"--export_dir={exports[recipe.label]}",
+            f"--train_file={train_file}",
+            f"--test_file={test_file}",
+            f"--output_dir={os.path.join(step_dir, 'classifier')}",
+            f"--epochs={recipe.epochs}",
+            f"--learning_rate={recipe.learning_rate}",
+            f"--warmup_fraction={recipe.warmup_fraction}",
+            f"--max_train_examples={FLAGS.train_examples}",
+            f"--max_test_examples={FLAGS.test_examples}",
+            env=env,
+        )
         with open(os.path.join(step_dir, "classifier", "results.json"), encoding="utf-8") as f:
             return json.load(f)
 
-    return Step(output_dir, f"classifier_{recipe.label}").run(recipe.title, work, lambda r: (
-        f"held-out accuracy {r['test_accuracy']:.3f} vs majority class {r['majority_baseline_accuracy']:.3f}"))
+    return Step(output_dir, f"classifier_{recipe.label}").run(
+        recipe.title,
+        work,
+        lambda r: f"held-out accuracy {r['test_accuracy']:.3f} vs majority class {r['majority_baseline_accuracy']:.3f}",
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -446,8 +561,10 @@ def plot_curves(path, pretrain_dir, summary, classifiers):
     evaluation = read_scalars(os.path.join(pretrain_dir, "summaries", "eval"))
     train = read_scalars(os.path.join(pretrain_dir, "summaries", "train"))
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
-    panels = ((axes[0], "mlm_loss", summary["mlm_unigram_loss"], "MLM loss (nats)", "unigram baseline"),
-              (axes[1], "mlm_accuracy", summary["mlm_unigram_accuracy"], "accuracy", "MLM unigram baseline"))
+    panels = (
+        (axes[0], "mlm_loss", summary["mlm_unigram_loss"], "MLM loss (nats)", "unigram baseline"),
+        (axes[1], "mlm_accuracy", summary["mlm_unigram_accuracy"], "accuracy", "MLM unigram baseline"),
+    )
     for ax, tag, baseline, ylabel, baseline_label in panels:
         for source, series, style in (("train", train, "-"), ("held-out", evaluation, "o-")):
             if tag in series:
@@ -460,13 +577,20 @@ def plot_curves(path, pretrain_dir, summary, classifiers):
     axes[1].axhline(summary["nsp_majority_accuracy"], color="tab:red", linestyle=":", label="NSP majority label")
     axes[0].set_title("Pretraining from scratch: masked LM")
     axes[1].set_title("Pretraining from scratch: accuracy")
-    names = {"majority": "majority class", "random_init": "random init", "from_scratch": "pretrained here",
-             "real_weights": "real weights"}
+    names = {
+        "majority": "majority class",
+        "random_init": "random init",
+        "from_scratch": "pretrained here",
+        "real_weights": "real weights",
+    }
     bars = {"majority": summary["majority_accuracy"]}
     bars.update({label: result["test_accuracy"] for label, result in classifiers.items()})
     labels = [label for label in names if label in bars]
-    axes[2].bar([names[label] for label in labels], [bars[label] for label in labels],
-                color=["gray", "tab:orange", "tab:green", "tab:blue"][:len(labels)])
+    axes[2].bar(
+        [names[label] for label in labels],
+        [bars[label] for label in labels],
+        color=["gray", "tab:orange", "tab:green", "tab:blue"][: len(labels)],
+    )
     for i, label in enumerate(labels):
         axes[2].text(i, bars[label] + 0.005, f"{bars[label]:.3f}", ha="center")
     axes[2].set(title="Sentiment fine-tuning: held-out accuracy", ylim=(0.4, 1.0))
@@ -484,20 +608,26 @@ def print_summary(steps, summary, total_seconds, output_dir):
     for step in steps:
         print(f"   {step.name:62s} {step.seconds:5.0f}s  {step.summary}")
     print(f"\n   held-out accuracy on {summary['test_examples']:,} reviews:")
-    rows = (("majority class", summary["majority_accuracy"]),
-            ("fine-tuned from a randomly initialised encoder", summary["random_init_accuracy"]),
-            ("fine-tuned from the encoder pretrained here", summary["from_scratch_accuracy"]),
-            ("fine-tuned from real published weights (all-MiniLM-L6-v2)", summary["real_weights_accuracy"]))
+    rows = (
+        ("majority class", summary["majority_accuracy"]),
+        ("fine-tuned from a randomly initialised encoder", summary["random_init_accuracy"]),
+        ("fine-tuned from the encoder pretrained here", summary["from_scratch_accuracy"]),
+        ("fine-tuned from real published weights (all-MiniLM-L6-v2)", summary["real_weights_accuracy"]),
+    )
     for name, value in rows:
         print(f"   {name:62s} {'skipped' if value is None else f'{value:.3f}'}")
-    print(f"   pretraining from scratch, held-out: MLM accuracy {summary['mlm_accuracy']:.3f} vs "
-          f"{summary['mlm_unigram_accuracy']:.3f} unigram, MLM loss {summary['mlm_loss']:.2f} vs "
-          f"{summary['mlm_unigram_loss']:.2f} unigram, NSP accuracy {summary['nsp_accuracy']:.3f} vs 0.5 chance "
-          f"({summary['nsp_majority_accuracy']:.3f} for always the majority label), NSP loss "
-          f"{summary['nsp_loss']:.3f} vs {summary['nsp_prior_loss']:.3f} from the label frequencies")
-    print(f"\n   steps {sum(step.seconds for step in steps):.0f} s in all; this run {total_seconds:.0f} s "
-          f"(finished steps are reused). Results: {output_dir}/summary.json, curves: {output_dir}/curves.png, "
-          f"TensorBoard: tensorboard --logdir {output_dir}")
+    print(
+        f"   pretraining from scratch, held-out: MLM accuracy {summary['mlm_accuracy']:.3f} vs "
+        f"{summary['mlm_unigram_accuracy']:.3f} unigram, MLM loss {summary['mlm_loss']:.2f} vs "
+        f"{summary['mlm_unigram_loss']:.2f} unigram, NSP accuracy {summary['nsp_accuracy']:.3f} vs 0.5 chance "
+        f"({summary['nsp_majority_accuracy']:.3f} for always the majority label), NSP loss "
+        f"{summary['nsp_loss']:.3f} vs {summary['nsp_prior_loss']:.3f} from the label frequencies"
+    )
+    print(
+        f"\n   steps {sum(step.seconds for step in steps):.0f} s in all; this run {total_seconds:.0f} s "
+        f"(finished steps are reused). Results: {output_dir}/summary.json, curves: {output_dir}/curves.png, "
+        f"TensorBoard: tensorboard --logdir {output_dir}"
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -506,8 +636,16 @@ def print_summary(steps, summary, total_seconds, output_dir):
 def _check_flags():
     if FLAGS.hidden_size % 64:
         raise cli.BadInputError(f"--hidden_size={FLAGS.hidden_size} must be a multiple of 64 (heads of size 64).")
-    for name in ("num_layers", "pretrain_steps", "pretrain_batch_size", "max_seq_length", "real_weights_seq_length",
-                 "real_weights_epochs", "finetune_epochs", "vocab_size"):
+    for name in (
+        "num_layers",
+        "pretrain_steps",
+        "pretrain_batch_size",
+        "max_seq_length",
+        "real_weights_seq_length",
+        "real_weights_epochs",
+        "finetune_epochs",
+        "vocab_size",
+    ):
         if FLAGS[name].value < 1:
             raise cli.BadInputError(f"--{name} must be positive, got {FLAGS[name].value}.")
     if FLAGS.real_weights_dir and not os.path.isdir(FLAGS.real_weights_dir):
@@ -539,10 +677,15 @@ def main(argv):
     train_file, test_file = bundled.sentiment_path("train"), bundled.sentiment_path("test")
     train_texts, _ = bundled.read_sentiment("train")
     if FLAGS.train_examples:
-        train_texts = train_texts[:FLAGS.train_examples]
-    config = BertConfig(vocab_size=FLAGS.vocab_size, hidden_size=FLAGS.hidden_size,
-                        num_hidden_layers=FLAGS.num_layers, num_attention_heads=FLAGS.hidden_size // 64,
-                        intermediate_size=4 * FLAGS.hidden_size, max_position_embeddings=max(128, FLAGS.max_seq_length))
+        train_texts = train_texts[: FLAGS.train_examples]
+    config = BertConfig(
+        vocab_size=FLAGS.vocab_size,
+        hidden_size=FLAGS.hidden_size,
+        num_hidden_layers=FLAGS.num_layers,
+        num_attention_heads=FLAGS.hidden_size // 64,
+        intermediate_size=4 * FLAGS.hidden_size,
+        max_position_embeddings=max(128, FLAGS.max_seq_length),
+    )
 
     steps = []
     vocab, step = learn_vocabulary(output_dir, train_texts)
@@ -557,14 +700,33 @@ def main(argv):
     exports, step = export_encoders(output_dir, config, vocab, pretrained, real)
     steps.append(step)
 
-    recipes = [Recipe("real_weights", "6. fine-tune the real encoder through hub.KerasLayer",
-                      FLAGS.real_weights_epochs, FLAGS.real_weights_learning_rate, warmup_fraction=0.1)]
+    recipes = [
+        Recipe(
+            "real_weights",
+            "6. fine-tune the real encoder through hub.KerasLayer",
+            FLAGS.real_weights_epochs,
+            FLAGS.real_weights_learning_rate,
+            warmup_fraction=0.1,
+        )
+    ]
     if FLAGS.compare_random_init:
-        recipes.append(Recipe("random_init", "6b. the same, from a randomly initialised small encoder",
-                              FLAGS.finetune_epochs, FLAGS.finetune_learning_rate))
+        recipes.append(
+            Recipe(
+                "random_init",
+                "6b. the same, from a randomly initialised small encoder",
+                FLAGS.finetune_epochs,
+                FLAGS.finetune_learning_rate,
+            )
+        )
     if FLAGS.finetune_from_scratch:
-        recipes.append(Recipe("from_scratch", "6c. the same, from the small encoder pretrained in step 3",
-                              FLAGS.finetune_epochs, FLAGS.finetune_learning_rate))
+        recipes.append(
+            Recipe(
+                "from_scratch",
+                "6c. the same, from the small encoder pretrained in step 3",
+                FLAGS.finetune_epochs,
+                FLAGS.finetune_learning_rate,
+            )
+        )
     classifiers = {}
     for recipe in recipes:
         classifiers[recipe.label], step = fine_tune(output_dir, exports, recipe, train_file, test_file)

@@ -27,16 +27,25 @@ from bert_tf.cli import BadInputError
 
 FLAGS = flags.FLAGS
 
+
 def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
-    flags.DEFINE_string("model_dir", None, "Model directory: bert_config.json, vocab.txt and TF2 checkpoints "
-                        "(the latest one is exported).")
-    flags.DEFINE_string("checkpoint", None, "A checkpoint prefix (or directory) to export instead of the latest "
-                        "one in --model_dir.")
+    flags.DEFINE_string(
+        "model_dir",
+        None,
+        "Model directory: bert_config.json, vocab.txt and TF2 checkpoints (the latest one is exported).",
+    )
+    flags.DEFINE_string(
+        "checkpoint", None, "A checkpoint prefix (or directory) to export instead of the latest one in --model_dir."
+    )
     flags.DEFINE_string("bert_config_file", None, "bert_config.json; defaults to the one in --model_dir.")
     flags.DEFINE_string("vocab_file", None, "vocab.txt; defaults to the one in --model_dir.")
-    flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents in the preprocessor (uncased models). "
-                      "Use --nodo_lower_case for cased vocabularies.")
+    flags.DEFINE_bool(
+        "do_lower_case",
+        True,
+        "Lower-case and strip accents in the preprocessor (uncased models). "
+        "Use --nodo_lower_case for cased vocabularies.",
+    )
     flags.DEFINE_integer("seq_length", 128, "Sequence length of the preprocessor's default packing.")
     flags.DEFINE_string("export_dir", None, "Directory to create, holding encoder/ and preprocess/.")
     flags.DEFINE_bool("overwrite", False, "Replace an existing non-empty --export_dir.")
@@ -51,8 +60,10 @@ def check_flags() -> None:
     if not FLAGS.model_dir:
         missing = [name for name in ("checkpoint", "bert_config_file", "vocab_file") if not FLAGS[name].value]
         if missing:
-            raise BadInputError("Pass --model_dir, or all of --checkpoint, --bert_config_file and "
-                                 f"--vocab_file (missing: {', '.join('--' + m for m in missing)}).")
+            raise BadInputError(
+                "Pass --model_dir, or all of --checkpoint, --bert_config_file and "
+                f"--vocab_file (missing: {', '.join('--' + m for m in missing)})."
+            )
     if FLAGS.seq_length < 2:
         raise BadInputError(f"--seq_length must be >= 2, got {FLAGS.seq_length}.")
     # Cheap existence checks first: importing TensorFlow takes seconds.
@@ -65,6 +76,7 @@ def check_flags() -> None:
     config_file = FLAGS.bert_config_file or os.path.join(FLAGS.model_dir or "", "bert_config.json")
     if os.path.isfile(config_file):
         from bert_tf.config import BertConfig
+
         try:
             BertConfig.from_json_file(config_file)
         except ValueError as e:
@@ -79,11 +91,19 @@ def main(argv):
     del argv  # Checked by cli.main_function.
     check_flags()
     from bert_tf.export import export_model_dir  # after flag checks: importing TensorFlow is slow
+
     paths = export_model_dir(
-        FLAGS.model_dir, FLAGS.export_dir, checkpoint=FLAGS.checkpoint,
-        bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
-        lower_case=FLAGS.do_lower_case, seq_length=FLAGS.seq_length, include_mlm=FLAGS.include_mlm,
-        overwrite=FLAGS.overwrite, verify=FLAGS.verify)
+        FLAGS.model_dir,
+        FLAGS.export_dir,
+        checkpoint=FLAGS.checkpoint,
+        bert_config_file=FLAGS.bert_config_file,
+        vocab_file=FLAGS.vocab_file,
+        lower_case=FLAGS.do_lower_case,
+        seq_length=FLAGS.seq_length,
+        include_mlm=FLAGS.include_mlm,
+        overwrite=FLAGS.overwrite,
+        verify=FLAGS.verify,
+    )
     print(f"encoder:    {paths['encoder']}")
     print(f"preprocess: {paths['preprocess']}")
 

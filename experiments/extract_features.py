@@ -45,10 +45,18 @@ def main(argv):
     except ValueError:
         raise cli.BadInputError(f"--layers must be integers, got {FLAGS.layers}.") from None
     path = extract_features(
-        FLAGS.input_file, FLAGS.output_file, model_dir=FLAGS.model_dir, init_checkpoint=FLAGS.init_checkpoint,
-        bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file, layers=layers,
-        max_seq_length=FLAGS.max_seq_length, batch_size=FLAGS.batch_size, do_lower_case=FLAGS.do_lower_case,
-        jit_compile=FLAGS.jit_compile)
+        FLAGS.input_file,
+        FLAGS.output_file,
+        model_dir=FLAGS.model_dir,
+        init_checkpoint=FLAGS.init_checkpoint,
+        bert_config_file=FLAGS.bert_config_file,
+        vocab_file=FLAGS.vocab_file,
+        layers=layers,
+        max_seq_length=FLAGS.max_seq_length,
+        batch_size=FLAGS.batch_size,
+        do_lower_case=FLAGS.do_lower_case,
+        jit_compile=FLAGS.jit_compile,
+    )
     print(f"Wrote {path}")
 
 

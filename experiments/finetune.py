@@ -56,31 +56,51 @@ def define_flags():
     flags.DEFINE_string("train_file", None, "Training data: TSV/CSV/JSONL, CoNLL columns or SQuAD JSON.")
     flags.DEFINE_string("eval_file", None, "Evaluation data (labelled), same formats.")
     flags.DEFINE_string("predict_file", None, "Prediction data (labels optional), same formats.")
-    flags.DEFINE_string("tfds_name", None, "A TFDS text dataset instead of files, e.g. glue/mrpc, glue/stsb, "
-                        "imdb_reviews. Must already be prepared in --tfds_data_dir.")
+    flags.DEFINE_string(
+        "tfds_name",
+        None,
+        "A TFDS text dataset instead of files, e.g. glue/mrpc, glue/stsb, "
+        "imdb_reviews. Must already be prepared in --tfds_data_dir.",
+    )
     flags.DEFINE_string("tfds_data_dir", None, "The TFDS data directory (default: TFDS's own default).")
     flags.DEFINE_string("tfds_train_split", "train", "TFDS split for training.")
-    flags.DEFINE_string("tfds_eval_split", None, "TFDS split for evaluation (default: validation; "
-                        "validation_matched for MNLI; test for IMDb).")
+    flags.DEFINE_string(
+        "tfds_eval_split",
+        None,
+        "TFDS split for evaluation (default: validation; validation_matched for MNLI; test for IMDb).",
+    )
     flags.DEFINE_string("tfds_predict_split", None, "TFDS split for prediction (default: test).")
-    flags.DEFINE_string("text_a_column", None, "First text column: a header name or 0-based index (TSV/CSV), "
-                        "a key (JSONL) or a TFDS feature. Default: text_a, or the TFDS dataset's own.")
-    flags.DEFINE_string("text_b_column", None, "Second text column for sentence pairs. Default: text_b, or the "
-                        "TFDS dataset's own.")
+    flags.DEFINE_string(
+        "text_a_column",
+        None,
+        "First text column: a header name or 0-based index (TSV/CSV), "
+        "a key (JSONL) or a TFDS feature. Default: text_a, or the TFDS dataset's own.",
+    )
+    flags.DEFINE_string(
+        "text_b_column", None, "Second text column for sentence pairs. Default: text_b, or the TFDS dataset's own."
+    )
     flags.DEFINE_string("label_column", None, "Label column. Default: label.")
-    flags.DEFINE_enum("file_format", None, TEXT_FORMATS, "Format of text files (default: from the "
-                      "extension).")
+    flags.DEFINE_enum("file_format", None, TEXT_FORMATS, "Format of text files (default: from the extension).")
     flags.DEFINE_boolean("has_header", True, "Whether TSV/CSV files start with a header row.")
-    flags.DEFINE_list("label_list", None, "Class names or tags in id order (default: sorted from the training data, "
-                      "or the TFDS label names).")
+    flags.DEFINE_list(
+        "label_list",
+        None,
+        "Class names or tags in id order (default: sorted from the training data, or the TFDS label names).",
+    )
     flags.DEFINE_integer("conll_word_column", 0, "CoNLL files: the word column.")
     flags.DEFINE_integer("conll_label_column", -1, "CoNLL files: the tag column (-1 = last).")
 
     # Model.
-    flags.DEFINE_string("model_dir", None, "A model directory (bert_config.json, vocab.txt, checkpoint) from "
-                        "bert_tf.convert or experiments.pretrain.")
-    flags.DEFINE_string("init_checkpoint", None, "TF2 checkpoint (prefix or directory) of the pretrained encoder; "
-                        "overrides the one in --model_dir.")
+    flags.DEFINE_string(
+        "model_dir",
+        None,
+        "A model directory (bert_config.json, vocab.txt, checkpoint) from bert_tf.convert or experiments.pretrain.",
+    )
+    flags.DEFINE_string(
+        "init_checkpoint",
+        None,
+        "TF2 checkpoint (prefix or directory) of the pretrained encoder; overrides the one in --model_dir.",
+    )
     flags.DEFINE_string("bert_config_file", None, "bert_config.json (default: the one in --model_dir).")
     flags.DEFINE_string("vocab_file", None, "vocab.txt (default: the one in --model_dir).")
     flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents (uncased models).")
@@ -104,15 +124,22 @@ def define_flags():
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint interval.")
     flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
     flags.DEFINE_integer("seed", DEFAULT_SEED, "Seed of initialisation, dropout and shuffling.")
-    flags.DEFINE_boolean("deterministic", False, "Deterministic TensorFlow ops (reproducible runs and resumption; "
-                         "slower, and some GPU ops have no deterministic kernel).")
-    flags.DEFINE_enum("distribution_strategy", "one_device", STRATEGIES,
-                      "tf.distribute strategy.")
+    flags.DEFINE_boolean(
+        "deterministic",
+        False,
+        "Deterministic TensorFlow ops (reproducible runs and resumption; "
+        "slower, and some GPU ops have no deterministic kernel).",
+    )
+    flags.DEFINE_enum("distribution_strategy", "one_device", STRATEGIES, "tf.distribute strategy.")
     flags.DEFINE_integer("num_gpus", None, "GPUs to use (default: all visible; 0 = CPU).")
     flags.DEFINE_string("tpu", None, "TPU address for --distribution_strategy=tpu.")
     flags.DEFINE_boolean("jit_compile", False, "XLA-compile the training and prediction steps.")
-    flags.DEFINE_enum("mixed_precision", "float32", PRECISION_POLICIES,
-                      "Keras dtype policy (mixed_float16 uses dynamic loss scaling).")
+    flags.DEFINE_enum(
+        "mixed_precision",
+        "float32",
+        PRECISION_POLICIES,
+        "Keras dtype policy (mixed_float16 uses dynamic loss scaling).",
+    )
 
     # SQuAD.
     flags.DEFINE_integer("doc_stride", 128, "SQuAD: pieces between the starts of context windows.")
@@ -120,8 +147,11 @@ def define_flags():
     flags.DEFINE_integer("max_answer_length", 30, "SQuAD: answer length cap in pieces.")
     flags.DEFINE_integer("n_best_size", 20, "SQuAD: size of the n-best lists.")
     flags.DEFINE_boolean("version_2_with_negative", False, "SQuAD v2.0: questions may have no answer.")
-    flags.DEFINE_float("null_score_diff_threshold", 0.0, "SQuAD v2.0: predict no answer when the null score "
-                       "exceeds the best span's by more than this.")
+    flags.DEFINE_float(
+        "null_score_diff_threshold",
+        0.0,
+        "SQuAD v2.0: predict no answer when the null score exceeds the best span's by more than this.",
+    )
 
 
 def _column(value):
@@ -138,36 +168,76 @@ def main(argv):
     cli.require_flags("task", "output_dir")
     # Each config checks its flags as it is built; run_finetuning checks the files, data and model.
     task = job.FinetuningTaskConfig(
-        task=FLAGS.task, max_seq_length=FLAGS.max_seq_length, dropout_rate=FLAGS.dropout_rate,
-        doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
-        max_answer_length=FLAGS.max_answer_length, n_best_size=FLAGS.n_best_size,
+        task=FLAGS.task,
+        max_seq_length=FLAGS.max_seq_length,
+        dropout_rate=FLAGS.dropout_rate,
+        doc_stride=FLAGS.doc_stride,
+        max_query_length=FLAGS.max_query_length,
+        max_answer_length=FLAGS.max_answer_length,
+        n_best_size=FLAGS.n_best_size,
         version_2_with_negative=FLAGS.version_2_with_negative,
-        null_score_diff_threshold=FLAGS.null_score_diff_threshold)
+        null_score_diff_threshold=FLAGS.null_score_diff_threshold,
+    )
     model = job.FinetuningModelConfig(
-        model_dir=FLAGS.model_dir, init_checkpoint=FLAGS.init_checkpoint, bert_config_file=FLAGS.bert_config_file,
-        vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+        model_dir=FLAGS.model_dir,
+        init_checkpoint=FLAGS.init_checkpoint,
+        bert_config_file=FLAGS.bert_config_file,
+        vocab_file=FLAGS.vocab_file,
+        do_lower_case=FLAGS.do_lower_case,
+    )
     data = job.FinetuningDataConfig(
-        train_file=FLAGS.train_file, eval_file=FLAGS.eval_file, predict_file=FLAGS.predict_file,
-        tfds_name=FLAGS.tfds_name, tfds_data_dir=FLAGS.tfds_data_dir, tfds_train_split=FLAGS.tfds_train_split,
-        tfds_eval_split=FLAGS.tfds_eval_split, tfds_predict_split=FLAGS.tfds_predict_split,
-        text_a_column=_column(FLAGS.text_a_column), text_b_column=_column(FLAGS.text_b_column),
-        label_column=_column(FLAGS.label_column), file_format=FLAGS.file_format, has_header=FLAGS.has_header,
-        label_list=FLAGS.label_list, conll_word_column=FLAGS.conll_word_column,
-        conll_label_column=FLAGS.conll_label_column)
+        train_file=FLAGS.train_file,
+        eval_file=FLAGS.eval_file,
+        predict_file=FLAGS.predict_file,
+        tfds_name=FLAGS.tfds_name,
+        tfds_data_dir=FLAGS.tfds_data_dir,
+        tfds_train_split=FLAGS.tfds_train_split,
+        tfds_eval_split=FLAGS.tfds_eval_split,
+        tfds_predict_split=FLAGS.tfds_predict_split,
+        text_a_column=_column(FLAGS.text_a_column),
+        text_b_column=_column(FLAGS.text_b_column),
+        label_column=_column(FLAGS.label_column),
+        file_format=FLAGS.file_format,
+        has_header=FLAGS.has_header,
+        label_list=FLAGS.label_list,
+        conll_word_column=FLAGS.conll_word_column,
+        conll_label_column=FLAGS.conll_label_column,
+    )
     schedule = job.FinetuningScheduleConfig(
-        train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
-        predict_batch_size=FLAGS.predict_batch_size, learning_rate=FLAGS.learning_rate,
-        num_train_epochs=FLAGS.num_train_epochs, num_train_steps=FLAGS.num_train_steps,
-        warmup_proportion=FLAGS.warmup_proportion, weight_decay_rate=FLAGS.weight_decay_rate,
-        clip_norm=FLAGS.clip_norm or None, steps_per_loop=FLAGS.steps_per_loop,
-        save_checkpoints_steps=FLAGS.save_checkpoints_steps, keep_checkpoint_max=FLAGS.keep_checkpoint_max)
+        train_batch_size=FLAGS.train_batch_size,
+        eval_batch_size=FLAGS.eval_batch_size,
+        predict_batch_size=FLAGS.predict_batch_size,
+        learning_rate=FLAGS.learning_rate,
+        num_train_epochs=FLAGS.num_train_epochs,
+        num_train_steps=FLAGS.num_train_steps,
+        warmup_proportion=FLAGS.warmup_proportion,
+        weight_decay_rate=FLAGS.weight_decay_rate,
+        clip_norm=FLAGS.clip_norm or None,
+        steps_per_loop=FLAGS.steps_per_loop,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+    )
     runtime = RuntimeConfig(
-        distribution_strategy=FLAGS.distribution_strategy, num_gpus=FLAGS.num_gpus, tpu=FLAGS.tpu,
-        jit_compile=FLAGS.jit_compile, mixed_precision=FLAGS.mixed_precision, deterministic=FLAGS.deterministic,
-        seed=FLAGS.seed)
+        distribution_strategy=FLAGS.distribution_strategy,
+        num_gpus=FLAGS.num_gpus,
+        tpu=FLAGS.tpu,
+        jit_compile=FLAGS.jit_compile,
+        mixed_precision=FLAGS.mixed_precision,
+        deterministic=FLAGS.deterministic,
+        seed=FLAGS.seed,
+    )
     try:
-        results = job.run_finetuning(task, FLAGS.output_dir, model, data, schedule, runtime, do_train=FLAGS.do_train,
-                                     do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict)
+        results = job.run_finetuning(
+            task,
+            FLAGS.output_dir,
+            model,
+            data,
+            schedule,
+            runtime,
+            do_train=FLAGS.do_train,
+            do_eval=FLAGS.do_eval,
+            do_predict=FLAGS.do_predict,
+        )
     except job.NonFiniteMetricError as e:
         # A failed run, not bad input: status 1.
         sys.exit(f"finetune: error: {cli.one_line(e)}")

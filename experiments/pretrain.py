@@ -62,12 +62,24 @@ def define_flags():
     flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train.")
     flags.DEFINE_string("preset", None, "A named BertConfig preset (e.g. bert_mini) instead of --bert_config_file.")
     flags.DEFINE_string("vocab_file", None, "vocab.txt the data was written with; copied into --output_dir.")
-    flags.DEFINE_string("init_checkpoint", None, "Warm start: a TF2 model directory or checkpoint prefix. Restores "
-                        "the encoder, and the pretraining heads when it has them. Ignored when resuming.")
-    flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries, bert_config.json, vocab.txt and "
-                        "eval_results.json are written; an existing run there is resumed.")
-    flags.DEFINE_bool("deterministic", False, "Seeded, deterministic ops and data order: the same command gives "
-                      "the same weights, also across a kill and resume.")
+    flags.DEFINE_string(
+        "init_checkpoint",
+        None,
+        "Warm start: a TF2 model directory or checkpoint prefix. Restores "
+        "the encoder, and the pretraining heads when it has them. Ignored when resuming.",
+    )
+    flags.DEFINE_string(
+        "output_dir",
+        None,
+        "Where checkpoints, summaries, bert_config.json, vocab.txt and "
+        "eval_results.json are written; an existing run there is resumed.",
+    )
+    flags.DEFINE_bool(
+        "deterministic",
+        False,
+        "Seeded, deterministic ops and data order: the same command gives "
+        "the same weights, also across a kill and resume.",
+    )
     flags.DEFINE_integer("seed", pretraining.DEFAULT_SEED, "Seed for initialisation, dropout and data order.")
     flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the TFRecords.")
     flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked-LM predictions per sequence in the TFRecords.")
@@ -97,8 +109,10 @@ def _steps_per_loop() -> int:
     if FLAGS.iterations_per_loop is None:
         return FLAGS.steps_per_loop
     if FLAGS["steps_per_loop"].present and FLAGS.steps_per_loop != FLAGS.iterations_per_loop:
-        raise app.UsageError(f"--iterations_per_loop={FLAGS.iterations_per_loop} and --steps_per_loop="
-                             f"{FLAGS.steps_per_loop} disagree; give one.")
+        raise app.UsageError(
+            f"--iterations_per_loop={FLAGS.iterations_per_loop} and --steps_per_loop="
+            f"{FLAGS.steps_per_loop} disagree; give one."
+        )
     return FLAGS.iterations_per_loop
 
 
@@ -109,27 +123,49 @@ def main(argv):
     # Each config checks its flags as it is built; run_pretraining checks the files and the model.
     model = pretraining.resolve_bert_config(FLAGS.bert_config_file, FLAGS.preset)
     data = pretraining.PretrainingDataConfig(
-        input_file=FLAGS.input_file, eval_input_file=FLAGS.eval_input_file, max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq, train_batch_size=FLAGS.train_batch_size,
-        eval_batch_size=FLAGS.eval_batch_size, shuffle_buffer_size=FLAGS.shuffle_buffer_size,
-        dynamic_masking=FLAGS.dynamic_masking, masked_lm_prob=FLAGS.masked_lm_prob)
+        input_file=FLAGS.input_file,
+        eval_input_file=FLAGS.eval_input_file,
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        train_batch_size=FLAGS.train_batch_size,
+        eval_batch_size=FLAGS.eval_batch_size,
+        shuffle_buffer_size=FLAGS.shuffle_buffer_size,
+        dynamic_masking=FLAGS.dynamic_masking,
+        masked_lm_prob=FLAGS.masked_lm_prob,
+    )
     schedule = pretraining.PretrainingScheduleConfig(
-        learning_rate=FLAGS.learning_rate, num_train_steps=FLAGS.num_train_steps,
-        num_warmup_steps=FLAGS.num_warmup_steps, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-        keep_checkpoint_max=FLAGS.keep_checkpoint_max, steps_per_loop=steps_per_loop,
-        eval_every_steps=FLAGS.eval_every_steps, max_eval_steps=FLAGS.max_eval_steps)
+        learning_rate=FLAGS.learning_rate,
+        num_train_steps=FLAGS.num_train_steps,
+        num_warmup_steps=FLAGS.num_warmup_steps,
+        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+        keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+        steps_per_loop=steps_per_loop,
+        eval_every_steps=FLAGS.eval_every_steps,
+        max_eval_steps=FLAGS.max_eval_steps,
+    )
     runtime = RuntimeConfig(
-        distribution_strategy=FLAGS.distribution_strategy, num_gpus=FLAGS.num_gpus, tpu=FLAGS.tpu,
-        jit_compile=FLAGS.jit_compile, mixed_precision=FLAGS.mixed_precision, deterministic=FLAGS.deterministic,
-        seed=FLAGS.seed)
+        distribution_strategy=FLAGS.distribution_strategy,
+        num_gpus=FLAGS.num_gpus,
+        tpu=FLAGS.tpu,
+        jit_compile=FLAGS.jit_compile,
+        mixed_precision=FLAGS.mixed_precision,
+        deterministic=FLAGS.deterministic,
+        seed=FLAGS.seed,
+    )
     try:
-        result = pretraining.run_pretraining(FLAGS.output_dir, model, data, schedule, runtime,
-                                             vocab_file=FLAGS.vocab_file, init_checkpoint=FLAGS.init_checkpoint)
+        result = pretraining.run_pretraining(
+            FLAGS.output_dir,
+            model,
+            data,
+            schedule,
+            runtime,
+            vocab_file=FLAGS.vocab_file,
+            init_checkpoint=FLAGS.init_checkpoint,
+        )
     except NonFiniteLossError as e:
         # A failed run, not bad input: status 1.
         sys.exit(f"pretrain: error: {cli.one_line(e)}")
-    logging.info("Done at step %d; latest checkpoint %s; eval %s.", result.step, result.checkpoint,
-                 result.eval_metrics)
+    logging.info("Done at step %d; latest checkpoint %s; eval %s.", result.step, result.checkpoint, result.eval_metrics)
 
 
 def run(argv=None):

@@ -31,10 +31,14 @@ def encoder_forward(encoder, inputs):
     word_ids, mask, type_ids = (np.asarray(inputs[k]) for k in ("input_word_ids", "input_mask", "input_type_ids"))
     seq_length = word_ids.shape[1]
     emb = encoder.embeddings
-    x = (emb.token_embedding.embeddings.numpy()[word_ids] + emb.type_embedding.embeddings.numpy()[type_ids]
-         + emb.position_embeddings.numpy()[:seq_length][None])
-    x = layer_norm(x.astype(np.float64), emb.layer_norm.gamma.numpy(), emb.layer_norm.beta.numpy(),
-                   config.layer_norm_eps)
+    x = (
+        emb.token_embedding.embeddings.numpy()[word_ids]
+        + emb.type_embedding.embeddings.numpy()[type_ids]
+        + emb.position_embeddings.numpy()[:seq_length][None]
+    )
+    x = layer_norm(
+        x.astype(np.float64), emb.layer_norm.gamma.numpy(), emb.layer_norm.beta.numpy(), config.layer_norm_eps
+    )
     heads, head_size = config.num_attention_heads, config.head_size
     all_layers = []
     for block in encoder.transformer_layers:
@@ -49,11 +53,16 @@ def encoder_forward(encoder, inputs):
         probs = np.exp(scores - scores.max(-1, keepdims=True))
         probs /= probs.sum(-1, keepdims=True)
         context = (probs @ v).transpose(0, 2, 1, 3).reshape(x.shape)
-        x = layer_norm(x + dense(context, att.output_dense), block.attention_layer_norm.gamma.numpy(),
-                       block.attention_layer_norm.beta.numpy(), config.layer_norm_eps)
+        x = layer_norm(
+            x + dense(context, att.output_dense),
+            block.attention_layer_norm.gamma.numpy(),
+            block.attention_layer_norm.beta.numpy(),
+            config.layer_norm_eps,
+        )
         ffn = dense(gelu(dense(x, block.intermediate_dense)), block.output_dense)
-        x = layer_norm(x + ffn, block.output_layer_norm.gamma.numpy(), block.output_layer_norm.beta.numpy(),
-                       config.layer_norm_eps)
+        x = layer_norm(
+            x + ffn, block.output_layer_norm.gamma.numpy(), block.output_layer_norm.beta.numpy(), config.layer_norm_eps
+        )
         all_layers.append(x)
     pooled = np.tanh(dense(x[:, 0], encoder.pooler))
     return x, pooled, all_layers
@@ -63,6 +72,7 @@ def mlm_logits(pretrainer, sequence_output, positions):
     head = pretrainer.masked_lm
     eps = pretrainer.encoder.config.layer_norm_eps
     gathered = np.take_along_axis(sequence_output, positions[:, :, None], axis=1)
-    h = layer_norm(gelu(dense(gathered, head.transform)), head.layer_norm.gamma.numpy(),
-                   head.layer_norm.beta.numpy(), eps)
+    h = layer_norm(
+        gelu(dense(gathered, head.transform)), head.layer_norm.gamma.numpy(), head.layer_norm.beta.numpy(), eps
+    )
     return h @ pretrainer.encoder.token_embedding.embeddings.numpy().T + head.output_bias.numpy()

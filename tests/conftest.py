@@ -15,14 +15,23 @@ import pytest  # noqa: E402
 def tiny_config():
     """L=2, H=32 BERT: big enough to exercise every code path, fast on a CPU."""
     from bert_tf.config import BertConfig
-    return BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                      intermediate_size=64, max_position_embeddings=48, type_vocab_size=2)
+
+    return BertConfig(
+        vocab_size=97,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=48,
+        type_vocab_size=2,
+    )
 
 
 @pytest.fixture
 def tiny_batch():
     """Encoder inputs with padding, two segments and masked positions."""
     import numpy as np
+
     rng = np.random.default_rng(0)
     batch, seq = 3, 12
     word_ids = rng.integers(5, 97, size=(batch, seq)).astype("int32")
@@ -33,5 +42,9 @@ def tiny_batch():
     type_ids = np.zeros((batch, seq), "int32")
     type_ids[:, 6:] = 1
     type_ids[mask == 0] = 0
-    return {"input_word_ids": word_ids, "input_mask": mask, "input_type_ids": type_ids,
-            "masked_lm_positions": np.array([[1, 2, 3], [4, 7, 0], [1, 3, 0]], "int32")}
+    return {
+        "input_word_ids": word_ids,
+        "input_mask": mask,
+        "input_type_ids": type_ids,
+        "masked_lm_positions": np.array([[1, 2, 3], [4, 7, 0], [1, 3, 0]], "int32"),
+    }

@@ -15,8 +15,14 @@ from bert_tf.datasets import bundled
 
 DATA_DIR = pathlib.Path(__file__).resolve().parents[1] / "data"
 # Chapters per novel in the standard editions (the prepare script enforces these).
-CHAPTERS_PER_NOVEL = {"Sense and Sensibility": 50, "Pride and Prejudice": 61, "Mansfield Park": 48,
-                      "Emma": 55, "Northanger Abbey": 31, "Persuasion": 24}
+CHAPTERS_PER_NOVEL = {
+    "Sense and Sensibility": 50,
+    "Pride and Prejudice": 61,
+    "Mansfield Park": 48,
+    "Emma": 55,
+    "Northanger Abbey": 31,
+    "Persuasion": 24,
+}
 # Split sizes of modeldata's small_fine_foods, as documented in data/README.md.
 SENTIMENT_SIZES = {"train": 4000, "test": 1000}
 
@@ -35,6 +41,7 @@ prepare = _load_prepare_module()
 def no_network(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError(f"network access attempted: {args}")
+
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
@@ -60,8 +67,10 @@ def test_files_match_their_checksums():
 def test_default_paths_point_at_the_repository_data_dir():
     assert bundled.default_data_dir() == DATA_DIR
     assert bundled.corpus_path() == DATA_DIR / "austen_corpus.txt"
-    assert bundled.sentiment_paths() == {"train": DATA_DIR / "fine_foods_train.tsv",
-                                         "test": DATA_DIR / "fine_foods_test.tsv"}
+    assert bundled.sentiment_paths() == {
+        "train": DATA_DIR / "fine_foods_train.tsv",
+        "test": DATA_DIR / "fine_foods_test.tsv",
+    }
 
 
 def test_total_bundled_size_stays_small():
@@ -114,7 +123,8 @@ def test_corpus_sentence_dataset_yields_every_sentence(documents):
 def test_corpus_documents_mismatch_names_the_file(tmp_path):
     (tmp_path / "austen_corpus.txt").write_text("One.\nTwo.\n\nThree.\n")
     (tmp_path / "austen_corpus_documents.tsv").write_text(
-        "novel\tchapter\theading\tnum_sentences\nEmma\t1\tChapter I\t2\nEmma\t2\tChapter II\t2\n")
+        "novel\tchapter\theading\tnum_sentences\nEmma\t1\tChapter I\t2\nEmma\t2\tChapter II\t2\n"
+    )
     with pytest.raises(ValueError, match=r"austen_corpus_documents.tsv:3: says 2 sentences.*austen_corpus.txt:4"):
         bundled.read_corpus_documents(tmp_path)
     (tmp_path / "austen_corpus_documents.tsv").write_text("novel\tchapter\theading\tnum_sentences\n")
@@ -162,12 +172,15 @@ def test_missing_file_raises_file_not_found_naming_the_path(tmp_path):
         bundled.sentiment_path("validation")
 
 
-@pytest.mark.parametrize("content, message", [
-    ("review\tscore\nGood.\t1\n", r":1: expected the header"),
-    ("text\tlabel\nGood.\t1\nBad.\t2\n", r":3: label must be 0 or 1, found '2'"),
-    ("text\tlabel\nGood.\t1\nBad\tbad.\t0\n", r":3: expected 2 tab-separated fields, found 3"),
-    ("text\tlabel\n \t1\n", r":2: empty text"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("review\tscore\nGood.\t1\n", r":1: expected the header"),
+        ("text\tlabel\nGood.\t1\nBad.\t2\n", r":3: label must be 0 or 1, found '2'"),
+        ("text\tlabel\nGood.\t1\nBad\tbad.\t0\n", r":3: expected 2 tab-separated fields, found 3"),
+        ("text\tlabel\n \t1\n", r":2: empty text"),
+    ],
+)
 def test_malformed_sentiment_file_names_file_and_line(tmp_path, content, message):
     (tmp_path / "fine_foods_test.tsv").write_text(content)
     with pytest.raises(ValueError, match="fine_foods_test.tsv" + message):
@@ -213,32 +226,68 @@ def test_tfds_builder_reports_missing_source_file(tmp_path, monkeypatch, no_netw
 # --- Preparation logic (data/prepare_bundled_data.py) ----------------------------------------------
 
 
-@pytest.mark.parametrize("paragraph, expected", [
-    ("Mr. and Mrs. Weston came. Dr. Perry and St. James were there.",
-     ["Mr. and Mrs. Weston came.", "Dr. Perry and St. James were there."]),
-    ('"Is it?" said she. "Yes! It is." He left.',
-     ['"Is it?" said she.', '"Yes!', 'It is."', "He left."]),
-    ('Believe me, F. C. Weston Churchill. Letter No. 97 came.',
-     ["Believe me, F. C. Weston Churchill.", "Letter No. 97 came."]),
-    ("Nobody but I. It was late.", ["Nobody but I.", "It was late."]),
-    ("She was going...No, Elinor. Wait.... Then what?", ["She was going...", "No, Elinor.", "Wait....",
-                                                         "Then what?"]),
-    ('It was done, said he.--"My dear Harriet!" No reply (none came.) Then',
-     ['It was done, said he.--', '"My dear Harriet!"', "No reply (none came.)", "Then"]),
-    ("the   wrapped\nline without an end", ["the wrapped line without an end"]),
-])
+@pytest.mark.parametrize(
+    "paragraph, expected",
+    [
+        (
+            "Mr. and Mrs. Weston came. Dr. Perry and St. James were there.",
+            ["Mr. and Mrs. Weston came.", "Dr. Perry and St. James were there."],
+        ),
+        ('"Is it?" said she. "Yes! It is." He left.', ['"Is it?" said she.', '"Yes!', 'It is."', "He left."]),
+        (
+            "Believe me, F. C. Weston Churchill. Letter No. 97 came.",
+            ["Believe me, F. C. Weston Churchill.", "Letter No. 97 came."],
+        ),
+        ("Nobody but I. It was late.", ["Nobody but I.", "It was late."]),
+        (
+            "She was going...No, Elinor. Wait.... Then what?",
+            ["She was going...", "No, Elinor.", "Wait....", "Then what?"],
+        ),
+        (
+            'It was done, said he.--"My dear Harriet!" No reply (none came.) Then',
+            ["It was done, said he.--", '"My dear Harriet!"', "No reply (none came.)", "Then"],
+        ),
+        ("the   wrapped\nline without an end", ["the wrapped line without an end"]),
+    ],
+)
 def test_split_sentences(paragraph, expected):
     assert prepare.split_sentences(paragraph) == expected
 
 
 def test_novel_chapters_drops_front_matter_headings_and_notes():
-    lines = ["EMMA", "", "By Jane Austen", "", "VOLUME I", "", "CHAPTER I", "", "Emma was _very_",
-             "clever. She knew it.*", "", "* * * * *", "", "VOLUME II", "", "CHAPTER I", "",
-             "[At this point in the first edition, Volume 1 ends.]", "", "Mr. Elton came.", "",
-             "*Vide a footnote.", "", "FINIS", "", "Text after the end."]
+    lines = [
+        "EMMA",
+        "",
+        "By Jane Austen",
+        "",
+        "VOLUME I",
+        "",
+        "CHAPTER I",
+        "",
+        "Emma was _very_",
+        "clever. She knew it.*",
+        "",
+        "* * * * *",
+        "",
+        "VOLUME II",
+        "",
+        "CHAPTER I",
+        "",
+        "[At this point in the first edition, Volume 1 ends.]",
+        "",
+        "Mr. Elton came.",
+        "",
+        "*Vide a footnote.",
+        "",
+        "FINIS",
+        "",
+        "Text after the end.",
+    ]
     chapters = prepare.novel_chapters("Emma", lines, expected_chapters=2)
-    assert chapters == [("Volume I, Chapter I", ["Emma was very clever.", "She knew it."]),
-                        ("Volume II, Chapter I", ["Mr. Elton came."])]
+    assert chapters == [
+        ("Volume I, Chapter I", ["Emma was very clever.", "She knew it."]),
+        ("Volume II, Chapter I", ["Mr. Elton came."]),
+    ]
     with pytest.raises(ValueError, match="Emma: found 2 chapter headings, expected 3"):
         prepare.novel_chapters("Emma", lines, expected_chapters=3)
 

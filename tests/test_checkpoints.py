@@ -14,8 +14,13 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from bert_tf import BertConfig, BertEncoder, BertPretrainer
-from bert_tf.checkpoints import (CheckpointMismatchError, convert_hf_directory, convert_tf1_checkpoint,
-                                 read_hf_directory, write_model_dir)
+from bert_tf.checkpoints import (
+    CheckpointMismatchError,
+    convert_hf_directory,
+    convert_tf1_checkpoint,
+    read_hf_directory,
+    write_model_dir,
+)
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "convert")
 TINY_HF = os.path.join(FIXTURES, "tiny_bert_for_pretraining")
@@ -30,41 +35,56 @@ def _load_helper(name):
 
 tf1_checkpoints = _load_helper("tf1_checkpoints")
 
-CONFIG = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=24, max_position_embeddings=20, type_vocab_size=3)
+CONFIG = BertConfig(
+    vocab_size=40,
+    hidden_size=16,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=24,
+    max_position_embeddings=20,
+    type_vocab_size=3,
+)
 
 
 def _expected_pairs(model, config):
     """(TF1 name, our variable) for every weight, written out by hand from the layer attributes."""
     encoder = model.encoder if isinstance(model, BertPretrainer) else model
     emb = encoder.embeddings
-    pairs = [("bert/embeddings/word_embeddings", emb.token_embedding.embeddings),
-             ("bert/embeddings/token_type_embeddings", emb.type_embedding.embeddings),
-             ("bert/embeddings/position_embeddings", emb.position_embeddings),
-             ("bert/embeddings/LayerNorm/gamma", emb.layer_norm.gamma),
-             ("bert/embeddings/LayerNorm/beta", emb.layer_norm.beta),
-             ("bert/pooler/dense/kernel", encoder.pooler.kernel),
-             ("bert/pooler/dense/bias", encoder.pooler.bias)]
+    pairs = [
+        ("bert/embeddings/word_embeddings", emb.token_embedding.embeddings),
+        ("bert/embeddings/token_type_embeddings", emb.type_embedding.embeddings),
+        ("bert/embeddings/position_embeddings", emb.position_embeddings),
+        ("bert/embeddings/LayerNorm/gamma", emb.layer_norm.gamma),
+        ("bert/embeddings/LayerNorm/beta", emb.layer_norm.beta),
+        ("bert/pooler/dense/kernel", encoder.pooler.kernel),
+        ("bert/pooler/dense/bias", encoder.pooler.bias),
+    ]
     for n, block in enumerate(encoder.transformer_layers):
         prefix = f"bert/encoder/layer_{n}"
-        for tf1_dense, dense in [("attention/self/query", block.attention.query),
-                                 ("attention/self/key", block.attention.key),
-                                 ("attention/self/value", block.attention.value),
-                                 ("attention/output/dense", block.attention.output_dense),
-                                 ("intermediate/dense", block.intermediate_dense),
-                                 ("output/dense", block.output_dense)]:
+        for tf1_dense, dense in [
+            ("attention/self/query", block.attention.query),
+            ("attention/self/key", block.attention.key),
+            ("attention/self/value", block.attention.value),
+            ("attention/output/dense", block.attention.output_dense),
+            ("intermediate/dense", block.intermediate_dense),
+            ("output/dense", block.output_dense),
+        ]:
             pairs += [(f"{prefix}/{tf1_dense}/kernel", dense.kernel), (f"{prefix}/{tf1_dense}/bias", dense.bias)]
-        for tf1_norm, norm in [("attention/output/LayerNorm", block.attention_layer_norm),
-                               ("output/LayerNorm", block.output_layer_norm)]:
+        for tf1_norm, norm in [
+            ("attention/output/LayerNorm", block.attention_layer_norm),
+            ("output/LayerNorm", block.output_layer_norm),
+        ]:
             pairs += [(f"{prefix}/{tf1_norm}/gamma", norm.gamma), (f"{prefix}/{tf1_norm}/beta", norm.beta)]
     if isinstance(model, BertPretrainer):
         mlm, nsp = model.masked_lm, model.next_sentence
-        pairs += [("cls/predictions/transform/dense/kernel", mlm.transform.kernel),
-                  ("cls/predictions/transform/dense/bias", mlm.transform.bias),
-                  ("cls/predictions/transform/LayerNorm/gamma", mlm.layer_norm.gamma),
-                  ("cls/predictions/transform/LayerNorm/beta", mlm.layer_norm.beta),
-                  ("cls/predictions/output_bias", mlm.output_bias),
-                  ("cls/seq_relationship/output_bias", nsp.dense.bias)]
+        pairs += [
+            ("cls/predictions/transform/dense/kernel", mlm.transform.kernel),
+            ("cls/predictions/transform/dense/bias", mlm.transform.bias),
+            ("cls/predictions/transform/LayerNorm/gamma", mlm.layer_norm.gamma),
+            ("cls/predictions/transform/LayerNorm/beta", mlm.layer_norm.beta),
+            ("cls/predictions/output_bias", mlm.output_bias),
+            ("cls/seq_relationship/output_bias", nsp.dense.bias),
+        ]
     return pairs
 
 
@@ -95,8 +115,9 @@ def test_tf1_round_trip_is_exact(tf1_pretraining_checkpoint, tf1_arrays):
     for name, variable in pairs:
         np.testing.assert_array_equal(np.asarray(variable), tf1_arrays[name], err_msg=name)
     # The NSP matrix is [2, H] in TF1 and [H, 2] in a Keras Dense kernel.
-    np.testing.assert_array_equal(np.asarray(model.next_sentence.dense.kernel),
-                                  tf1_arrays["cls/seq_relationship/output_weights"].T)
+    np.testing.assert_array_equal(
+        np.asarray(model.next_sentence.dense.kernel), tf1_arrays["cls/seq_relationship/output_weights"].T
+    )
     # Every weight of the model came from the checkpoint (the MLM output matrix is the tied embedding).
     covered = {id(v) for _, v in pairs} | {id(model.next_sentence.dense.kernel)}
     assert {id(v) for v in model.weights} == covered
@@ -107,13 +128,15 @@ def test_tf1_config_and_vocab_default_to_the_checkpoint_directory(tf1_pretrainin
     # bert_config=None reads bert_config.json beside the checkpoint; a directory resolves to bert_model.ckpt.
     model = convert_tf1_checkpoint(os.path.dirname(tf1_pretraining_checkpoint))
     assert model.encoder.config == CONFIG
-    np.testing.assert_array_equal(np.asarray(model.encoder.embeddings.position_embeddings),
-                                  tf1_arrays["bert/embeddings/position_embeddings"])
+    np.testing.assert_array_equal(
+        np.asarray(model.encoder.embeddings.position_embeddings), tf1_arrays["bert/embeddings/position_embeddings"]
+    )
 
 
 def test_tf1_encoder_only_checkpoint_gives_an_encoder(tmp_path):
     arrays = tf1_checkpoints.random_arrays(
-        tf1_checkpoints.original_variable_shapes(CONFIG, masked_lm=False, next_sentence=False), seed=3)
+        tf1_checkpoints.original_variable_shapes(CONFIG, masked_lm=False, next_sentence=False), seed=3
+    )
     model = convert_tf1_checkpoint(_write(tmp_path, arrays), CONFIG)
     assert type(model) is BertEncoder
     for name, variable in _expected_pairs(model, CONFIG):
@@ -144,8 +167,10 @@ def test_tf1_missing_extra_and_misshapen_variables_are_all_named(tmp_path, tf1_a
     assert "    output_weights" in message
     assert "Shape mismatches (2)" in message
     assert "bert/encoder/layer_0/attention/self/query/kernel: checkpoint shape [16, 8]" in message
-    assert "cls/seq_relationship/output_weights: checkpoint shape [16, 2], model weight " \
-           "next_sentence.dense.kernel expects [16, 2] (after transposing)" in message
+    assert (
+        "cls/seq_relationship/output_weights: checkpoint shape [16, 2], model weight "
+        "next_sentence.dense.kernel expects [16, 2] (after transposing)" in message
+    )
     assert "adam_m" not in message
 
 
@@ -161,15 +186,18 @@ def test_tf1_config_disagreement_is_explained(tf1_pretraining_checkpoint):
 
 def test_tf1_missing_pooler_needs_explicit_permission(tmp_path):
     arrays = tf1_checkpoints.random_arrays(
-        tf1_checkpoints.original_variable_shapes(CONFIG, pooler=False, masked_lm=False, next_sentence=False))
+        tf1_checkpoints.original_variable_shapes(CONFIG, pooler=False, masked_lm=False, next_sentence=False)
+    )
     prefix = _write(tmp_path, arrays)
-    with pytest.raises(CheckpointMismatchError, match="no pooler weights.*bert/pooler/dense/kernel.*"
-                                                      "allow_missing_pooler"):
+    with pytest.raises(
+        CheckpointMismatchError, match="no pooler weights.*bert/pooler/dense/kernel.*allow_missing_pooler"
+    ):
         convert_tf1_checkpoint(prefix, CONFIG)
     with pytest.warns(UserWarning, match="NO POOLER"):
         model = convert_tf1_checkpoint(prefix, CONFIG, allow_missing_pooler=True)
-    np.testing.assert_array_equal(np.asarray(model.embeddings.layer_norm.beta),
-                                  arrays["bert/embeddings/LayerNorm/beta"])
+    np.testing.assert_array_equal(
+        np.asarray(model.embeddings.layer_norm.beta), arrays["bert/embeddings/LayerNorm/beta"]
+    )
 
 
 def test_tf1_one_pretraining_head_alone_is_an_error(tmp_path):
@@ -230,17 +258,23 @@ def test_hf_pretraining_weights_map_with_transposes(tiny_pretrainer, tiny_state)
     model = tiny_pretrainer
     assert isinstance(model, BertPretrainer)
     block = model.encoder.transformer_layers[1]
-    np.testing.assert_array_equal(np.asarray(block.attention.value.kernel),
-                                  tiny_state["bert.encoder.layer.1.attention.self.value.weight"].T)
-    np.testing.assert_array_equal(np.asarray(block.intermediate_dense.kernel),
-                                  tiny_state["bert.encoder.layer.1.intermediate.dense.weight"].T)
-    np.testing.assert_array_equal(np.asarray(block.output_layer_norm.gamma),
-                                  tiny_state["bert.encoder.layer.1.output.LayerNorm.weight"])
+    np.testing.assert_array_equal(
+        np.asarray(block.attention.value.kernel), tiny_state["bert.encoder.layer.1.attention.self.value.weight"].T
+    )
+    np.testing.assert_array_equal(
+        np.asarray(block.intermediate_dense.kernel), tiny_state["bert.encoder.layer.1.intermediate.dense.weight"].T
+    )
+    np.testing.assert_array_equal(
+        np.asarray(block.output_layer_norm.gamma), tiny_state["bert.encoder.layer.1.output.LayerNorm.weight"]
+    )
     np.testing.assert_array_equal(np.asarray(model.masked_lm.output_bias), tiny_state["cls.predictions.bias"])
-    np.testing.assert_array_equal(np.asarray(model.next_sentence.dense.kernel),
-                                  tiny_state["cls.seq_relationship.weight"].T)
-    np.testing.assert_array_equal(np.asarray(model.encoder.embeddings.position_embeddings),
-                                  tiny_state["bert.embeddings.position_embeddings.weight"])
+    np.testing.assert_array_equal(
+        np.asarray(model.next_sentence.dense.kernel), tiny_state["cls.seq_relationship.weight"].T
+    )
+    np.testing.assert_array_equal(
+        np.asarray(model.encoder.embeddings.position_embeddings),
+        tiny_state["bert.embeddings.position_embeddings.weight"],
+    )
 
 
 def test_hf_encoder_without_prefix_with_old_layer_norm_names_and_buffers(tmp_path, tiny_state, tiny_pretrainer):
@@ -248,7 +282,7 @@ def test_hf_encoder_without_prefix_with_old_layer_norm_names_and_buffers(tmp_pat
     for name, value in tiny_state.items():
         if name.startswith("cls."):
             continue
-        name = name[len("bert."):]
+        name = name[len("bert.") :]
         name = name.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta")
         state[name] = value
     state["embeddings.position_ids"] = np.arange(64, dtype=np.int64)[None]
@@ -268,8 +302,9 @@ def test_hf_decoder_copies_of_tied_weights(tmp_path, tiny_state, tiny_pretrainer
     _assert_same_weights(convert_hf_directory(_hf_dir(tmp_path, state, "both")), tiny_pretrainer)
 
     untied = dict(state, **{"cls.predictions.decoder.weight": state["cls.predictions.decoder.weight"] + 1})
-    with pytest.raises(ValueError, match="cls.predictions.decoder.weight differs from "
-                                         "bert.embeddings.word_embeddings.weight"):
+    with pytest.raises(
+        ValueError, match="cls.predictions.decoder.weight differs from bert.embeddings.word_embeddings.weight"
+    ):
         convert_hf_directory(_hf_dir(tmp_path, untied, "untied"))
     two_biases = dict(state, **{"cls.predictions.bias": state["cls.predictions.bias"] + 1})
     with pytest.raises(ValueError, match="cls.predictions.decoder.bias differs from cls.predictions.bias"):
@@ -286,13 +321,18 @@ def test_hf_mismatches_are_named_by_their_file_names(tmp_path, tiny_state):
     message = str(error.value)
     assert "Missing from the checkpoint (1):\n    bert.encoder.layer.0.output.LayerNorm.weight" in message
     assert "Unexpected in the checkpoint, not used by the model (1):\n    classifier.weight" in message
-    assert "bert.pooler.dense.weight: checkpoint shape [32, 16], model weight encoder.pooler.kernel " \
-           "expects [32, 32] (after transposing)" in message
+    assert (
+        "bert.pooler.dense.weight: checkpoint shape [32, 16], model weight encoder.pooler.kernel "
+        "expects [32, 32] (after transposing)" in message
+    )
 
 
 def test_hf_config_disagreement_is_explained(tmp_path, tiny_state):
-    with pytest.raises(CheckpointMismatchError, match=r"config vocab_size=120 but "
-                                                      r"bert.embeddings.word_embeddings.weight has 100 rows"):
+    with pytest.raises(
+        CheckpointMismatchError,
+        match=r"config vocab_size=120 but "
+        r"bert.embeddings.word_embeddings.weight has 100 rows",
+    ):
         convert_hf_directory(_hf_dir(tmp_path, tiny_state, config_updates={"vocab_size": 120}))
     with pytest.raises(ValueError, match="is_decoder"):
         convert_hf_directory(_hf_dir(tmp_path, tiny_state, "decoder", config_updates={"is_decoder": True}))
@@ -301,8 +341,9 @@ def test_hf_config_disagreement_is_explained(tmp_path, tiny_state):
 def test_hf_missing_pooler_and_single_head(tmp_path, tiny_state):
     no_pooler = {k: v for k, v in tiny_state.items() if not k.startswith(("bert.pooler.", "cls."))}
     directory = _hf_dir(tmp_path, no_pooler, "no_pooler")
-    with pytest.raises(CheckpointMismatchError,
-                       match="missing: bert.pooler.dense.weight, bert.pooler.dense.bias.*allow_missing_pooler"):
+    with pytest.raises(
+        CheckpointMismatchError, match="missing: bert.pooler.dense.weight, bert.pooler.dense.bias.*allow_missing_pooler"
+    ):
         convert_hf_directory(directory)
     with pytest.warns(UserWarning, match="NO POOLER"):
         assert type(convert_hf_directory(directory, allow_missing_pooler=True)) is BertEncoder
@@ -328,8 +369,11 @@ def test_hf_sharded_and_bfloat16_files(tmp_path, tiny_state, tiny_pretrainer):
     header, blobs, offset = {}, [], 0
     for name in names:
         blob = (tiny_state[name].astype(np.float32).view(np.uint32) >> 16).astype("<u2").tobytes()
-        header[name] = {"dtype": "BF16", "shape": list(tiny_state[name].shape),
-                        "data_offsets": [offset, offset + len(blob)]}
+        header[name] = {
+            "dtype": "BF16",
+            "shape": list(tiny_state[name].shape),
+            "data_offsets": [offset, offset + len(blob)],
+        }
         blobs.append(blob)
         offset += len(blob)
     header_bytes = json.dumps(header).encode()

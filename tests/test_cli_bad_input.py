@@ -66,7 +66,7 @@ def files(tmp_path_factory):
     records = training_data.write_pretraining_records(root / "records")
     f["records"], f["vocab"] = records["train"], records["vocab"]
     data = pathlib.Path(f["records"]).read_bytes()
-    (root / "truncated.tfrecord").write_bytes(data[:len(data) * 2 // 3])
+    (root / "truncated.tfrecord").write_bytes(data[: len(data) * 2 // 3])
     f["truncated"] = str(root / "truncated.tfrecord")
     vocab = pathlib.Path(f["vocab"]).read_text(encoding="utf-8").split("\n")[:-1]
     no_special = [t if not t.startswith("[") else f"x{i}" for i, t in enumerate(vocab)]
@@ -76,8 +76,14 @@ def files(tmp_path_factory):
     line = vocab.index("the") + 1
     f["vocab_latin1_line"] = f"vocab_latin1.txt:{line}"
 
-    config = dict(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                  intermediate_size=64, max_position_embeddings=64)
+    config = dict(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     (root / "bert_config.json").write_text(json.dumps(config))
     f["bert_config"] = str(root / "bert_config.json")
     (root / "bad_heads.json").write_text(json.dumps(dict(config, num_attention_heads=5)))
@@ -88,11 +94,10 @@ def files(tmp_path_factory):
     # A tiny fine-tuning model directory, its data, and a vocabulary of its size without specials.
     (root / "model").mkdir()
     f["model_dir"] = synthetic.make_model_dir(str(root / "model" / "model_dir"))
-    f["train_tsv"] = synthetic.write_tsv(str(root / "train.tsv"), ["text_a", "label"],
-                                         synthetic.sentiment_rows(8, 1))
-    f["ft_vocab_no_special"] = _write_vocab(root / "ft_vocab_no_special.txt",
-                                            [f"x{i}" if t.startswith("[") else t
-                                             for i, t in enumerate(synthetic.VOCAB)])
+    f["train_tsv"] = synthetic.write_tsv(str(root / "train.tsv"), ["text_a", "label"], synthetic.sentiment_rows(8, 1))
+    f["ft_vocab_no_special"] = _write_vocab(
+        root / "ft_vocab_no_special.txt", [f"x{i}" if t.startswith("[") else t for i, t in enumerate(synthetic.VOCAB)]
+    )
     with open(os.path.join(f["model_dir"], "bert_config.json")) as src:
         model_config = json.load(src)
     (root / "ft_bad_heads.json").write_text(json.dumps(dict(model_config, num_attention_heads=5)))
@@ -154,147 +159,369 @@ def _finetuned_output(root, row_id, files):
 #  output kind: "file", "dir", "finetuned" or None).
 ROWS = [
     # make_vocab
-    ("make_vocab", "missing_file", lambda f, o: [f"--input_file={f['missing']}", f"--output_file={o}"],
-     "missing.txt", "file"),
-    ("make_vocab", "empty_file", lambda f, o: [f"--input_file={f['empty']}", f"--output_file={o}"],
-     "empty.txt", "file"),
-    ("make_vocab", "binary_garbage", lambda f, o: [f"--input_file={f['garbage']}", f"--output_file={o}"],
-     "garbage.bin:1", "file"),
-    ("make_vocab", "non_utf8_line", lambda f, o: [f"--input_file={f['latin1']}", f"--output_file={o}"],
-     "latin1.txt:3", "file"),
-    ("make_vocab", "impossible_config", lambda f, o: [f"--input_file={f['corpus']}", f"--output_file={o}",
-                                                      "--vocab_size=5"], "--vocab_size", "file"),
-    ("make_vocab", "alphabet_too_big", lambda f, o: [f"--input_file={f['corpus']}", f"--output_file={o}",
-                                                     "--vocab_size=20", "--min_count=1"], "--vocab_size", "file"),
+    (
+        "make_vocab",
+        "missing_file",
+        lambda f, o: [f"--input_file={f['missing']}", f"--output_file={o}"],
+        "missing.txt",
+        "file",
+    ),
+    (
+        "make_vocab",
+        "empty_file",
+        lambda f, o: [f"--input_file={f['empty']}", f"--output_file={o}"],
+        "empty.txt",
+        "file",
+    ),
+    (
+        "make_vocab",
+        "binary_garbage",
+        lambda f, o: [f"--input_file={f['garbage']}", f"--output_file={o}"],
+        "garbage.bin:1",
+        "file",
+    ),
+    (
+        "make_vocab",
+        "non_utf8_line",
+        lambda f, o: [f"--input_file={f['latin1']}", f"--output_file={o}"],
+        "latin1.txt:3",
+        "file",
+    ),
+    (
+        "make_vocab",
+        "impossible_config",
+        lambda f, o: [f"--input_file={f['corpus']}", f"--output_file={o}", "--vocab_size=5"],
+        "--vocab_size",
+        "file",
+    ),
+    (
+        "make_vocab",
+        "alphabet_too_big",
+        lambda f, o: [f"--input_file={f['corpus']}", f"--output_file={o}", "--vocab_size=20", "--min_count=1"],
+        "--vocab_size",
+        "file",
+    ),
     # create_pretraining_data
-    *[("create_pretraining_data", case,
-       (lambda key, vocab: lambda f, o: [f"--input_file={f[key]}", f"--vocab_file={f[vocab]}", f"--output_file={o}",
-                                         "--max_seq_length=32", "--max_predictions_per_seq=5", "--num_workers=1"])(
-           key, vocab), expected, "file")
-      for case, key, vocab, expected in [
-          ("missing_file", "missing", "vocab", "missing.txt"),
-          ("empty_file", "empty", "vocab", "empty.txt"),
-          ("binary_garbage", "garbage", "vocab", "garbage.bin"),
-          ("non_utf8_line", "latin1", "vocab", "latin1.txt:3"),
-          ("vocab_without_special_tokens", "corpus", "vocab_no_special", "vocab_no_special.txt"),
-          ("non_utf8_vocab", "corpus", "vocab_latin1", "vocab_latin1.txt"),
-      ]],
-    ("create_pretraining_data", "impossible_config",
-     lambda f, o: [f"--input_file={f['corpus']}", f"--vocab_file={f['vocab']}", f"--output_file={o}",
-                   "--max_seq_length=4"], "--max_seq_length", "file"),
+    *[
+        (
+            "create_pretraining_data",
+            case,
+            (
+                lambda key, vocab: (
+                    lambda f, o: [
+                        f"--input_file={f[key]}",
+                        f"--vocab_file={f[vocab]}",
+                        f"--output_file={o}",
+                        "--max_seq_length=32",
+                        "--max_predictions_per_seq=5",
+                        "--num_workers=1",
+                    ]
+                )
+            )(key, vocab),
+            expected,
+            "file",
+        )
+        for case, key, vocab, expected in [
+            ("missing_file", "missing", "vocab", "missing.txt"),
+            ("empty_file", "empty", "vocab", "empty.txt"),
+            ("binary_garbage", "garbage", "vocab", "garbage.bin"),
+            ("non_utf8_line", "latin1", "vocab", "latin1.txt:3"),
+            ("vocab_without_special_tokens", "corpus", "vocab_no_special", "vocab_no_special.txt"),
+            ("non_utf8_vocab", "corpus", "vocab_latin1", "vocab_latin1.txt"),
+        ]
+    ],
+    (
+        "create_pretraining_data",
+        "impossible_config",
+        lambda f, o: [
+            f"--input_file={f['corpus']}",
+            f"--vocab_file={f['vocab']}",
+            f"--output_file={o}",
+            "--max_seq_length=4",
+        ],
+        "--max_seq_length",
+        "file",
+    ),
     # inspect_tfrecords (writes nothing)
-    *[("inspect_tfrecords", case, (lambda key: lambda f, o: [f"--input_file={f[key]}"])(key), expected, None)
-      for case, key, expected in [("missing_file", "missing", "missing.txt"),
-                                  ("binary_garbage", "garbage", "garbage.bin"),
-                                  ("not_tf_examples", "latin1", "latin1.txt"),
-                                  ("truncated_tfrecord", "truncated", "truncated.tfrecord")]],
-    ("inspect_tfrecords", "non_utf8_vocab",
-     lambda f, o: [f"--input_file={f['records']}", f"--vocab_file={f['vocab_latin1']}"], "{vocab_latin1_line}", None),
+    *[
+        ("inspect_tfrecords", case, (lambda key: lambda f, o: [f"--input_file={f[key]}"])(key), expected, None)
+        for case, key, expected in [
+            ("missing_file", "missing", "missing.txt"),
+            ("binary_garbage", "garbage", "garbage.bin"),
+            ("not_tf_examples", "latin1", "latin1.txt"),
+            ("truncated_tfrecord", "truncated", "truncated.tfrecord"),
+        ]
+    ],
+    (
+        "inspect_tfrecords",
+        "non_utf8_vocab",
+        lambda f, o: [f"--input_file={f['records']}", f"--vocab_file={f['vocab_latin1']}"],
+        "{vocab_latin1_line}",
+        None,
+    ),
     # pretrain
-    *[("pretrain", case,
-       (lambda extra: lambda f, o: [f"--output_dir={o}", "--max_seq_length=32", "--max_predictions_per_seq=5",
-                                    "--train_batch_size=2", "--num_train_steps=2", "--num_warmup_steps=0",
-                                    "--steps_per_loop=1", "--shuffle_buffer_size=4",
-                                    *[a.format(**f) for a in extra]])(extra), expected, kind)
-      for case, extra, expected, kind in [
-          ("missing_file", ["--input_file={missing}", "--bert_config_file={bert_config}"], "missing.txt", "dir"),
-          ("empty_file", ["--input_file={empty}", "--bert_config_file={bert_config}"], "empty.txt", "dir"),
-          ("binary_garbage", ["--input_file={garbage}", "--bert_config_file={bert_config}"], "garbage.bin", "dir"),
-          # A shuffle buffer over the whole file reads past the damage at the first step.
-          ("truncated_tfrecord", ["--input_file={truncated}", "--bert_config_file={bert_config}",
-                                  "--shuffle_buffer_size=100000"], "truncated.tfrecord", "dir"),
-          ("non_utf8_vocab", ["--input_file={records}", "--bert_config_file={bert_config}",
-                              "--vocab_file={vocab_latin1}"], "{vocab_latin1_line}", "dir"),
-          ("vocab_without_special_tokens", ["--input_file={records}", "--bert_config_file={bert_config}",
-                                            "--vocab_file={vocab_no_special}"], "vocab_no_special.txt", "dir"),
-          ("heads_do_not_divide_hidden", ["--input_file={records}", "--bert_config_file={bad_heads}"],
-           "--bert_config_file", "dir"),
-          ("seq_length_above_positions", ["--input_file={records}", "--bert_config_file={bert_config}",
-                                          "--max_seq_length=128"], "--max_seq_length", "dir"),
-      ]],
-    ("pretrain", "output_of_another_model",
-     lambda f, o: [f"--output_dir={o}", f"--input_file={f['records']}", f"--bert_config_file={f['bert_config']}",
-                   "--max_seq_length=32", "--max_predictions_per_seq=5", "--num_warmup_steps=0"],
-     "--output_dir", "other_model"),
+    *[
+        (
+            "pretrain",
+            case,
+            (
+                lambda extra: (
+                    lambda f, o: [
+                        f"--output_dir={o}",
+                        "--max_seq_length=32",
+                        "--max_predictions_per_seq=5",
+                        "--train_batch_size=2",
+                        "--num_train_steps=2",
+                        "--num_warmup_steps=0",
+                        "--steps_per_loop=1",
+                        "--shuffle_buffer_size=4",
+                        *[a.format(**f) for a in extra],
+                    ]
+                )
+            )(extra),
+            expected,
+            kind,
+        )
+        for case, extra, expected, kind in [
+            ("missing_file", ["--input_file={missing}", "--bert_config_file={bert_config}"], "missing.txt", "dir"),
+            ("empty_file", ["--input_file={empty}", "--bert_config_file={bert_config}"], "empty.txt", "dir"),
+            ("binary_garbage", ["--input_file={garbage}", "--bert_config_file={bert_config}"], "garbage.bin", "dir"),
+            # A shuffle buffer over the whole file reads past the damage at the first step.
+            (
+                "truncated_tfrecord",
+                ["--input_file={truncated}", "--bert_config_file={bert_config}", "--shuffle_buffer_size=100000"],
+                "truncated.tfrecord",
+                "dir",
+            ),
+            (
+                "non_utf8_vocab",
+                ["--input_file={records}", "--bert_config_file={bert_config}", "--vocab_file={vocab_latin1}"],
+                "{vocab_latin1_line}",
+                "dir",
+            ),
+            (
+                "vocab_without_special_tokens",
+                ["--input_file={records}", "--bert_config_file={bert_config}", "--vocab_file={vocab_no_special}"],
+                "vocab_no_special.txt",
+                "dir",
+            ),
+            (
+                "heads_do_not_divide_hidden",
+                ["--input_file={records}", "--bert_config_file={bad_heads}"],
+                "--bert_config_file",
+                "dir",
+            ),
+            (
+                "seq_length_above_positions",
+                ["--input_file={records}", "--bert_config_file={bert_config}", "--max_seq_length=128"],
+                "--max_seq_length",
+                "dir",
+            ),
+        ]
+    ],
+    (
+        "pretrain",
+        "output_of_another_model",
+        lambda f, o: [
+            f"--output_dir={o}",
+            f"--input_file={f['records']}",
+            f"--bert_config_file={f['bert_config']}",
+            "--max_seq_length=32",
+            "--max_predictions_per_seq=5",
+            "--num_warmup_steps=0",
+        ],
+        "--output_dir",
+        "other_model",
+    ),
     # finetune
-    *[("finetune", case,
-       (lambda extra: lambda f, o: ["--task=classification", f"--output_dir={o}", "--do_train",
-                                    "--max_seq_length=16", "--num_train_steps=1",
-                                    *[a.format(**f) for a in extra]])(extra), expected, kind)
-      for case, extra, expected, kind in [
-          ("missing_file", ["--train_file={missing}", "--model_dir={model_dir}"], "missing.txt", "dir"),
-          ("empty_file", ["--train_file={empty}", "--model_dir={model_dir}"], "empty.txt", "dir"),
-          ("binary_garbage", ["--train_file={garbage}", "--file_format=tsv", "--model_dir={model_dir}"],
-           "garbage.bin", "dir"),
-          ("non_utf8_line", ["--train_file={latin1}", "--file_format=tsv", "--has_header=false",
-                             "--model_dir={model_dir}"], "latin1.txt:3", "dir"),
-          ("vocab_without_special_tokens", ["--train_file={train_tsv}", "--model_dir={model_dir}",
-                                            "--vocab_file={ft_vocab_no_special}"], "ft_vocab_no_special.txt", "dir"),
-          ("vocab_size_differs", ["--train_file={train_tsv}", "--model_dir={model_dir}", "--vocab_file={vocab}"],
-           "vocab_size", "dir"),
-          ("heads_do_not_divide_hidden", ["--train_file={train_tsv}", "--model_dir={model_dir}",
-                                          "--bert_config_file={ft_bad_heads}"], "ft_bad_heads.json", "dir"),
-          ("seq_length_above_positions", ["--train_file={train_tsv}", "--model_dir={model_dir}",
-                                          "--max_seq_length=128"], "--max_seq_length", "dir"),
-          ("output_of_another_model", ["--train_file={train_tsv}", "--model_dir={model_dir}"], "--output_dir",
-           "finetuned"),
-      ]],
+    *[
+        (
+            "finetune",
+            case,
+            (
+                lambda extra: (
+                    lambda f, o: [
+                        "--task=classification",
+                        f"--output_dir={o}",
+                        "--do_train",
+                        "--max_seq_length=16",
+                        "--num_train_steps=1",
+                        *[a.format(**f) for a in extra],
+                    ]
+                )
+            )(extra),
+            expected,
+            kind,
+        )
+        for case, extra, expected, kind in [
+            ("missing_file", ["--train_file={missing}", "--model_dir={model_dir}"], "missing.txt", "dir"),
+            ("empty_file", ["--train_file={empty}", "--model_dir={model_dir}"], "empty.txt", "dir"),
+            (
+                "binary_garbage",
+                ["--train_file={garbage}", "--file_format=tsv", "--model_dir={model_dir}"],
+                "garbage.bin",
+                "dir",
+            ),
+            (
+                "non_utf8_line",
+                ["--train_file={latin1}", "--file_format=tsv", "--has_header=false", "--model_dir={model_dir}"],
+                "latin1.txt:3",
+                "dir",
+            ),
+            (
+                "vocab_without_special_tokens",
+                ["--train_file={train_tsv}", "--model_dir={model_dir}", "--vocab_file={ft_vocab_no_special}"],
+                "ft_vocab_no_special.txt",
+                "dir",
+            ),
+            (
+                "vocab_size_differs",
+                ["--train_file={train_tsv}", "--model_dir={model_dir}", "--vocab_file={vocab}"],
+                "vocab_size",
+                "dir",
+            ),
+            (
+                "heads_do_not_divide_hidden",
+                ["--train_file={train_tsv}", "--model_dir={model_dir}", "--bert_config_file={ft_bad_heads}"],
+                "ft_bad_heads.json",
+                "dir",
+            ),
+            (
+                "seq_length_above_positions",
+                ["--train_file={train_tsv}", "--model_dir={model_dir}", "--max_seq_length=128"],
+                "--max_seq_length",
+                "dir",
+            ),
+            (
+                "output_of_another_model",
+                ["--train_file={train_tsv}", "--model_dir={model_dir}"],
+                "--output_dir",
+                "finetuned",
+            ),
+        ]
+    ],
     # extract_features
-    *[("extract_features", case,
-       (lambda extra: lambda f, o: [f"--output_file={o}.npy", "--max_seq_length=16", "--layers=-1",
-                                    *[a.format(**f) for a in extra]])(extra), expected, "npy")
-      for case, extra, expected in [
-          ("missing_file", ["--input_file={missing}", "--model_dir={model_dir}"], "missing.txt"),
-          ("empty_file", ["--input_file={empty}", "--model_dir={model_dir}"], "empty.txt"),
-          ("binary_garbage", ["--input_file={garbage}", "--model_dir={model_dir}"], "garbage.bin"),
-          ("non_utf8_line", ["--input_file={latin1}", "--model_dir={model_dir}"], "latin1.txt:3"),
-          ("vocab_without_special_tokens", ["--input_file={corpus}", "--model_dir={model_dir}",
-                                            "--vocab_file={ft_vocab_no_special}"], "ft_vocab_no_special.txt"),
-          ("non_utf8_vocab", ["--input_file={corpus}", "--model_dir={model_dir}", "--vocab_file={vocab_latin1}"],
-           "vocab_latin1.txt"),
-          ("heads_do_not_divide_hidden", ["--input_file={corpus}", "--model_dir={model_dir}",
-                                          "--bert_config_file={ft_bad_heads}"], "ft_bad_heads.json"),
-          ("seq_length_above_positions", ["--input_file={corpus}", "--model_dir={model_dir}",
-                                          "--max_seq_length=128"], "max_seq_length"),
-      ]],
+    *[
+        (
+            "extract_features",
+            case,
+            (
+                lambda extra: (
+                    lambda f, o: [
+                        f"--output_file={o}.npy",
+                        "--max_seq_length=16",
+                        "--layers=-1",
+                        *[a.format(**f) for a in extra],
+                    ]
+                )
+            )(extra),
+            expected,
+            "npy",
+        )
+        for case, extra, expected in [
+            ("missing_file", ["--input_file={missing}", "--model_dir={model_dir}"], "missing.txt"),
+            ("empty_file", ["--input_file={empty}", "--model_dir={model_dir}"], "empty.txt"),
+            ("binary_garbage", ["--input_file={garbage}", "--model_dir={model_dir}"], "garbage.bin"),
+            ("non_utf8_line", ["--input_file={latin1}", "--model_dir={model_dir}"], "latin1.txt:3"),
+            (
+                "vocab_without_special_tokens",
+                ["--input_file={corpus}", "--model_dir={model_dir}", "--vocab_file={ft_vocab_no_special}"],
+                "ft_vocab_no_special.txt",
+            ),
+            (
+                "non_utf8_vocab",
+                ["--input_file={corpus}", "--model_dir={model_dir}", "--vocab_file={vocab_latin1}"],
+                "vocab_latin1.txt",
+            ),
+            (
+                "heads_do_not_divide_hidden",
+                ["--input_file={corpus}", "--model_dir={model_dir}", "--bert_config_file={ft_bad_heads}"],
+                "ft_bad_heads.json",
+            ),
+            (
+                "seq_length_above_positions",
+                ["--input_file={corpus}", "--model_dir={model_dir}", "--max_seq_length=128"],
+                "max_seq_length",
+            ),
+        ]
+    ],
     # export
-    *[("export", case,
-       (lambda extra: lambda f, o: [f"--export_dir={o}", "--seq_length=16", "--noverify",
-                                    *[a.format(**f) for a in extra]])(extra), expected, kind)
-      for case, extra, expected, kind in [
-          ("missing_file", ["--model_dir={missing}"], "missing.txt", "dir"),
-          ("vocab_without_special_tokens", ["--model_dir={model_dir}", "--vocab_file={ft_vocab_no_special}"],
-           "ft_vocab_no_special.txt", None),
-          ("non_utf8_vocab", ["--model_dir={model_dir}", "--vocab_file={vocab_latin1}"], "vocab_latin1.txt", None),
-          ("empty_vocab", ["--model_dir={model_dir}", "--vocab_file={empty}"], "empty.txt", None),
-          ("heads_do_not_divide_hidden", ["--model_dir={model_dir}", "--bert_config_file={ft_bad_heads}"],
-           "ft_bad_heads.json", None),
-          ("seq_length_above_positions", ["--model_dir={model_dir}", "--seq_length=100"], "seq_length", None),
-          ("output_exists", ["--model_dir={model_dir}"], "already exists", "dir"),
-      ]],
+    *[
+        (
+            "export",
+            case,
+            (
+                lambda extra: (
+                    lambda f, o: [f"--export_dir={o}", "--seq_length=16", "--noverify", *[a.format(**f) for a in extra]]
+                )
+            )(extra),
+            expected,
+            kind,
+        )
+        for case, extra, expected, kind in [
+            ("missing_file", ["--model_dir={missing}"], "missing.txt", "dir"),
+            (
+                "vocab_without_special_tokens",
+                ["--model_dir={model_dir}", "--vocab_file={ft_vocab_no_special}"],
+                "ft_vocab_no_special.txt",
+                None,
+            ),
+            ("non_utf8_vocab", ["--model_dir={model_dir}", "--vocab_file={vocab_latin1}"], "vocab_latin1.txt", None),
+            ("empty_vocab", ["--model_dir={model_dir}", "--vocab_file={empty}"], "empty.txt", None),
+            (
+                "heads_do_not_divide_hidden",
+                ["--model_dir={model_dir}", "--bert_config_file={ft_bad_heads}"],
+                "ft_bad_heads.json",
+                None,
+            ),
+            ("seq_length_above_positions", ["--model_dir={model_dir}", "--seq_length=100"], "seq_length", None),
+            ("output_exists", ["--model_dir={model_dir}"], "already exists", "dir"),
+        ]
+    ],
     # convert
-    *[("bert_tf.convert", case,
-       (lambda extra: lambda f, o: [f"--output_dir={o}", *[a.format(**f) for a in extra]])(extra), expected, kind)
-      for case, extra, expected, kind in [
-          ("missing_file", ["--from=hf", "--input={missing}"], "missing.txt", None),
-          ("binary_garbage", ["--from=tf1", "--input={garbage}", "--bert_config_file={bert_config}",
-                              "--vocab_file={vocab}"], "garbage.bin", None),
-          ("non_utf8_vocab", ["--from=hf", "--input={root}/hf_latin1"], "hf_latin1/vocab.txt:6", None),
-          ("empty_vocab", ["--from=hf", "--input={hf}", "--vocab_file={empty}"], "empty.txt", None),
-          ("heads_do_not_divide_hidden", ["--from=hf", "--input={root}/hf_bad_heads"], "hf_bad_heads", None),
-          ("output_exists", ["--from=hf", "--input={hf}"], "not empty", "dir"),
-      ]],
+    *[
+        (
+            "bert_tf.convert",
+            case,
+            (lambda extra: lambda f, o: [f"--output_dir={o}", *[a.format(**f) for a in extra]])(extra),
+            expected,
+            kind,
+        )
+        for case, extra, expected, kind in [
+            ("missing_file", ["--from=hf", "--input={missing}"], "missing.txt", None),
+            (
+                "binary_garbage",
+                ["--from=tf1", "--input={garbage}", "--bert_config_file={bert_config}", "--vocab_file={vocab}"],
+                "garbage.bin",
+                None,
+            ),
+            ("non_utf8_vocab", ["--from=hf", "--input={root}/hf_latin1"], "hf_latin1/vocab.txt:6", None),
+            ("empty_vocab", ["--from=hf", "--input={hf}", "--vocab_file={empty}"], "empty.txt", None),
+            ("heads_do_not_divide_hidden", ["--from=hf", "--input={root}/hf_bad_heads"], "hf_bad_heads", None),
+            ("output_exists", ["--from=hf", "--input={hf}"], "not empty", "dir"),
+        ]
+    ],
     # classify_with_hub
-    *[("classify_with_hub", case,
-       (lambda extra: lambda f, o: [f"--output_dir={o}", f"--test_file={f['train_tsv']}",
-                                    *[a.format(**f) for a in extra]])(extra), expected, "dir")
-      for case, extra, expected in [
-          ("missing_file", ["--export_dir={export}", "--train_file={missing}"], "missing.txt"),
-          ("empty_file", ["--export_dir={export}", "--train_file={empty}"], "empty.txt"),
-          ("binary_garbage", ["--export_dir={export}", "--train_file={garbage}"], "garbage.bin:1"),
-          ("non_utf8_line", ["--export_dir={export}", "--train_file={latin1}"], "latin1.txt:3"),
-          ("missing_export", ["--export_dir={missing}", "--train_file={train_tsv}"], "--export_dir"),
-      ]],
+    *[
+        (
+            "classify_with_hub",
+            case,
+            (
+                lambda extra: (
+                    lambda f, o: [f"--output_dir={o}", f"--test_file={f['train_tsv']}", *[a.format(**f) for a in extra]]
+                )
+            )(extra),
+            expected,
+            "dir",
+        )
+        for case, extra, expected in [
+            ("missing_file", ["--export_dir={export}", "--train_file={missing}"], "missing.txt"),
+            ("empty_file", ["--export_dir={export}", "--train_file={empty}"], "empty.txt"),
+            ("binary_garbage", ["--export_dir={export}", "--train_file={garbage}"], "garbage.bin:1"),
+            ("non_utf8_line", ["--export_dir={export}", "--train_file={latin1}"], "latin1.txt:3"),
+            ("missing_export", ["--export_dir={missing}", "--train_file={train_tsv}"], "--export_dir"),
+        ]
+    ],
     # demo
     ("demo", "impossible_config", lambda f, o: [f"--output_dir={o}", "--hidden_size=100"], "--hidden_size", "dir"),
 ]
@@ -323,8 +550,9 @@ def _legacy_keras_stays_off(monkeypatch):
 
 
 @pytest.mark.parametrize("tool,case,make_argv,expected,output", ROWS, ids=[f"{r[0]}-{r[1]}" for r in ROWS])
-def test_bad_input_exits_2_with_one_line_and_keeps_earlier_output(files, capsys, tool, case, make_argv, expected,
-                                                                   output):
+def test_bad_input_exits_2_with_one_line_and_keeps_earlier_output(
+    files, capsys, tool, case, make_argv, expected, output
+):
     row_id = f"{tool}-{case}"
     root = files["root"]
     if output == "finetuned":

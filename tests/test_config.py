@@ -7,8 +7,15 @@ from bert_tf.config import PRESETS, BertConfig
 
 
 def test_bert_config_json_round_trip(tmp_path):
-    config = BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
-                        intermediate_size=128, hidden_act="gelu_new", layer_norm_eps=1e-6)
+    config = BertConfig(
+        vocab_size=1000,
+        hidden_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=128,
+        hidden_act="gelu_new",
+        layer_norm_eps=1e-6,
+    )
     path = tmp_path / "bert_config.json"
     config.to_json_file(str(path))
     assert BertConfig.from_json_file(str(path)) == config
@@ -16,10 +23,19 @@ def test_bert_config_json_round_trip(tmp_path):
 
 
 def test_reads_original_google_research_config(tmp_path):
-    original = {"attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-                "hidden_size": 768, "initializer_range": 0.02, "intermediate_size": 3072,
-                "max_position_embeddings": 512, "num_attention_heads": 12, "num_hidden_layers": 12,
-                "type_vocab_size": 2, "vocab_size": 30522}
+    original = {
+        "attention_probs_dropout_prob": 0.1,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1,
+        "hidden_size": 768,
+        "initializer_range": 0.02,
+        "intermediate_size": 3072,
+        "max_position_embeddings": 512,
+        "num_attention_heads": 12,
+        "num_hidden_layers": 12,
+        "type_vocab_size": 2,
+        "vocab_size": 30522,
+    }
     path = tmp_path / "bert_config.json"
     path.write_text(json.dumps(original))
     config = BertConfig.from_json_file(str(path))
@@ -30,12 +46,26 @@ def test_reads_original_google_research_config(tmp_path):
 
 
 def test_reads_huggingface_config(tmp_path):
-    hf = {"architectures": ["BertModel"], "model_type": "bert", "hidden_act": "gelu_pytorch_tanh",
-          "hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12, "intermediate_size": 1536,
-          "vocab_size": 30522, "max_position_embeddings": 512, "type_vocab_size": 2,
-          "layer_norm_eps": 1e-12, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-          "initializer_range": 0.02, "pad_token_id": 0, "position_embedding_type": "absolute",
-          "transformers_version": "4.8.2", "use_cache": True}
+    hf = {
+        "architectures": ["BertModel"],
+        "model_type": "bert",
+        "hidden_act": "gelu_pytorch_tanh",
+        "hidden_size": 384,
+        "num_hidden_layers": 6,
+        "num_attention_heads": 12,
+        "intermediate_size": 1536,
+        "vocab_size": 30522,
+        "max_position_embeddings": 512,
+        "type_vocab_size": 2,
+        "layer_norm_eps": 1e-12,
+        "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1,
+        "initializer_range": 0.02,
+        "pad_token_id": 0,
+        "position_embedding_type": "absolute",
+        "transformers_version": "4.8.2",
+        "use_cache": True,
+    }
     path = tmp_path / "config.json"
     path.write_text(json.dumps(hf))
     config = BertConfig.from_hf_json_file(str(path))
@@ -44,15 +74,18 @@ def test_reads_huggingface_config(tmp_path):
         BertConfig.from_hf_config(dict(hf, model_type="roberta"))
 
 
-@pytest.mark.parametrize("field,value,match", [
-    ("num_attention_heads", 5, "divisible"),
-    ("hidden_size", 0, "hidden_size"),
-    ("num_hidden_layers", -1, "num_hidden_layers"),
-    ("vocab_size", 2.5, "vocab_size"),
-    ("hidden_act", "swish", "hidden_act"),
-    ("hidden_dropout_prob", 1.5, "hidden_dropout_prob"),
-    ("layer_norm_eps", 0, "layer_norm_eps"),
-])
+@pytest.mark.parametrize(
+    "field,value,match",
+    [
+        ("num_attention_heads", 5, "divisible"),
+        ("hidden_size", 0, "hidden_size"),
+        ("num_hidden_layers", -1, "num_hidden_layers"),
+        ("vocab_size", 2.5, "vocab_size"),
+        ("hidden_act", "swish", "hidden_act"),
+        ("hidden_dropout_prob", 1.5, "hidden_dropout_prob"),
+        ("layer_norm_eps", 0, "layer_norm_eps"),
+    ],
+)
 def test_invalid_config_names_the_field(field, value, match):
     values = dict(vocab_size=100, hidden_size=64, num_attention_heads=4, intermediate_size=128)
     values[field] = value

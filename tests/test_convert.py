@@ -53,10 +53,12 @@ def _max_diff(actual, expected):
 def _check_pretrainer(model, reference):
     outputs = model({name: reference[name] for name in ENCODER_INPUTS + ("masked_lm_positions",)})
     encoder_outputs = model.encoder({name: reference[name] for name in ENCODER_INPUTS})
-    diffs = {"mlm_logits": _max_diff(outputs["mlm_logits"], reference["mlm_logits"]),
-             "nsp_logits": _max_diff(outputs["nsp_logits"], reference["nsp_logits"]),
-             "sequence_output": _max_diff(encoder_outputs["sequence_output"], reference["sequence_output"]),
-             "pooled_output": _max_diff(encoder_outputs["pooled_output"], reference["pooled_output"])}
+    diffs = {
+        "mlm_logits": _max_diff(outputs["mlm_logits"], reference["mlm_logits"]),
+        "nsp_logits": _max_diff(outputs["nsp_logits"], reference["nsp_logits"]),
+        "sequence_output": _max_diff(encoder_outputs["sequence_output"], reference["sequence_output"]),
+        "pooled_output": _max_diff(encoder_outputs["pooled_output"], reference["pooled_output"]),
+    }
     print("max abs diff vs transformers:", diffs)
     assert all(d <= TOLERANCE for d in diffs.values()), diffs
     return outputs
@@ -80,13 +82,15 @@ def test_real_minilm_weights_match_transformers(tmp_path):
     outputs = encoder({name: reference[name] for name in ENCODER_INPUTS})
     sequence_diff = _max_diff(outputs["sequence_output"], reference["sequence_output"])
     pooled_diff = _max_diff(outputs["pooled_output"], reference["pooled_output"])
-    print(f"all-MiniLM-L6-v2 max abs diff vs transformers: sequence_output {sequence_diff:.3g}, "
-          f"pooled_output {pooled_diff:.3g}")
+    print(
+        f"all-MiniLM-L6-v2 max abs diff vs transformers: sequence_output {sequence_diff:.3g}, "
+        f"pooled_output {pooled_diff:.3g}"
+    )
     assert sequence_diff <= TOLERANCE and pooled_diff <= TOLERANCE
     # The batch has padding; a padded row must not change the real tokens' outputs.
     row = 1
     length = int(reference["input_mask"][row].sum())
-    alone = encoder({name: reference[name][row:row + 1, :length] for name in ENCODER_INPUTS})
+    alone = encoder({name: reference[name][row : row + 1, :length] for name in ENCODER_INPUTS})
     assert _max_diff(alone["sequence_output"][0], reference["sequence_output"][row, :length]) <= TOLERANCE
 
 
@@ -106,8 +110,9 @@ def test_tf1_checkpoint_of_the_same_weights_matches_transformers(tmp_path, tiny_
 
 def _run_cli(*args):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run([sys.executable, "-m", "bert_tf.convert", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "bert_tf.convert", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_cli_converts_huggingface_directory(tmp_path, tiny_reference):
@@ -116,7 +121,10 @@ def test_cli_converts_huggingface_directory(tmp_path, tiny_reference):
     assert result.returncode == 0, result.stderr
     assert "BertPretrainer" in result.stdout
     assert sorted(p for p in os.listdir(output_dir) if not p.startswith("ckpt-0")) == [
-        "bert_config.json", "checkpoint", "vocab.txt"]
+        "bert_config.json",
+        "checkpoint",
+        "vocab.txt",
+    ]
     with open(output_dir / "vocab.txt") as f, open(os.path.join(TINY_HF, "vocab.txt")) as g:
         assert f.read() == g.read()
     _check_pretrainer(bert_tf.load_pretrainer(str(output_dir)), tiny_reference)
@@ -126,13 +134,19 @@ def test_cli_converts_tf1_checkpoint_with_explicit_files(tmp_path, tiny_referenc
     source = tmp_path / "source"
     source.mkdir()
     arrays = tf1_checkpoints.with_optimizer_state(
-        tf1_checkpoints.hf_to_tf1(load_file(os.path.join(TINY_HF, "model.safetensors"))))
+        tf1_checkpoints.hf_to_tf1(load_file(os.path.join(TINY_HF, "model.safetensors")))
+    )
     prefix = tf1_checkpoints.write_tf1_checkpoint(str(source / "model.ckpt-1000"), arrays)
     config_file = tmp_path / "my_config.json"
     hf_bert_config(TINY_HF).to_json_file(str(config_file))
     output_dir = tmp_path / "out"
-    result = _run_cli("--from=tf1", f"--input={prefix}", f"--bert_config_file={config_file}",
-                      f"--vocab_file={os.path.join(TINY_HF, 'vocab.txt')}", f"--output_dir={output_dir}")
+    result = _run_cli(
+        "--from=tf1",
+        f"--input={prefix}",
+        f"--bert_config_file={config_file}",
+        f"--vocab_file={os.path.join(TINY_HF, 'vocab.txt')}",
+        f"--output_dir={output_dir}",
+    )
     assert result.returncode == 0, result.stderr
     _check_pretrainer(bert_tf.load_pretrainer(str(output_dir)), tiny_reference)
     assert bert_tf.load_encoder(str(output_dir)).config == hf_bert_config(TINY_HF)

@@ -37,6 +37,7 @@ FEATURES = {
 
 def _vocab():
     from bert_tf.tokenization import load_vocab
+
     return load_vocab(str(VOCAB))
 
 
@@ -49,8 +50,14 @@ def _config(**overrides):
 def _write(tmp_path, name="out", config=None, inputs=(SAMPLE,), num_files=2, **kwargs):
     outputs = [str(tmp_path / f"{name}-{i}.tfrecord") for i in range(num_files)]
     summary = pretraining_writer.write_pretraining_data(
-        [str(p) for p in inputs], outputs, str(VOCAB), config or _config(),
-        num_workers=kwargs.pop("num_workers", 1), log_fn=lambda line: None, **kwargs)
+        [str(p) for p in inputs],
+        outputs,
+        str(VOCAB),
+        config or _config(),
+        num_workers=kwargs.pop("num_workers", 1),
+        log_fn=lambda line: None,
+        **kwargs,
+    )
     return outputs, summary
 
 
@@ -71,6 +78,7 @@ def written(tmp_path_factory):
 def corpus_tokens():
     """Token ids of the sample: flat stream + the document of every token."""
     from bert_tf.tokenization import BertTokenizer
+
     tokenizer = BertTokenizer(str(VOCAB), lower_case=True)
     lines, line_documents = [], []
     for document, text in enumerate(SAMPLE.read_text(encoding="utf-8").split("\n\n")):
@@ -95,10 +103,11 @@ def _segments(batch, row, ids):
     length = int(batch["input_mask"][row].sum())
     b_size = int(batch["segment_ids"][row].sum())  # B + its [SEP]
     a_len = length - b_size - 2
-    return ids[row, 1:1 + a_len], ids[row, a_len + 2:length - 1], a_len, length
+    return ids[row, 1 : 1 + a_len], ids[row, a_len + 2 : length - 1], a_len, length
 
 
 # -- the written files --------------------------------------------------------
+
 
 def test_writes_exactly_the_original_feature_set(written):
     outputs, summary, _ = written
@@ -205,7 +214,7 @@ def test_mask_random_keep_split_and_nsp_split(written):
     assert abs(random_share - 0.1) < 0.02
     # Random replacements come from the whole vocabulary.
     randoms = in_input[(in_input != original) & (in_input != vocab.index("[MASK]"))]
-    expected_distinct = len(vocab) * (1 - (1 - 1 / len(vocab))**len(randoms))  # if uniform
+    expected_distinct = len(vocab) * (1 - (1 - 1 / len(vocab)) ** len(randoms))  # if uniform
     assert len(np.unique(randoms)) > 0.9 * expected_distinct
     labels = batch["next_sentence_labels"][:, 0]
     s = summary.stats
@@ -220,8 +229,7 @@ def test_mask_random_keep_split_and_nsp_split(written):
 def test_whole_word_masking_masks_whole_words(tmp_path):
     vocab = _vocab()
     is_piece = np.array([t.startswith("##") for t in vocab])
-    outputs, _ = _write(tmp_path, config=_config(do_whole_word_mask=True, dupe_factor=2),
-                        num_files=1)
+    outputs, _ = _write(tmp_path, config=_config(do_whole_word_mask=True, dupe_factor=2), num_files=1)
     batch = _read(outputs)
     ids = _unmasked(batch)
     real = batch["masked_lm_weights"] > 0
@@ -257,6 +265,7 @@ def _run_cli(argv):
     """Runs the absl entry point in this process; returns its exit code."""
     from tests.helpers.absl_flags import temporary_flags
     from tfrecords_tools import create_pretraining_data as cli
+
     try:
         with temporary_flags(cli.define_flags, ["create_pretraining_data"] + argv):
             cli.main(["create_pretraining_data"])
@@ -269,10 +278,19 @@ def test_cli_with_two_workers_matches_one_worker(tmp_path, caplog):
     """The absl entry point, 2 processes and 2 small chunks: same bytes as 1 in-process worker."""
     single, _ = _write(tmp_path, "single", chunk_bytes=20000)
     caplog.set_level("INFO", logger="absl")
-    code = _run_cli([f"--input_file={FIXTURES}/austen_*.txt", f"--vocab_file={VOCAB}",
-                     f"--output_file={tmp_path}/cli.tfrecord", "--num_output_shards=2",
-                     f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PREDICTIONS}",
-                     "--dupe_factor=4", f"--chunk_mb={20000 / 2**20}", "--num_workers=2"])
+    code = _run_cli(
+        [
+            f"--input_file={FIXTURES}/austen_*.txt",
+            f"--vocab_file={VOCAB}",
+            f"--output_file={tmp_path}/cli.tfrecord",
+            "--num_output_shards=2",
+            f"--max_seq_length={SEQ}",
+            f"--max_predictions_per_seq={PREDICTIONS}",
+            "--dupe_factor=4",
+            f"--chunk_mb={20000 / 2**20}",
+            "--num_workers=2",
+        ]
+    )
     assert code == 0
     assert "Masked:" in caplog.text and "Next sentence:" in caplog.text and "2 chunks" in caplog.text
     shards = sorted(tmp_path.glob("cli.tfrecord-*"))
@@ -308,6 +326,7 @@ def test_unmasked_output(tmp_path):
 
 # -- bad input ------------------------------------------------------------------
 
+
 def _assert_nothing_written(directory):
     assert not list(pathlib.Path(directory).glob("*")), list(pathlib.Path(directory).glob("*"))
 
@@ -315,8 +334,9 @@ def _assert_nothing_written(directory):
 def test_missing_vocab_file(tmp_path):
     out = tmp_path / "out"
     with pytest.raises(FileNotFoundError, match="missing_vocab.txt"):
-        pretraining_writer.write_pretraining_data([str(SAMPLE)], [str(out / "x.tfrecord")],
-                                                  str(tmp_path / "missing_vocab.txt"), _config())
+        pretraining_writer.write_pretraining_data(
+            [str(SAMPLE)], [str(out / "x.tfrecord")], str(tmp_path / "missing_vocab.txt"), _config()
+        )
     assert not out.exists()
 
 
@@ -358,8 +378,13 @@ def test_max_predictions_below_the_rate_caps_as_the_original(tmp_path):
     config.validate()
     assert config.masking_shortfall() == 7 and _config().masking_shortfall() == 0
     outputs, _ = _write(tmp_path, config=config, num_files=1)
-    spec = dict(FEATURES, **{name: tf.io.FixedLenFeature([3], FEATURES[name].dtype)
-                             for name in ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")})
+    spec = dict(
+        FEATURES,
+        **{
+            name: tf.io.FixedLenFeature([3], FEATURES[name].dtype)
+            for name in ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+        },
+    )
     batch = next(iter(tf.data.TFRecordDataset(outputs).batch(100000).map(lambda r: tf.io.parse_example(r, spec))))
     predictions = batch["masked_lm_weights"].numpy().sum(axis=1)
     lengths = batch["input_mask"].numpy().sum(axis=1)
@@ -369,10 +394,13 @@ def test_max_predictions_below_the_rate_caps_as_the_original(tmp_path):
 
 
 def test_bad_instance_flags_name_the_flag():
-    for bad, flag in [(dict(max_seq_length=4), "--max_seq_length"), (dict(dupe_factor=0), "--dupe_factor"),
-                      (dict(masked_lm_prob=1.5), "--masked_lm_prob"),
-                      (dict(short_seq_prob=-0.1), "--short_seq_prob"),
-                      (dict(max_predictions_per_seq=0), "--max_predictions_per_seq")]:
+    for bad, flag in [
+        (dict(max_seq_length=4), "--max_seq_length"),
+        (dict(dupe_factor=0), "--dupe_factor"),
+        (dict(masked_lm_prob=1.5), "--masked_lm_prob"),
+        (dict(short_seq_prob=-0.1), "--short_seq_prob"),
+        (dict(max_predictions_per_seq=0), "--max_predictions_per_seq"),
+    ]:
         with pytest.raises(ValueError, match=flag):
             _config(**bad).validate()
 
@@ -388,6 +416,7 @@ def test_failure_mid_run_leaves_no_output(tmp_path):
             if len(calls) > 2:
                 raise RuntimeError("tokenizer broke")
             return real(lines)
+
         return tokenize
 
     with pytest.raises(RuntimeError, match="tokenizer broke"):
@@ -398,7 +427,8 @@ def test_failure_mid_run_leaves_no_output(tmp_path):
 def test_output_file_lists_and_shards():
     assert pretraining_writer.resolve_output_files("a,b", None) == ["a", "b"]
     assert pretraining_writer.resolve_output_files("o.tfrecord", 3) == [
-        f"o.tfrecord-0000{i}-of-00003" for i in range(3)]
+        f"o.tfrecord-0000{i}-of-00003" for i in range(3)
+    ]
     with pytest.raises(ValueError, match="--num_output_shards=3"):
         pretraining_writer.resolve_output_files("a,b", 3)
     with pytest.raises(ValueError, match="twice"):
@@ -406,6 +436,7 @@ def test_output_file_lists_and_shards():
 
 
 # -- building blocks ---------------------------------------------------------------
+
 
 def test_chunks_are_cut_between_documents(tmp_path):
     first = tmp_path / "one.txt"
@@ -446,8 +477,9 @@ def test_truncation_matches_the_original_pop_loop():
     rng = np.random.default_rng(0)
     a = rng.integers(1, 200, 2000)
     b = rng.integers(1, 200, 2000)
-    spans = pi.PairSpans(np.zeros(2000, np.int64), a, np.full(2000, 1000), b, np.zeros(2000, np.int32),
-                         np.zeros(2000, bool))
+    spans = pi.PairSpans(
+        np.zeros(2000, np.int64), a, np.full(2000, 1000), b, np.zeros(2000, np.int32), np.zeros(2000, bool)
+    )
     cut = pi.truncate_pairs(spans, 125, rng)
     expected = np.array([_reference_truncation(x, y, 125) for x, y in zip(a, b)])
     np.testing.assert_array_equal(a - cut.a_length, expected[:, 0])
@@ -463,18 +495,19 @@ def test_pairs_put_unused_sentences_back():
     """Every sentence is used by the A segment of some instance in each dupe round."""
     documents = [[[d * 1000 + s * 10 + t for t in range(3 + (s % 5))] for s in range(40)] for d in range(40)]
     chunk = pi.DocumentChunk.from_documents(documents)
-    config = pi.InstanceConfig(max_seq_length=20, max_predictions_per_seq=3, dupe_factor=1,
-                               short_seq_prob=0.0)  # one round: coverage is per round
+    config = pi.InstanceConfig(
+        max_seq_length=20, max_predictions_per_seq=3, dupe_factor=1, short_seq_prob=0.0
+    )  # one round: coverage is per round
     spans = pi.create_pair_spans(chunk, config, random.Random(3))
     covered = np.zeros(chunk.num_tokens, bool)
     for start, length, b_start, b_length, is_random, one in zip(
-            spans.a_start, spans.a_length, spans.b_start, spans.b_length, spans.is_random_next,
-            spans.one_sentence):
+        spans.a_start, spans.a_length, spans.b_start, spans.b_length, spans.is_random_next, spans.one_sentence
+    ):
         assert is_random or not one
-        covered[start:start + length] = True
+        covered[start : start + length] = True
         if not is_random:
             assert b_start == start + length  # B continues A
-            covered[b_start:b_start + b_length] = True
+            covered[b_start : b_start + b_length] = True
     assert covered.all()
     coin = spans.is_random_next[~spans.one_sentence]
     assert len(coin) > 400 and abs(coin.mean() - 0.5) < 0.08
@@ -485,8 +518,9 @@ def test_short_seq_prob_shortens_segments():
     chunk = pi.DocumentChunk.from_documents(documents)
 
     def segment_lengths(short_seq_prob):
-        config = pi.InstanceConfig(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=3,
-                                   short_seq_prob=short_seq_prob)
+        config = pi.InstanceConfig(
+            max_seq_length=64, max_predictions_per_seq=10, dupe_factor=3, short_seq_prob=short_seq_prob
+        )
         spans = pi.create_pair_spans(chunk, config, random.Random(0))
         actual = spans.is_random_next == 0
         return (spans.a_length + spans.b_length)[actual]
@@ -502,14 +536,12 @@ def test_short_seq_prob_shortens_segments():
 def test_create_instances_is_seeded_per_chunk():
     documents = [[[5 + (d * 31 + s * 7 + t) % 50 for t in range(8)] for s in range(12)] for d in range(5)]
     chunk = pi.DocumentChunk.from_documents(documents)
-    vocab = pi.VocabInfo.from_tokens(["[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]"] +
-                                     [f"w{i}" for i in range(60)])
+    vocab = pi.VocabInfo.from_tokens(["[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]"] + [f"w{i}" for i in range(60)])
     config = pi.InstanceConfig(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=2)
 
     def run(seed, index):
         batches = list(pi.create_instances(chunk, config, vocab, seed, chunk_index=index, batch_size=7))
-        return np.concatenate([b.input_ids for b in batches]), np.concatenate(
-            [b.masked_lm_positions for b in batches])
+        return np.concatenate([b.input_ids for b in batches]), np.concatenate([b.masked_lm_positions for b in batches])
 
     first = run(1, 0)
     np.testing.assert_array_equal(first[0], run(1, 0)[0])
@@ -536,7 +568,8 @@ def test_example_encoder_round_trip():
         assert list(feature["small"].int64_list.value) == features["small"][row].tolist()
         assert list(feature["large"].int64_list.value) == features["large"][row].tolist()
         assert list(feature["empty"].int64_list.value) == []
-        np.testing.assert_array_equal(np.array(feature["weights"].float_list.value, np.float32),
-                                      features["weights"][row])
+        np.testing.assert_array_equal(
+            np.array(feature["weights"].float_list.value, np.float32), features["weights"][row]
+        )
     with pytest.raises(ValueError, match="negative"):
         encoder.encode(dict(features, small=-features["small"] - 1))

@@ -13,34 +13,65 @@ import sys
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY_HF = os.path.join(REPO_ROOT, "tests", "fixtures", "convert", "tiny_bert_for_pretraining")
 TRAIN_EXAMPLES, TEST_EXAMPLES = 160, 80
-TINY_FLAGS = ["--corpus_lines=300", f"--train_examples={TRAIN_EXAMPLES}", f"--test_examples={TEST_EXAMPLES}",
-              "--vocab_size=800", "--num_layers=2", "--hidden_size=64", "--pretrain_steps=10",
-              "--pretrain_batch_size=8", "--finetune_epochs=1", "--max_seq_length=64",
-              f"--real_weights_dir={TINY_HF}", "--real_weights_seq_length=32"]
-STEP_KEYS = ["vocab", "tfrecords", "pretrain", "real_weights", "export", "classifier_real_weights",
-             "classifier_random_init", "classifier_from_scratch"]
+TINY_FLAGS = [
+    "--corpus_lines=300",
+    f"--train_examples={TRAIN_EXAMPLES}",
+    f"--test_examples={TEST_EXAMPLES}",
+    "--vocab_size=800",
+    "--num_layers=2",
+    "--hidden_size=64",
+    "--pretrain_steps=10",
+    "--pretrain_batch_size=8",
+    "--finetune_epochs=1",
+    "--max_seq_length=64",
+    f"--real_weights_dir={TINY_HF}",
+    "--real_weights_seq_length=32",
+]
+STEP_KEYS = [
+    "vocab",
+    "tfrecords",
+    "pretrain",
+    "real_weights",
+    "export",
+    "classifier_real_weights",
+    "classifier_random_init",
+    "classifier_from_scratch",
+]
 
 
 def run_demo(output_dir):
-    result = subprocess.run([sys.executable, "-m", "experiments.demo", f"--output_dir={output_dir}", *TINY_FLAGS],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments.demo", f"--output_dir={output_dir}", *TINY_FLAGS],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout, result.stderr
 
 
 def _labels(path, limit):
     with open(path, encoding="utf-8") as f:
-        rows = f.read().splitlines()[1:limit + 1]
+        rows = f.read().splitlines()[1 : limit + 1]
     return [int(row.rsplit("\t", 1)[1]) for row in rows]
 
 
 def test_demo_runs_the_life_cycle_and_reuses_finished_steps(tmp_path):
     output_dir = tmp_path / "demo"
     stdout, stderr = run_demo(output_dir)
-    for title in ("1. learn a WordPiece vocabulary", "2. write pretraining TFRecords", "3. pretrain",
-                  "4. convert real published weights", "5. export", "6. fine-tune the real encoder",
-                  "6b. the same, from a randomly initialised", "6c. the same, from the small encoder pretrained",
-                  "7. classify new sentences", "== Summary"):
+    for title in (
+        "1. learn a WordPiece vocabulary",
+        "2. write pretraining TFRecords",
+        "3. pretrain",
+        "4. convert real published weights",
+        "5. export",
+        "6. fine-tune the real encoder",
+        "6b. the same, from a randomly initialised",
+        "6c. the same, from the small encoder pretrained",
+        "7. classify new sentences",
+        "== Summary",
+    ):
         assert title in stdout
     # TensorFlow's CPU start-up notes are kept off the console (bert_tf/tensorflow_startup.py).
     for noise in ("cuInit", "Could not find cuda drivers", "oneDNN custom operations"):
@@ -59,11 +90,14 @@ def test_demo_runs_the_life_cycle_and_reuses_finished_steps(tmp_path):
         assert summary[f"{label}_accuracy"] == classifier["test_accuracy"]
         assert classifier["test_examples"] == TEST_EXAMPLES and classifier["train_examples"] == TRAIN_EXAMPLES
         # Accuracy on 80 reviews is a multiple of 1/80.
-        assert abs(classifier["test_accuracy"] * TEST_EXAMPLES - round(classifier["test_accuracy"] * TEST_EXAMPLES)) \
-            < 1e-4
+        assert (
+            abs(classifier["test_accuracy"] * TEST_EXAMPLES - round(classifier["test_accuracy"] * TEST_EXAMPLES)) < 1e-4
+        )
     real = json.loads((output_dir / "classifier_real_weights" / "result.json").read_text())
-    assert [p["text"] for p in real["predictions"]][:2] == ["Absolutely delicious, I will order this again.",
-                                                           "The coffee was stale and tasted like cardboard."]
+    assert [p["text"] for p in real["predictions"]][:2] == [
+        "Absolutely delicious, I will order this again.",
+        "The coffee was stale and tasted like cardboard.",
+    ]
     assert all((p["score"] >= 0.5) == (p["label"] == "great") for p in real["predictions"])
 
     data = json.loads((output_dir / "tfrecords" / "result.json").read_text())
@@ -81,17 +115,23 @@ def test_demo_runs_the_life_cycle_and_reuses_finished_steps(tmp_path):
     pretrain_config = json.loads((output_dir / "pretrain" / "model" / "bert_config.json").read_text())
     assert pretrain_config["hidden_dropout_prob"] == pretrain_config["attention_probs_dropout_prob"] == 0.0
     exported_config = json.loads(
-        (output_dir / "export" / "from_scratch" / "encoder" / "assets.extra" / "bert_config.json").read_text())
+        (output_dir / "export" / "from_scratch" / "encoder" / "assets.extra" / "bert_config.json").read_text()
+    )
     assert exported_config["hidden_dropout_prob"] == exported_config["attention_probs_dropout_prob"] == 0.1
-    assert {k: v for k, v in exported_config.items() if "dropout" not in k} == \
-        {k: v for k, v in pretrain_config.items() if "dropout" not in k}
+    assert {k: v for k, v in exported_config.items() if "dropout" not in k} == {
+        k: v for k, v in pretrain_config.items() if "dropout" not in k
+    }
     # The real encoder is the converted HuggingFace model, exported at its own sequence length.
     real_config = json.loads(
-        (output_dir / "export" / "real_weights" / "encoder" / "assets.extra" / "bert_config.json").read_text())
+        (output_dir / "export" / "real_weights" / "encoder" / "assets.extra" / "bert_config.json").read_text()
+    )
     with open(os.path.join(TINY_HF, "config.json"), encoding="utf-8") as f:
         hf_config = json.load(f)
-    assert (real_config["hidden_size"], real_config["num_hidden_layers"], real_config["vocab_size"]) == \
-        (hf_config["hidden_size"], hf_config["num_hidden_layers"], hf_config["vocab_size"])
+    assert (real_config["hidden_size"], real_config["num_hidden_layers"], real_config["vocab_size"]) == (
+        hf_config["hidden_size"],
+        hf_config["num_hidden_layers"],
+        hf_config["vocab_size"],
+    )
     for label in ("real_weights", "from_scratch", "random_init"):
         for part in ("encoder", "preprocess"):
             assert (output_dir / "export" / label / part / "saved_model.pb").exists()

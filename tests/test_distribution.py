@@ -41,8 +41,13 @@ def _free_port():
 
 def _launch(args, log_path, **env):
     log = open(log_path, "w")
-    process = subprocess.Popen([sys.executable, HELPER] + args, stdout=log, stderr=subprocess.STDOUT,
-                               env=training_data.subprocess_env(**env), cwd=str(training_data.ROOT))
+    process = subprocess.Popen(
+        [sys.executable, HELPER] + args,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=training_data.subprocess_env(**env),
+        cwd=str(training_data.ROOT),
+    )
     process.log_path = log_path
     log.close()
     return process
@@ -64,23 +69,45 @@ def _wait(processes):
 def _workers(tmp, run, *extra, log_name=""):
     ports = [_free_port(), _free_port()]
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
-    return [_launch(["synthetic", f"--strategy={run}", f"--model_dir={tmp}", f"--out={tmp}/worker{i}",
-                     f"--steps={STEPS}", "--steps_per_loop=2", "--save_steps=3", *extra],
-                    f"{tmp}/{run}{log_name}.worker{i}.log",
-                    TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}))
-            for i in range(2)]
+    return [
+        _launch(
+            [
+                "synthetic",
+                f"--strategy={run}",
+                f"--model_dir={tmp}",
+                f"--out={tmp}/worker{i}",
+                f"--steps={STEPS}",
+                "--steps_per_loop=2",
+                "--save_steps=3",
+                *extra,
+            ],
+            f"{tmp}/{run}{log_name}.worker{i}.log",
+            TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}),
+        )
+        for i in range(2)
+    ]
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("strategies")
     common = ["--logical_cpus=2", f"--model_dir={tmp}", f"--steps={STEPS}", "--steps_per_loop=3", "--save_steps=3"]
-    single = _launch(["synthetic", "--strategy=one_device,mirrored", f"--out={tmp}/single",
-                      f"--clipping_out={tmp}/clipping.json", *common], f"{tmp}/single.log")
-    jit = _launch(["synthetic", "--strategy=one_device:float16,mirrored:jit", f"--out={tmp}/jit", *common],
-                  f"{tmp}/jit.log")
-    float16 = _launch(["synthetic", "--strategy=mirrored:float16", f"--out={tmp}/float16", *common],
-                      f"{tmp}/float16.log")
+    single = _launch(
+        [
+            "synthetic",
+            "--strategy=one_device,mirrored",
+            f"--out={tmp}/single",
+            f"--clipping_out={tmp}/clipping.json",
+            *common,
+        ],
+        f"{tmp}/single.log",
+    )
+    jit = _launch(
+        ["synthetic", "--strategy=one_device:float16,mirrored:jit", f"--out={tmp}/jit", *common], f"{tmp}/jit.log"
+    )
+    float16 = _launch(
+        ["synthetic", "--strategy=mirrored:float16", f"--out={tmp}/float16", *common], f"{tmp}/float16.log"
+    )
     workers = _workers(tmp, "multi_worker_mirrored")
     jit_workers = _workers(tmp, "multi_worker_mirrored:jit")
     results = _wait([single, jit, float16] + workers + jit_workers)
@@ -205,7 +232,7 @@ def test_mixed_float16_under_mirrored_scales_the_loss_and_trains_like_one_device
     # The dynamic loss scale travelled with the checkpoint: a power of two, 2**15 or lower after overflows.
     checkpoint = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(tmp / "mirrored:float16")))
     scale = float(checkpoint.get_tensor("loss_scale/scale/.ATTRIBUTES/VARIABLE_VALUE"))
-    assert 1 <= scale <= 2 ** 15 and np.log2(scale) == int(np.log2(scale))
+    assert 1 <= scale <= 2**15 and np.log2(scale) == int(np.log2(scale))
 
 
 def test_strategies_in_this_process():
@@ -230,8 +257,9 @@ def test_strategy_argument_errors(monkeypatch):
     monkeypatch.setenv("TF_CONFIG", "{not json")
     with pytest.raises(ValueError, match="TF_CONFIG environment variable is not valid JSON"):
         training.get_strategy("multi_worker_mirrored")
-    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker",
-                                                                                          "index": 3}}))
+    monkeypatch.setenv(
+        "TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}})
+    )
     with pytest.raises(ValueError, match="is not in its cluster"):
         training.get_strategy("multi_worker_mirrored")
 

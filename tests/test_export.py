@@ -13,12 +13,25 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import BertConfig, BertEncoder, BertPretrainer
-from bert_tf.export import (atomic_directory, export_encoder, exporter, keras_variable_name, load_tfsm_layer,
-                            verify_encoder_export)
+from bert_tf.export import (
+    atomic_directory,
+    export_encoder,
+    exporter,
+    keras_variable_name,
+    load_tfsm_layer,
+    verify_encoder_export,
+)
 
 ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
-CONFIG = BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                    intermediate_size=64, max_position_embeddings=48, hidden_dropout_prob=0.2)
+CONFIG = BertConfig(
+    vocab_size=97,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=48,
+    hidden_dropout_prob=0.2,
+)
 
 
 def batch():
@@ -103,8 +116,7 @@ def test_serving_default_signature_is_flat(pretrainer, loaded):
     assert all(spec.dtype == tf.int32 and spec.shape.as_list() == [None, None] for spec in input_specs.values())
     inputs = batch()
     outputs = signature(**{k: tf.constant(v) for k, v in inputs.items()})
-    assert set(outputs) == {"sequence_output", "pooled_output", "default", "encoder_outputs_0",
-                            "encoder_outputs_1"}
+    assert set(outputs) == {"sequence_output", "pooled_output", "default", "encoder_outputs_0", "encoder_outputs_1"}
     expected = pretrainer.encoder(inputs)
     assert max_diff(outputs["pooled_output"], expected["pooled_output"]) <= 1e-6
     assert max_diff(outputs["encoder_outputs_0"], expected["encoder_outputs"][0]) <= 1e-6
@@ -119,7 +131,8 @@ def test_mlm_sub_object_gives_pretrainer_logits(pretrainer, loaded):
     assert max_diff(outputs["pooled_output"], pretrainer.encoder(batch())["pooled_output"]) <= 1e-6
     # The head's variables are the encoder's (tied word embeddings) plus its own.
     assert len(loaded.mlm.trainable_variables) == (
-        len(pretrainer.encoder.trainable_variables) + len(pretrainer.masked_lm.trainable_variables) - 1)
+        len(pretrainer.encoder.trainable_variables) + len(pretrainer.masked_lm.trainable_variables) - 1
+    )
     signature = loaded.signatures["mlm"]
     flat = signature(**{k: tf.constant(v) for k, v in inputs.items()})
     assert max_diff(flat["mlm_logits"], expected) <= 1e-5
@@ -140,7 +153,8 @@ def test_tfsm_layer_inference_matches(pretrainer, exported):
     assert len(outputs["encoder_outputs"]) == CONFIG.num_hidden_layers
     assert all(":" not in w.name and "/" not in w.name for w in layer.weights)
     assert keras_variable_name("transformer_layer_0/attention/query/kernel:0") == (
-        "transformer_layer_0_attention_query_kernel")
+        "transformer_layer_0_attention_query_kernel"
+    )
     # For inference the plain Keras layer works too; the helper is needed for training.
     plain = keras.layers.TFSMLayer(exported, call_endpoint="__call__")
     assert max_diff(plain(batch())["pooled_output"], outputs["pooled_output"]) <= 1e-6

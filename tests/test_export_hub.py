@@ -29,13 +29,19 @@ def _reference_inputs(vocab_size):
     mask[1, 6:] = 0
     type_ids = np.zeros((2, 10), "int32")
     type_ids[0, 5:] = 1
-    return {"input_word_ids": word_ids * mask, "input_mask": mask, "input_type_ids": type_ids,
-            "masked_lm_positions": np.array([[1, 3], [2, 0]], "int32")}
+    return {
+        "input_word_ids": word_ids * mask,
+        "input_mask": mask,
+        "input_type_ids": type_ids,
+        "masked_lm_positions": np.array([[1, 3], [2, 0]], "int32"),
+    }
 
 
 def _flat(outputs, prefix=""):
-    flat = {prefix + "sequence_output": np.asarray(outputs["sequence_output"]),
-            prefix + "pooled_output": np.asarray(outputs["pooled_output"])}
+    flat = {
+        prefix + "sequence_output": np.asarray(outputs["sequence_output"]),
+        prefix + "pooled_output": np.asarray(outputs["pooled_output"]),
+    }
     for i, layer in enumerate(outputs["encoder_outputs"]):
         flat[f"{prefix}encoder_outputs_{i}"] = np.asarray(layer)
     return flat
@@ -59,19 +65,27 @@ def hub_run(tmp_path_factory):
     reference["mlm_logits"] = np.asarray(pretrainer(inputs)["mlm_logits"])
     preprocessor = BertPreprocessor(vocab_file, lower_case=True, default_seq_length=SEQ_LENGTH)
     packed = preprocessor.bert_pack_inputs(
-        [preprocessor.tokenize(PAIR_FIRST), preprocessor.tokenize(PAIR_SECOND)], seq_length=PAIR_SEQ_LENGTH)
+        [preprocessor.tokenize(PAIR_FIRST), preprocessor.tokenize(PAIR_SECOND)], seq_length=PAIR_SEQ_LENGTH
+    )
     packed = {k: np.asarray(packed[k]) for k in ENCODER_KEYS}
     reference.update({"pair_" + k: v for k, v in packed.items()})
     reference.update(_flat(pretrainer.encoder(packed), prefix="pair_"))
     reference["texts_word_ids"] = np.asarray(preprocessor(export_fixtures.SENTENCES)["input_word_ids"])
     np.savez(root / "reference.npz", **reference)
 
-    spec = {"encoder": encoder_dir, "preprocess": preprocess_dir, "reference": str(root / "reference.npz"),
-            "work_dir": str(root), "texts": export_fixtures.SENTENCES, "labels": export_fixtures.LABELS,
-            "pair_first": PAIR_FIRST, "pair_second": PAIR_SECOND, "pair_seq_length": PAIR_SEQ_LENGTH}
+    spec = {
+        "encoder": encoder_dir,
+        "preprocess": preprocess_dir,
+        "reference": str(root / "reference.npz"),
+        "work_dir": str(root),
+        "texts": export_fixtures.SENTENCES,
+        "labels": export_fixtures.LABELS,
+        "pair_first": PAIR_FIRST,
+        "pair_second": PAIR_SECOND,
+        "pair_seq_length": PAIR_SEQ_LENGTH,
+    }
     (root / "spec.json").write_text(json.dumps(spec))
-    process = export_fixtures.run_legacy_keras_script(
-        "export_hub_checks.py", root / "spec.json", root / "results.json")
+    process = export_fixtures.run_legacy_keras_script("export_hub_checks.py", root / "spec.json", root / "results.json")
     assert process.returncode == 0, process.stderr[-5000:]
     results = json.loads((root / "results.json").read_text())
     return {"results": results, "reference": reference, "pretrainer": pretrainer}
@@ -151,4 +165,5 @@ def test_mlm_sub_object_through_hub(hub_run):
     assert check["mlm_logits_shape"] == [2, 2, pretrainer.encoder.config.vocab_size]
     assert check["mlm_logits_diff"] <= 1e-5
     assert check["num_trainable_weights"] == (
-        len(pretrainer.encoder.trainable_weights) + len(pretrainer.masked_lm.trainable_weights) - 1)
+        len(pretrainer.encoder.trainable_weights) + len(pretrainer.masked_lm.trainable_weights) - 1
+    )

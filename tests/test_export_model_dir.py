@@ -8,7 +8,6 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from absl import app, flags
 
 from bert_tf.export import export_model_dir
 from experiments import export as export_cli
@@ -49,8 +48,10 @@ def test_cli_exports_encoder_with_mlm_and_preprocess(model_dir, tmp_path, capsys
     mlm_inputs = dict(inputs, masked_lm_positions=tf.constant([[1, 2]] * 3))
     expected_logits = np.asarray(pretrainer(mlm_inputs)["mlm_logits"])
     assert np.max(np.abs(encoder.mlm(mlm_inputs)["mlm_logits"].numpy() - expected_logits)) <= 1e-5
-    with open(os.path.join(path, "vocab.txt")) as source, \
-            open(export_dir / "encoder" / "assets.extra" / "vocab.txt") as copy:
+    with (
+        open(os.path.join(path, "vocab.txt")) as source,
+        open(export_dir / "encoder" / "assets.extra" / "vocab.txt") as copy,
+    ):
         assert source.read() == copy.read()
 
     # An existing export is refused before any work.
@@ -64,9 +65,15 @@ def test_explicit_files_encoder_only_checkpoint_and_overwrite(model_dir, tmp_pat
     checkpoint = tf.train.Checkpoint(encoder=pretrainer.encoder).save(str(tmp_path / "encoder_only" / "weights"))
     export_dir = tmp_path / "export"
     (export_dir / "old").mkdir(parents=True)
-    run_cli(f"--checkpoint={checkpoint}", f"--bert_config_file={os.path.join(path, 'bert_config.json')}",
-            f"--vocab_file={os.path.join(path, 'vocab.txt')}", f"--export_dir={export_dir}", "--seq_length=8",
-            "--overwrite", "--noverify")
+    run_cli(
+        f"--checkpoint={checkpoint}",
+        f"--bert_config_file={os.path.join(path, 'bert_config.json')}",
+        f"--vocab_file={os.path.join(path, 'vocab.txt')}",
+        f"--export_dir={export_dir}",
+        "--seq_length=8",
+        "--overwrite",
+        "--noverify",
+    )
     assert sorted(os.listdir(export_dir)) == ["encoder", "preprocess"]
     encoder = tf.saved_model.load(str(export_dir / "encoder"))
     assert not hasattr(encoder, "mlm")
@@ -98,14 +105,14 @@ def test_missing_and_inconsistent_files_fail_before_writing(model_dir, tmp_path)
         export_model_dir(str(tmp_path / "nowhere"), str(export_dir))
 
     with pytest.raises(SystemExit, match="--vocab_file: file not found: .*other_vocab.txt"):
-        run_cli(f"--model_dir={broken}", f"--vocab_file={tmp_path / 'other_vocab.txt'}",
-                f"--export_dir={export_dir}")
+        run_cli(f"--model_dir={broken}", f"--vocab_file={tmp_path / 'other_vocab.txt'}", f"--export_dir={export_dir}")
 
     with pytest.raises(SystemExit, match="seq_length=100 exceeds .*max_position_embeddings=64"):
         run_cli(f"--model_dir={broken}", f"--export_dir={export_dir}", "--seq_length=100")
 
     big_vocab = export_fixtures.write_vocab(
-        export_fixtures.SPECIAL_TOKENS + [f"w{i}" for i in range(500)], tmp_path / "big_vocab.txt")
+        export_fixtures.SPECIAL_TOKENS + [f"w{i}" for i in range(500)], tmp_path / "big_vocab.txt"
+    )
     with pytest.raises(SystemExit, match=r"big_vocab.txt has 505 tokens but .*bert_config.json has vocab_size="):
         run_cli(f"--model_dir={broken}", f"--vocab_file={big_vocab}", f"--export_dir={export_dir}")
 
@@ -127,11 +134,19 @@ def test_missing_and_inconsistent_files_fail_before_writing(model_dir, tmp_path)
 
 def test_module_entry_point_reports_errors_without_traceback(tmp_path):
     process = subprocess.run(
-        [sys.executable, "-m", "experiments.export", f"--model_dir={tmp_path / 'missing'}",
-         f"--export_dir={tmp_path / 'export'}"],
-        cwd=export_fixtures.REPO_ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-        capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "experiments.export",
+            f"--model_dir={tmp_path / 'missing'}",
+            f"--export_dir={tmp_path / 'export'}",
+        ],
+        cwd=export_fixtures.REPO_ROOT,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert process.returncode == 2
     assert "--model_dir: directory not found: " + str(tmp_path / "missing") in process.stderr
     assert "Traceback" not in process.stderr
-

@@ -37,7 +37,7 @@ def reference(model_dir):
         ids = [tokenizer.cls_id]
         types = [0]
         for segment, text in enumerate(parts):
-            pieces = tokenizer.tokenize([text])[0][:SEQ - 1 - len(parts)]
+            pieces = tokenizer.tokenize([text])[0][: SEQ - 1 - len(parts)]
             ids += pieces + [tokenizer.sep_id]
             types += [segment] * (len(pieces) + 1)
         rows.append((ids, types))
@@ -45,9 +45,9 @@ def reference(model_dir):
     types = np.zeros_like(word_ids)
     mask = np.zeros_like(word_ids)
     for i, (ids, type_ids) in enumerate(rows):
-        word_ids[i, :len(ids)] = ids
-        types[i, :len(ids)] = type_ids
-        mask[i, :len(ids)] = 1
+        word_ids[i, : len(ids)] = ids
+        types[i, : len(ids)] = type_ids
+        mask[i, : len(ids)] = 1
     outputs = encoder({"input_word_ids": word_ids, "input_mask": mask, "input_type_ids": types})
     return tokenizer, word_ids, mask, types, [np.asarray(layer) for layer in outputs["encoder_outputs"]]
 
@@ -55,8 +55,7 @@ def reference(model_dir):
 def test_jsonl_matches_the_encoder(setup):
     model_dir, input_file, root = setup
     output_file = str(root / "features.jsonl")
-    extract_features(input_file, output_file, model_dir=model_dir, layers=[-1, 0], max_seq_length=SEQ,
-                     batch_size=3)
+    extract_features(input_file, output_file, model_dir=model_dir, layers=[-1, 0], max_seq_length=SEQ, batch_size=3)
     tokenizer, word_ids, mask, _, layers = reference(model_dir)
     with open(output_file, encoding="utf-8") as f:
         records = [json.loads(line) for line in f]
@@ -102,15 +101,15 @@ def test_npy_with_default_layers_and_npz(setup):
 def test_errors(setup):
     model_dir, input_file, root = setup
     with pytest.raises(ValueError, match=r"--layers \[-5, 4\] out of range: the model has 4 layers"):
-        extract_features(input_file, str(root / "x.npy"), model_dir=model_dir, layers=[-5, 4, 0],
-                         max_seq_length=SEQ)
+        extract_features(input_file, str(root / "x.npy"), model_dir=model_dir, layers=[-5, 4, 0], max_seq_length=SEQ)
     with pytest.raises(ValueError, match="must end in .jsonl, .npy, .npz"):
         extract_features(input_file, str(root / "x.csv"), model_dir=model_dir)
     with pytest.raises(ValueError, match="max_position_embeddings"):
         extract_features(input_file, str(root / "x.npy"), model_dir=model_dir, max_seq_length=512)
     with pytest.raises(DataError, match="--input_file not found"):
-        extract_features(str(root / "missing.txt"), str(root / "x.npy"), model_dir=model_dir, layers=[-1],
-                         max_seq_length=SEQ)
+        extract_features(
+            str(root / "missing.txt"), str(root / "x.npy"), model_dir=model_dir, layers=[-1], max_seq_length=SEQ
+        )
     assert not os.path.exists(root / "x.npy")
 
 
@@ -118,15 +117,40 @@ def test_command_line(setup):
     model_dir, input_file, root = setup
     output_file = str(root / "cli.npz")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run([sys.executable, "-m", "experiments.extract_features", f"--input_file={input_file}",
-                             f"--output_file={output_file}", f"--model_dir={model_dir}", "--layers=-1",
-                             f"--max_seq_length={SEQ}", "--batch_size=4"],
-                            capture_output=True, text=True, env=env, cwd=os.path.dirname(os.path.dirname(__file__)),
-                            timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.extract_features",
+            f"--input_file={input_file}",
+            f"--output_file={output_file}",
+            f"--model_dir={model_dir}",
+            "--layers=-1",
+            f"--max_seq_length={SEQ}",
+            "--batch_size=4",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert np.load(output_file)["layer_-1"].shape == (len(LINES), SEQ, 32)
-    result = subprocess.run([sys.executable, "-m", "experiments.extract_features", f"--input_file={input_file}",
-                             f"--output_file={output_file}", f"--model_dir={model_dir}", "--layers=-1,last"],
-                            capture_output=True, text=True, env=env, cwd=os.path.dirname(os.path.dirname(__file__)),
-                            timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments.extract_features",
+            f"--input_file={input_file}",
+            f"--output_file={output_file}",
+            f"--model_dir={model_dir}",
+            "--layers=-1,last",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+        timeout=300,
+    )
     assert result.returncode == 2 and "--layers must be integers" in result.stderr

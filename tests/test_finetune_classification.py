@@ -11,8 +11,9 @@ from bert_tf.tasks.readers import DataError
 from tests.fixtures.finetune import synthetic
 from tests.helpers.jobs import finetune
 
-COMMON = dict(max_seq_length=16, train_batch_size=32, learning_rate=1e-3, warmup_proportion=0.1, steps_per_loop=50,
-              seed=1)
+COMMON = dict(
+    max_seq_length=16, train_batch_size=32, learning_rate=1e-3, warmup_proportion=0.1, steps_per_loop=50, seed=1
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +32,20 @@ def test_sentiment_classification_from_tsv(tmp_path, model_dir):
     test_rows = synthetic.sentiment_rows(30, 3)
     test = synthetic.write_tsv(str(tmp_path / "test.tsv"), ["sentence"], [(text,) for text, _ in test_rows])
     output_dir = str(tmp_path / "out")
-    results = finetune("classification", output_dir, train_file=train, eval_file=dev, predict_file=test,
-                       text_a_column="sentence", model_dir=model_dir, num_train_steps=60, do_train=True,
-                       do_eval=True, do_predict=True, **COMMON)
+    results = finetune(
+        "classification",
+        output_dir,
+        train_file=train,
+        eval_file=dev,
+        predict_file=test,
+        text_a_column="sentence",
+        model_dir=model_dir,
+        num_train_steps=60,
+        do_train=True,
+        do_eval=True,
+        do_predict=True,
+        **COMMON,
+    )
     # Chance is 0.5; the keyword rule is learned (almost) perfectly.
     assert results["accuracy"] >= 0.9 and results["f1"] >= 0.9 and results["matthews_corrcoef"] >= 0.8
     assert results["num_examples"] == 100 and results["global_step"] == 60
@@ -50,13 +62,19 @@ def test_sentiment_classification_from_tsv(tmp_path, model_dir):
     assert eval_rows[0][:3] == ["guid", "label", "prediction"] and len(eval_rows) == 101
 
     # The output directory is a self-contained model directory: evaluate again from it alone.
-    again = finetune("classification", output_dir, eval_file=dev, text_a_column="sentence", do_eval=True,
-                     max_seq_length=16)
+    again = finetune(
+        "classification", output_dir, eval_file=dev, text_a_column="sentence", do_eval=True, max_seq_length=16
+    )
     assert again["accuracy"] == pytest.approx(results["accuracy"]) and again["global_step"] == 60
     with open(os.path.join(output_dir, "task_config.json")) as f:
-        assert json.load(f) == {"task": "classification", "label_list": ["neg", "pos"], "max_seq_length": 16,
-                                "sentence_pair": False}
+        assert json.load(f) == {
+            "task": "classification",
+            "label_list": ["neg", "pos"],
+            "max_seq_length": 16,
+            "sentence_pair": False,
+        }
     from bert_tf.checkpoints import load_encoder
+
     assert load_encoder(output_dir).config.hidden_size == 32
 
 
@@ -70,10 +88,19 @@ def test_sentence_pairs_from_jsonl(tmp_path, model_dir):
 
     output_dir = str(tmp_path / "out")
     results = finetune(
-        "sentence_pair_classification", output_dir, train_file=write("train.jsonl", synthetic.pair_rows(320, 1)),
-        eval_file=write("dev.jsonl", synthetic.pair_rows(100, 2)), text_a_column="premise",
-        text_b_column="hypothesis", label_column="gold", model_dir=model_dir, num_train_steps=100, do_train=True,
-        do_eval=True, **COMMON)
+        "sentence_pair_classification",
+        output_dir,
+        train_file=write("train.jsonl", synthetic.pair_rows(320, 1)),
+        eval_file=write("dev.jsonl", synthetic.pair_rows(100, 2)),
+        text_a_column="premise",
+        text_b_column="hypothesis",
+        label_column="gold",
+        model_dir=model_dir,
+        num_train_steps=100,
+        do_train=True,
+        do_eval=True,
+        **COMMON,
+    )
     # The label depends on which segment holds which sentiment word: chance is 0.5.
     assert results["accuracy"] >= 0.85
 
@@ -89,9 +116,18 @@ def test_regression_from_csv(tmp_path, model_dir):
 
     output_dir = str(tmp_path / "out")
     results = finetune(
-        "regression", output_dir, train_file=write("train.csv", synthetic.count_rows(320, 1)),
-        eval_file=write("dev.csv", synthetic.count_rows(100, 2)), text_a_column="text", label_column="score",
-        model_dir=model_dir, num_train_steps=100, do_train=True, do_eval=True, **COMMON)
+        "regression",
+        output_dir,
+        train_file=write("train.csv", synthetic.count_rows(320, 1)),
+        eval_file=write("dev.csv", synthetic.count_rows(100, 2)),
+        text_a_column="text",
+        label_column="score",
+        model_dir=model_dir,
+        num_train_steps=100,
+        do_train=True,
+        do_eval=True,
+        **COMMON,
+    )
     assert results["pearson"] >= 0.9 and results["spearman"] >= 0.85
     rows = read_tsv(os.path.join(output_dir, "eval_predictions.tsv"))
     assert rows[0] == ["guid", "label", "prediction"]
@@ -104,9 +140,18 @@ def test_unknown_eval_label_names_the_line(tmp_path, model_dir):
     train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["text_a", "label"], [("good", "pos"), ("bad", "neg")])
     dev = synthetic.write_tsv(str(tmp_path / "dev.tsv"), ["text_a", "label"], [("good", "pos"), ("fine", "neutral")])
     with pytest.raises(DataError, match=r"dev.tsv:3: unknown label 'neutral'; the labels are \['neg', 'pos'\]"):
-        finetune("classification", str(tmp_path / "out"), train_file=train, eval_file=dev,
-                 model_dir=model_dir, num_train_steps=1, do_train=True, do_eval=True, max_seq_length=16,
-                 train_batch_size=2)
+        finetune(
+            "classification",
+            str(tmp_path / "out"),
+            train_file=train,
+            eval_file=dev,
+            model_dir=model_dir,
+            num_train_steps=1,
+            do_train=True,
+            do_eval=True,
+            max_seq_length=16,
+            train_batch_size=2,
+        )
 
 
 def test_argument_errors_name_the_flag(tmp_path, model_dir):
@@ -118,12 +163,24 @@ def test_argument_errors_name_the_flag(tmp_path, model_dir):
     with pytest.raises(ValueError, match="--do_eval needs --eval_file"):
         finetune("classification", str(tmp_path / "a"), model_dir=model_dir, do_eval=True)
     with pytest.raises(DataError, match="--train_file: file not found"):
-        finetune("classification", str(tmp_path / "a"), train_file=str(tmp_path / "missing.tsv"),
-                 model_dir=model_dir, do_train=True)
+        finetune(
+            "classification",
+            str(tmp_path / "a"),
+            train_file=str(tmp_path / "missing.tsv"),
+            model_dir=model_dir,
+            do_train=True,
+        )
     with pytest.raises(ValueError, match="--max_seq_length=128 exceeds the model's max_position_embeddings"):
         finetune("classification", str(tmp_path / "a"), train_file=train, model_dir=model_dir, do_train=True)
     with pytest.raises(ValueError, match="holds no fine-tuned checkpoint"):
-        finetune("classification", str(tmp_path / "b"), eval_file=train, model_dir=model_dir, do_eval=True,
-                 max_seq_length=16, label_list=["neg", "pos"])
+        finetune(
+            "classification",
+            str(tmp_path / "b"),
+            eval_file=train,
+            model_dir=model_dir,
+            do_eval=True,
+            max_seq_length=16,
+            label_list=["neg", "pos"],
+        )
     with pytest.raises(ValueError, match="Give --model_dir"):
         finetune("classification", str(tmp_path / "c"), train_file=train, do_train=True)

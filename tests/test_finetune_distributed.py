@@ -60,11 +60,17 @@ def test_mirrored_strategy_over_two_replicas(tmp_path):
     dev = synthetic.write_tsv(str(tmp_path / "dev.tsv"), ["text_a", "label"], synthetic.sentiment_rows(50, 2))
     args = {"output_dir": str(tmp_path / "out"), "train": train, "dev": dev, "model_dir": model_dir}
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT.format(repo=REPO), json.dumps(args)],
-                            capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", MIRRORED_SCRIPT.format(repo=REPO), json.dumps(args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     line = next(line for line in result.stdout.splitlines() if line.startswith("RESULTS "))
-    results = json.loads(line[len("RESULTS "):])
+    results = json.loads(line[len("RESULTS ") :])
     assert results["replicas"] == 2
     assert results["num_examples"] == 50  # 50 = 8 batches of 6 + 2, padded and dropped again
     assert results["accuracy"] >= 0.9
@@ -87,10 +93,23 @@ def test_mixed_bfloat16_and_xla(tmp_path, monkeypatch):
 
     monkeypatch.setattr(job, "_build_model", recording_build_model)
     policy = keras.mixed_precision.global_policy().name
-    results = finetune("classification", str(tmp_path / "out"), train_file=train, eval_file=dev,
-                       model_dir=model_dir, max_seq_length=16, train_batch_size=32, learning_rate=1e-3,
-                       num_train_steps=40, steps_per_loop=20, do_train=True, do_eval=True, seed=1,
-                       mixed_precision="mixed_bfloat16", jit_compile=True)
+    results = finetune(
+        "classification",
+        str(tmp_path / "out"),
+        train_file=train,
+        eval_file=dev,
+        model_dir=model_dir,
+        max_seq_length=16,
+        train_batch_size=32,
+        learning_rate=1e-3,
+        num_train_steps=40,
+        steps_per_loop=20,
+        do_train=True,
+        do_eval=True,
+        seed=1,
+        mixed_precision="mixed_bfloat16",
+        jit_compile=True,
+    )
     # The encoder computed in bfloat16, and it learned the task (chance is 0.5 accuracy, 0 MCC).
     assert compute_dtypes and set(compute_dtypes) == {"bfloat16"}
     assert results["num_examples"] == 50
@@ -104,8 +123,11 @@ def _checkpoint_values(path):
 
     # Values, not the object graph: Python-side names (e.g. Keras' seed counters) differ between processes.
     reader = tf.train.load_checkpoint(path)
-    return {name: reader.get_tensor(name) for name, _ in tf.train.list_variables(path)
-            if not name.startswith(("train_iterator/", "save_counter/", "_CHECKPOINTABLE_OBJECT_GRAPH"))}
+    return {
+        name: reader.get_tensor(name)
+        for name, _ in tf.train.list_variables(path)
+        if not name.startswith(("train_iterator/", "save_counter/", "_CHECKPOINTABLE_OBJECT_GRAPH"))
+    }
 
 
 def test_killed_finetuning_resumes_to_the_same_weights(tmp_path):
@@ -115,16 +137,37 @@ def test_killed_finetuning_resumes_to_the_same_weights(tmp_path):
 
     model_dir = synthetic.make_model_dir(str(tmp_path / "model"))
     train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["text_a", "label"], synthetic.sentiment_rows(96, 1))
-    arguments = dict(task="classification", train_file=train, model_dir=model_dir, max_seq_length=16,
-                     train_batch_size=16, learning_rate=1e-3, num_train_steps=12, steps_per_loop=3,
-                     save_checkpoints_steps=6, do_train=True, deterministic=True, seed=3)
+    arguments = dict(
+        task="classification",
+        train_file=train,
+        model_dir=model_dir,
+        max_seq_length=16,
+        train_batch_size=16,
+        learning_rate=1e-3,
+        num_train_steps=12,
+        steps_per_loop=3,
+        save_checkpoints_steps=6,
+        do_train=True,
+        deterministic=True,
+        seed=3,
+    )
     killed_dir = tmp_path / "killed"
     helper = os.path.join(REPO, "tests", "helpers", "training_run.py")
     killed = subprocess.Popen(
-        [sys.executable, helper, "finetune", "--kill_at_step=6", "--kill_delay=0.02",
-         "--args=" + json.dumps(dict(arguments, output_dir=str(killed_dir)))],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+        [
+            sys.executable,
+            helper,
+            "finetune",
+            "--kill_at_step=6",
+            "--kill_delay=0.02",
+            "--args=" + json.dumps(dict(arguments, output_dir=str(killed_dir))),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
     try:
         finetune(**dict(arguments, output_dir=str(tmp_path / "uninterrupted")))
         log, _ = killed.communicate(timeout=300)

@@ -23,8 +23,18 @@ def test_nan_metric_fails_the_run_and_is_listed_in_the_results(tmp_path, monkeyp
     monkeypatch.setattr(classification.ClassificationTask, "evaluate", evaluate_with_nan)
     output_dir = tmp_path / "out"
     with pytest.raises(NonFiniteMetricError, match=r"non-finite metrics: matthews_corrcoef=nan"):
-        finetune("classification", str(output_dir), train_file=train, eval_file=train, model_dir=model_dir,
-                 max_seq_length=16, train_batch_size=8, num_train_steps=1, do_train=True, do_eval=True)
+        finetune(
+            "classification",
+            str(output_dir),
+            train_file=train,
+            eval_file=train,
+            model_dir=model_dir,
+            max_seq_length=16,
+            train_batch_size=8,
+            num_train_steps=1,
+            do_train=True,
+            do_eval=True,
+        )
     results = json.loads((output_dir / "eval_results.json").read_text())  # strict JSON: no NaN token
     assert results["matthews_corrcoef"] is None and results["non_finite_metrics"] == ["matthews_corrcoef"]
     assert 0.0 <= results["accuracy"] <= 1.0 and results["num_examples"] == 16

@@ -19,8 +19,10 @@ def test_tsv_by_header_names_without_quoting(tmp_path):
     # GLUE TSVs contain stray quotes; they must stay part of the text.
     path = write(tmp_path / "train.tsv", 'id\tsentence\tlabel\n1\tit "was good\tpos\n2\tbad\tneg\n')
     examples = readers.read_text_examples(path, "sentence", label_column="label")
-    assert examples == [TextExample("train.tsv:2", 'it "was good', None, "pos"),
-                        TextExample("train.tsv:3", "bad", None, "neg")]
+    assert examples == [
+        TextExample("train.tsv:2", 'it "was good', None, "pos"),
+        TextExample("train.tsv:3", "bad", None, "neg"),
+    ]
     assert readers.label_list_from_examples(examples) == ["neg", "pos"]
 
 
@@ -57,21 +59,36 @@ def test_jsonl_and_unlabelled_prediction_file(tmp_path):
     assert readers.read_text_examples(str(path), "text", label_column="label")[0].label == "1"
 
 
-@pytest.mark.parametrize("name,content,kwargs,message", [
-    ("a.tsv", "sentence\tlabel\nx\tpos\n", dict(text_a_column="text"), r"a.tsv: no text_a column 'text'"),
-    ("b.tsv", "sentence\tlabel\nx\tpos\ny\n", dict(text_a_column="sentence"), r"b.tsv:3: row has 1 fields"),
-    ("c.jsonl", '{"text": "x", "label": 1}\n{"text": "y", "label": 1\n', dict(text_a_column="text"),
-     r"c.jsonl:2: not a valid JSON line"),
-    ("d.jsonl", '[1, 2]\n', dict(text_a_column="text"), r"d.jsonl:1: expected a JSON object"),
-    ("e.jsonl", '{"text": "x", "label": 1}\n{"label": 1}\n', dict(text_a_column="text"),
-     r"e.jsonl:2: no text_a key 'text'"),
-    ("f.jsonl", '{"text": 5, "label": 1}\n', dict(text_a_column="text"), r"f.jsonl:1: text_a must be a string"),
-    ("g.csv", "t,score\nx,high\n", dict(text_a_column="t", label_column="score", regression=True),
-     r"g.csv:2: regression label 'high' is not a number"),
-    ("h.tsv", "", dict(text_a_column=0), r"h.tsv: no examples"),
-    ("i.tsv", "a\tb\n", dict(text_a_column="a", has_header=False), r"i.tsv: text_a column 'a' is a name"),
-    ("data.xml", "x", dict(text_a_column=0), r"Cannot tell the format of .*data.xml"),
-])
+@pytest.mark.parametrize(
+    "name,content,kwargs,message",
+    [
+        ("a.tsv", "sentence\tlabel\nx\tpos\n", dict(text_a_column="text"), r"a.tsv: no text_a column 'text'"),
+        ("b.tsv", "sentence\tlabel\nx\tpos\ny\n", dict(text_a_column="sentence"), r"b.tsv:3: row has 1 fields"),
+        (
+            "c.jsonl",
+            '{"text": "x", "label": 1}\n{"text": "y", "label": 1\n',
+            dict(text_a_column="text"),
+            r"c.jsonl:2: not a valid JSON line",
+        ),
+        ("d.jsonl", "[1, 2]\n", dict(text_a_column="text"), r"d.jsonl:1: expected a JSON object"),
+        (
+            "e.jsonl",
+            '{"text": "x", "label": 1}\n{"label": 1}\n',
+            dict(text_a_column="text"),
+            r"e.jsonl:2: no text_a key 'text'",
+        ),
+        ("f.jsonl", '{"text": 5, "label": 1}\n', dict(text_a_column="text"), r"f.jsonl:1: text_a must be a string"),
+        (
+            "g.csv",
+            "t,score\nx,high\n",
+            dict(text_a_column="t", label_column="score", regression=True),
+            r"g.csv:2: regression label 'high' is not a number",
+        ),
+        ("h.tsv", "", dict(text_a_column=0), r"h.tsv: no examples"),
+        ("i.tsv", "a\tb\n", dict(text_a_column="a", has_header=False), r"i.tsv: text_a column 'a' is a name"),
+        ("data.xml", "x", dict(text_a_column=0), r"Cannot tell the format of .*data.xml"),
+    ],
+)
 def test_text_file_errors_name_file_and_line(tmp_path, name, content, kwargs, message):
     path = write(tmp_path / name, content)
     kwargs.setdefault("label_column", "label")
@@ -85,11 +102,15 @@ def test_missing_file(tmp_path):
 
 
 def test_conll(tmp_path):
-    path = write(tmp_path / "train.conll",
-                 "-DOCSTART- -X- O\n\nEU NNP B-ORG\nrejects VBZ O\n\nPeter NNP B-PER\nBlackburn NNP I-PER\n\n\n")
+    path = write(
+        tmp_path / "train.conll",
+        "-DOCSTART- -X- O\n\nEU NNP B-ORG\nrejects VBZ O\n\nPeter NNP B-PER\nBlackburn NNP I-PER\n\n\n",
+    )
     examples = readers.read_conll(path)
-    assert examples == [TaggingExample("train.conll:3", ("EU", "rejects"), ("B-ORG", "O")),
-                        TaggingExample("train.conll:6", ("Peter", "Blackburn"), ("B-PER", "I-PER"))]
+    assert examples == [
+        TaggingExample("train.conll:3", ("EU", "rejects"), ("B-ORG", "O")),
+        TaggingExample("train.conll:6", ("Peter", "Blackburn"), ("B-PER", "I-PER")),
+    ]
     assert readers.tag_list_from_examples(examples) == ["O", "B-ORG", "B-PER", "I-PER"]
     unlabelled = readers.read_conll(write(tmp_path / "test.conll", "EU\nrejects\n\nPeter\n"), require_labels=False)
     assert [e.labels for e in unlabelled] == [None, None]
@@ -102,19 +123,25 @@ def squad_json(qas, context="The cat sat on the mat."):
 
 
 def test_squad_reader(tmp_path):
-    qas = [{"id": "a", "question": "Who sat?", "answers": [{"text": "cat", "answer_start": 4}]},
-           {"id": "b", "question": "Where?", "answers": [], "is_impossible": True}]
+    qas = [
+        {"id": "a", "question": "Who sat?", "answers": [{"text": "cat", "answer_start": 4}]},
+        {"id": "b", "question": "Where?", "answers": [], "is_impossible": True},
+    ]
     path = write(tmp_path / "v2.json", json.dumps(squad_json(qas)))
     examples = readers.read_squad(path, is_training=True, version_2_with_negative=True)
     assert [(e.qas_id, e.is_impossible, [a.text for a in e.answers]) for e in examples] == [
-        ("a", False, ["cat"]), ("b", True, [])]
+        ("a", False, ["cat"]),
+        ("b", True, []),
+    ]
     with pytest.raises(DataError, match=r"qas\[1\] \(id b\): a training question needs an answer .*version_2"):
         readers.read_squad(path, is_training=True)
 
 
 def test_squad_misplaced_training_answer_is_skipped(tmp_path, caplog):
-    qas = [{"id": "a", "question": "Who?", "answers": [{"text": "cat", "answer_start": 0}]},
-           {"id": "b", "question": "Who?", "answers": [{"text": "cat", "answer_start": 4}]}]
+    qas = [
+        {"id": "a", "question": "Who?", "answers": [{"text": "cat", "answer_start": 0}]},
+        {"id": "b", "question": "Who?", "answers": [{"text": "cat", "answer_start": 4}]},
+    ]
     path = write(tmp_path / "train.json", json.dumps(squad_json(qas)))
     examples = readers.read_squad(path, is_training=True)
     assert [e.qas_id for e in examples] == ["b"]
@@ -123,15 +150,25 @@ def test_squad_misplaced_training_answer_is_skipped(tmp_path, caplog):
     assert len(readers.read_squad(path)) == 2
 
 
-@pytest.mark.parametrize("content,message", [
-    ("{not json", r"not valid JSON"),
-    (json.dumps({"data": 1}), r"'data' list"),
-    (json.dumps(squad_json([{"id": "q7", "answers": []}])), r"paragraphs\[0\]\.qas\[0\] \(id q7\): missing 'question'"),
-    (json.dumps(squad_json([{"id": "q8", "question": "?", "answers": [{"text": "x", "answer_start": 99}]}])),
-     r"id q8\)\.answers\[0\]: answer_start 99 is outside the context"),
-    (json.dumps(squad_json([{"id": "q9", "question": "?", "answers": [{"text": "x", "answer_start": "4"}]}])),
-     r"id q9\)\.answers\[0\]: 'answer_start' has type str"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("{not json", r"not valid JSON"),
+        (json.dumps({"data": 1}), r"'data' list"),
+        (
+            json.dumps(squad_json([{"id": "q7", "answers": []}])),
+            r"paragraphs\[0\]\.qas\[0\] \(id q7\): missing 'question'",
+        ),
+        (
+            json.dumps(squad_json([{"id": "q8", "question": "?", "answers": [{"text": "x", "answer_start": 99}]}])),
+            r"id q8\)\.answers\[0\]: answer_start 99 is outside the context",
+        ),
+        (
+            json.dumps(squad_json([{"id": "q9", "question": "?", "answers": [{"text": "x", "answer_start": "4"}]}])),
+            r"id q9\)\.answers\[0\]: 'answer_start' has type str",
+        ),
+    ],
+)
 def test_squad_errors_name_the_record(tmp_path, content, message):
     path = write(tmp_path / "bad.json", content)
     with pytest.raises(DataError, match=message):
@@ -153,8 +190,7 @@ def test_piece_character_spans():
     # Cased: no normalisation, so "Héllo" matches only itself.
     assert piece_char_spans("Héllo", ["Héllo"], [["H", "##éllo"]], lower_case=False) == [(0, 1), (1, 5)]
     # An [UNK] covers its basic word; the other basic words keep their own spans.
-    assert piece_char_spans("Bob's", ["bob", "'", "s"], [["bob"], ["'"], ["[UNK]"]], True) == [
-        (0, 3), (3, 4), (4, 5)]
+    assert piece_char_spans("Bob's", ["bob", "'", "s"], [["bob"], ["'"], ["[UNK]"]], True) == [(0, 3), (3, 4), (4, 5)]
     # Characters the tokenizer deletes (a zero-width space) stay with the piece before them.
     assert piece_char_spans("ab\u200bc", ["abc"], [["ab", "##c"]], True) == [(0, 3), (3, 4)]
     # Basic words that do not match the text (another normalisation) fall back to the whole word.

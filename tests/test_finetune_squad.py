@@ -22,13 +22,13 @@ def tokenizer(tmp_path_factory):
 
 
 def example(answer="Rome", qas_id="q"):
-    return SquadExample(qas_id, "What comes after marker?", CONTEXT,
-                        (SquadAnswer(answer, CONTEXT.index(answer)),))
+    return SquadExample(qas_id, "What comes after marker?", CONTEXT, (SquadAnswer(answer, CONTEXT.index(answer)),))
 
 
 def test_windows_cover_the_context_once_at_maximal_context(tokenizer):
-    features = featurize_squad([example()], tokenizer, seq_length=16, doc_stride=4, max_query_length=5,
-                               is_training=False)
+    features = featurize_squad(
+        [example()], tokenizer, seq_length=16, doc_stride=4, max_query_length=5, is_training=False
+    )
     query = tokenizer.tokenize(["What comes after marker?"])[0]
     assert len(query) == 5
     ids = features.inputs["input_word_ids"]
@@ -39,8 +39,7 @@ def test_windows_cover_the_context_once_at_maximal_context(tokenizer):
         assert row[0] == tokenizer.cls_id and list(row[1:6]) == query and row[6] == tokenizer.sep_id
         length = int(features.inputs["input_mask"][f].sum())
         assert row[length - 1] == tokenizer.sep_id
-        np.testing.assert_array_equal(features.inputs["input_type_ids"][f][:length],
-                                      [0] * 7 + [1] * (length - 7))
+        np.testing.assert_array_equal(features.inputs["input_type_ids"][f][:length], [0] * 7 + [1] * (length - 7))
         for position in range(7, length - 1):
             start, end = features.char_start[f, position], features.char_end[f, position]
             piece = tokenizer.vocab[row[position]]
@@ -50,17 +49,22 @@ def test_windows_cover_the_context_once_at_maximal_context(tokenizer):
             if features.is_max_context[f, position]:
                 assert (start, end, piece) not in owner
                 owner[(start, end, piece)] = f
-        assert (features.char_start[f, length - 1:] == -1).all()
+        assert (features.char_start[f, length - 1 :] == -1).all()
     # Every context piece is owned by exactly one window.
-    all_pieces = {(features.char_start[f, p], features.char_end[f, p], tokenizer.vocab[ids[f, p]])
-                  for f in range(len(features)) for p in range(16) if features.char_start[f, p] >= 0}
+    all_pieces = {
+        (features.char_start[f, p], features.char_end[f, p], tokenizer.vocab[ids[f, p]])
+        for f in range(len(features))
+        for p in range(16)
+        if features.char_start[f, p] >= 0
+    }
     assert set(owner) == all_pieces
     assert set(features.example_index.tolist()) == {0}
 
 
 def test_training_positions_point_at_the_answer_or_cls(tokenizer):
-    features = featurize_squad([example("Rome")], tokenizer, seq_length=16, doc_stride=4, max_query_length=5,
-                               is_training=True)
+    features = featurize_squad(
+        [example("Rome")], tokenizer, seq_length=16, doc_stride=4, max_query_length=5, is_training=True
+    )
     starts, ends = features.inputs["start_positions"], features.inputs["end_positions"]
     hits = 0
     for f in range(len(features)):
@@ -68,7 +72,7 @@ def test_training_positions_point_at_the_answer_or_cls(tokenizer):
             assert ends[f] == 0
             continue
         hits += 1
-        span = CONTEXT[features.char_start[f, starts[f]]:features.char_end[f, ends[f]]]
+        span = CONTEXT[features.char_start[f, starts[f]] : features.char_end[f, ends[f]]]
         assert span == "Rome"
     assert hits >= 1 and hits < len(features)
     # A multi-piece answer spans all its pieces ("walk ##ed").
@@ -76,7 +80,7 @@ def test_training_positions_point_at_the_answer_or_cls(tokenizer):
     f = int(np.argmax(features.inputs["start_positions"] > 0))
     start, end = features.inputs["start_positions"][f], features.inputs["end_positions"][f]
     assert end == start + 1
-    assert CONTEXT[features.char_start[f, start]:features.char_end[f, end]] == "walked"
+    assert CONTEXT[features.char_start[f, start] : features.char_end[f, end]] == "walked"
 
 
 def logits_for(features, text, score=10.0):
@@ -127,8 +131,9 @@ def test_v2_null_answer_and_threshold(tokenizer):
     predictions = postprocess_squad(examples, features, start, end, version_2_with_negative=True)
     assert predictions.answers["q"] == ""
     assert predictions.null_odds["q"] == pytest.approx(2.0)
-    predictions = postprocess_squad(examples, features, start, end, version_2_with_negative=True,
-                                    null_score_diff_threshold=2.5)
+    predictions = postprocess_squad(
+        examples, features, start, end, version_2_with_negative=True, null_score_diff_threshold=2.5
+    )
     assert predictions.answers["q"] == "Rome"
 
 
@@ -145,10 +150,26 @@ def test_squad_learns_the_word_after_the_marker(tmp_path, version_2):
     dev_file = synthetic.write_json(str(tmp_path / "dev.json"), synthetic.squad_data(60, 2, fraction))
     output_dir = str(tmp_path / "out")
     results = finetune(
-        "squad", output_dir, train_file=train_file, eval_file=dev_file, predict_file=dev_file, model_dir=model_dir,
-        max_seq_length=24, doc_stride=6, max_query_length=8, train_batch_size=32, learning_rate=1e-3,
-        num_train_steps=100, warmup_proportion=0.1, do_train=True, do_eval=True,
-        do_predict=True, version_2_with_negative=version_2, steps_per_loop=50, seed=1)
+        "squad",
+        output_dir,
+        train_file=train_file,
+        eval_file=dev_file,
+        predict_file=dev_file,
+        model_dir=model_dir,
+        max_seq_length=24,
+        doc_stride=6,
+        max_query_length=8,
+        train_batch_size=32,
+        learning_rate=1e-3,
+        num_train_steps=100,
+        warmup_proportion=0.1,
+        do_train=True,
+        do_eval=True,
+        do_predict=True,
+        version_2_with_negative=version_2,
+        steps_per_loop=50,
+        seed=1,
+    )
     # A random span would almost never match; a correct pipeline gets (nearly) all of them.
     assert results["exact_match"] >= 85.0
     assert results["f1"] >= results["exact_match"]

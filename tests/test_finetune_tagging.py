@@ -62,9 +62,22 @@ def test_tagging_learns_names_and_places(tmp_path):
     test = synthetic.write_conll(str(tmp_path / "test.conll"), test_sentences, with_tags=False)
     output_dir = str(tmp_path / "out")
     results = finetune(
-        "token_classification", output_dir, train_file=train, eval_file=dev, predict_file=test, model_dir=model_dir,
-        max_seq_length=24, train_batch_size=32, learning_rate=1e-3, num_train_steps=100, do_train=True,
-        do_eval=True, do_predict=True, steps_per_loop=50, seed=1)
+        "token_classification",
+        output_dir,
+        train_file=train,
+        eval_file=dev,
+        predict_file=test,
+        model_dir=model_dir,
+        max_seq_length=24,
+        train_batch_size=32,
+        learning_rate=1e-3,
+        num_train_steps=100,
+        do_train=True,
+        do_eval=True,
+        do_predict=True,
+        steps_per_loop=50,
+        seed=1,
+    )
     # A tagger that always says "O" gets entity F1 0 (and token accuracy ~0.7).
     assert results["entity_f1"] >= 0.9 and results["token_accuracy"] >= 0.95
     assert set(results["per_type_f1"]) == {"LOC", "PER"}

@@ -50,9 +50,21 @@ def test_glue_sst2_learns_and_predicts_unlabelled_test_split(tmp_path, model_dir
     output_dir = str(tmp_path / "out")
     with tfds.testing.mock_data(as_dataset_fn=learnable_glue(200)):
         results = finetune(
-            "classification", output_dir, tfds_name="glue/sst2", tfds_data_dir=str(tmp_path / "tfds"),
-            model_dir=model_dir, max_seq_length=16, train_batch_size=32, learning_rate=1e-3,
-            num_train_steps=60, do_train=True, do_eval=True, do_predict=True, steps_per_loop=30, seed=1)
+            "classification",
+            output_dir,
+            tfds_name="glue/sst2",
+            tfds_data_dir=str(tmp_path / "tfds"),
+            model_dir=model_dir,
+            max_seq_length=16,
+            train_batch_size=32,
+            learning_rate=1e-3,
+            num_train_steps=60,
+            do_train=True,
+            do_eval=True,
+            do_predict=True,
+            steps_per_loop=30,
+            seed=1,
+        )
     assert results["accuracy"] >= 0.9 and results["num_examples"] == 200
     with open(os.path.join(output_dir, "task_config.json")) as f:
         assert json.load(f)["label_list"] == ["negative", "positive"]  # the ClassLabel names
@@ -69,12 +81,22 @@ def test_glue_mrpc_sentence_pairs(tmp_path, model_dir):
     output_dir = str(tmp_path / "out")
     with tfds.testing.mock_data(as_dataset_fn=learnable_glue(64)):
         results = finetune(
-            "sentence_pair_classification", output_dir, tfds_name="glue/mrpc", tfds_data_dir=str(tmp_path),
-            model_dir=model_dir, max_seq_length=16, train_batch_size=16, num_train_steps=4, do_train=True,
-            do_eval=True, steps_per_loop=2)
+            "sentence_pair_classification",
+            output_dir,
+            tfds_name="glue/mrpc",
+            tfds_data_dir=str(tmp_path),
+            model_dir=model_dir,
+            max_seq_length=16,
+            train_batch_size=16,
+            num_train_steps=4,
+            do_train=True,
+            do_eval=True,
+            steps_per_loop=2,
+        )
         with pytest.raises(ValueError, match="sentence pairs .*sentence_pair_classification"):
-            finetune("classification", str(tmp_path / "other"), tfds_name="glue/mrpc", model_dir=model_dir,
-                     do_train=True)
+            finetune(
+                "classification", str(tmp_path / "other"), tfds_name="glue/mrpc", model_dir=model_dir, do_train=True
+            )
     assert set(results) >= {"accuracy", "f1", "matthews_corrcoef"} and results["num_examples"] == 64
     with open(os.path.join(output_dir, "eval_predictions.tsv")) as f:
         rows = list(csv.reader(f, delimiter="\t"))
@@ -86,22 +108,48 @@ def test_imdb_reviews_and_glue_stsb_random_mock_data(tmp_path, model_dir):
     with tfds.testing.mock_data(num_examples=24):
         # imdb_reviews evaluates on its "test" split by default (it has no validation split).
         results = finetune(
-            "classification", str(tmp_path / "imdb"), tfds_name="imdb_reviews", tfds_data_dir=str(tmp_path),
-            model_dir=model_dir, max_seq_length=16, train_batch_size=8, num_train_steps=3, do_train=True,
-            do_eval=True, steps_per_loop=3)
+            "classification",
+            str(tmp_path / "imdb"),
+            tfds_name="imdb_reviews",
+            tfds_data_dir=str(tmp_path),
+            model_dir=model_dir,
+            max_seq_length=16,
+            train_batch_size=8,
+            num_train_steps=3,
+            do_train=True,
+            do_eval=True,
+            steps_per_loop=3,
+        )
         assert results["num_examples"] == 24
         with open(os.path.join(tmp_path, "imdb", "task_config.json")) as f:
             assert json.load(f)["label_list"] == ["neg", "pos"]
         # glue/stsb has a float label: regression on sentence pairs.
         results = finetune(
-            "regression", str(tmp_path / "stsb"), tfds_name="glue/stsb", tfds_data_dir=str(tmp_path),
-            model_dir=model_dir, max_seq_length=16, train_batch_size=8, num_train_steps=3, do_train=True,
-            do_eval=True, steps_per_loop=3)
+            "regression",
+            str(tmp_path / "stsb"),
+            tfds_name="glue/stsb",
+            tfds_data_dir=str(tmp_path),
+            model_dir=model_dir,
+            max_seq_length=16,
+            train_batch_size=8,
+            num_train_steps=3,
+            do_train=True,
+            do_eval=True,
+            steps_per_loop=3,
+        )
         assert set(results) >= {"pearson", "spearman", "mse"}
         with pytest.raises(ValueError, match="numeric .*label .idx.* does not fit --task=classification"):
-            finetune("classification", str(tmp_path / "bad"), tfds_name="glue/cola",
-                     tfds_data_dir=str(tmp_path), model_dir=model_dir, do_train=True, num_train_steps=1,
-                     text_a_column="sentence", label_column="idx")
+            finetune(
+                "classification",
+                str(tmp_path / "bad"),
+                tfds_name="glue/cola",
+                tfds_data_dir=str(tmp_path),
+                model_dir=model_dir,
+                do_train=True,
+                num_train_steps=1,
+                text_a_column="sentence",
+                label_column="idx",
+            )
 
 
 def test_unprepared_tfds_dataset_is_a_clear_error_not_a_download(tmp_path):

@@ -23,9 +23,14 @@ def records(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("inspect")
     outputs = [str(tmp / "a.tfrecord.gz"), str(tmp / "b.tfrecord.gz")]
     summary = pretraining_writer.write_pretraining_data(
-        [str(FIXTURES / "austen_sample.txt")], outputs, str(VOCAB),
+        [str(FIXTURES / "austen_sample.txt")],
+        outputs,
+        str(VOCAB),
         pi.InstanceConfig(max_seq_length=48, max_predictions_per_seq=8, dupe_factor=2),
-        num_workers=1, compression="GZIP", log_fn=lambda line: None)
+        num_workers=1,
+        compression="GZIP",
+        log_fn=lambda line: None,
+    )
     return tmp, summary
 
 
@@ -71,8 +76,14 @@ def test_cli(records):
     tmp, summary = records
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(ROOT))
     command = [sys.executable, "-m", "tfrecords_tools.inspect_tfrecords", f"--vocab_file={VOCAB}", "--num=2"]
-    result = subprocess.run(command + [f"--input_file={tmp}/a.tfrecord.gz,{tmp}/b.tfrecord.gz"],
-                            capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    result = subprocess.run(
+        command + [f"--input_file={tmp}/a.tfrecord.gz,{tmp}/b.tfrecord.gz"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Instance 1:" in result.stdout and "Instance 2:" not in result.stdout
     assert f"Records: {summary.stats.num_instances:,}" in result.stdout
@@ -80,12 +91,12 @@ def test_cli(records):
 
 def test_missing_files_and_foreign_records(tmp_path):
     import tensorflow as tf
+
     with pytest.raises(ValueError, match=r"none-\*.*matches no file"):
         inspect_tfrecords.inspect(f"{tmp_path}/none-*", str(VOCAB), out=io.StringIO())
     other = tmp_path / "other.tfrecord"
     with tf.io.TFRecordWriter(str(other)) as writer:
         feature = tf.train.Feature(int64_list=tf.train.Int64List(value=[1, 2]))
-        writer.write(tf.train.Example(features=tf.train.Features(feature={"label": feature}))
-                     .SerializeToString())
+        writer.write(tf.train.Example(features=tf.train.Features(feature={"label": feature})).SerializeToString())
     with pytest.raises(ValueError, match="no 'input_ids' feature"):
         inspect_tfrecords.inspect(str(other), None, out=io.StringIO())

@@ -12,8 +12,15 @@ from bert_tf.config import BertConfig
 from tests.helpers import layer_contract
 from tests.helpers.layer_contract import Case
 
-CONFIG = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=24, max_position_embeddings=16, type_vocab_size=2)
+CONFIG = BertConfig(
+    vocab_size=40,
+    hidden_size=16,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=24,
+    max_position_embeddings=16,
+    type_vocab_size=2,
+)
 HIDDEN = CONFIG.hidden_size
 VOCAB = CONFIG.vocab_size
 
@@ -42,32 +49,57 @@ def _embedding():
 
 
 CASES = [
-    Case("BertEmbeddings",
-         lambda: layers.BertEmbeddings(vocab_size=VOCAB, hidden_size=HIDDEN, max_position_embeddings=16,
-                                       type_vocab_size=2),
-         (BATCH["input_word_ids"], BATCH["input_type_ids"]), "bfloat16"),
-    Case("MultiHeadSelfAttention", lambda: layers.MultiHeadSelfAttention(num_heads=2, hidden_size=HIDDEN),
-         (HIDDEN_STATES, BATCH["input_mask"]), "bfloat16"),
-    Case("TransformerEncoderBlock",
-         lambda: layers.TransformerEncoderBlock(hidden_size=HIDDEN, num_heads=2, intermediate_size=24),
-         (HIDDEN_STATES, BATCH["input_mask"]), "bfloat16"),
+    Case(
+        "BertEmbeddings",
+        lambda: layers.BertEmbeddings(
+            vocab_size=VOCAB, hidden_size=HIDDEN, max_position_embeddings=16, type_vocab_size=2
+        ),
+        (BATCH["input_word_ids"], BATCH["input_type_ids"]),
+        "bfloat16",
+    ),
+    Case(
+        "MultiHeadSelfAttention",
+        lambda: layers.MultiHeadSelfAttention(num_heads=2, hidden_size=HIDDEN),
+        (HIDDEN_STATES, BATCH["input_mask"]),
+        "bfloat16",
+    ),
+    Case(
+        "TransformerEncoderBlock",
+        lambda: layers.TransformerEncoderBlock(hidden_size=HIDDEN, num_heads=2, intermediate_size=24),
+        (HIDDEN_STATES, BATCH["input_mask"]),
+        "bfloat16",
+    ),
     Case("Dropout", lambda: layers.Dropout(0.1), (HIDDEN_STATES,), "bfloat16"),
     Case("ClassificationHead", lambda: layers.ClassificationHead(num_classes=3), (POOLED,), "float32"),
-    Case("TokenClassificationHead", lambda: layers.TokenClassificationHead(num_labels=4), (HIDDEN_STATES,),
-         "float32"),
+    Case("TokenClassificationHead", lambda: layers.TokenClassificationHead(num_labels=4), (HIDDEN_STATES,), "float32"),
     Case("SpanHead", lambda: layers.SpanHead(), (HIDDEN_STATES,), "float32"),
     Case("NextSentenceHead", lambda: layers.NextSentenceHead(), (POOLED,), "float32"),
     # Its output matrix is the encoder's embedding, which get_config leaves out: saved within BertPretrainer.
-    Case("MaskedLMHead", lambda: layers.MaskedLMHead(_embedding()), (HIDDEN_STATES, POSITIONS), "float32",
-         config_objects={"token_embedding": _embedding}, saving=False),
+    Case(
+        "MaskedLMHead",
+        lambda: layers.MaskedLMHead(_embedding()),
+        (HIDDEN_STATES, POSITIONS),
+        "float32",
+        config_objects={"token_embedding": _embedding},
+        saving=False,
+    ),
     Case("BertEncoder", lambda: models.BertEncoder(CONFIG), (BATCH,), "bfloat16"),
-    Case("BertPretrainer", lambda: models.BertPretrainer(models.BertEncoder(CONFIG)),
-         (dict(BATCH, masked_lm_positions=POSITIONS),), "float32"),
-    Case("BertClassifier", lambda: models.BertClassifier(models.BertEncoder(CONFIG), num_classes=3), (BATCH,),
-         "float32"),
+    Case(
+        "BertPretrainer",
+        lambda: models.BertPretrainer(models.BertEncoder(CONFIG)),
+        (dict(BATCH, masked_lm_positions=POSITIONS),),
+        "float32",
+    ),
+    Case(
+        "BertClassifier", lambda: models.BertClassifier(models.BertEncoder(CONFIG), num_classes=3), (BATCH,), "float32"
+    ),
     Case("BertSpanLabeler", lambda: models.BertSpanLabeler(models.BertEncoder(CONFIG)), (BATCH,), "float32"),
-    Case("BertTokenClassifier", lambda: models.BertTokenClassifier(models.BertEncoder(CONFIG), num_labels=4),
-         (BATCH,), "float32"),
+    Case(
+        "BertTokenClassifier",
+        lambda: models.BertTokenClassifier(models.BertEncoder(CONFIG), num_labels=4),
+        (BATCH,),
+        "float32",
+    ),
 ]
 CASES_BY_NAME = {case.name: case for case in CASES}
 
@@ -79,8 +111,12 @@ def saved_cases(tmp_path_factory):
 
 
 def test_every_layer_and_model_has_a_case():
-    public = {name for module in (layers, models) for name, obj in vars(module).items()
-              if inspect.isclass(obj) and issubclass(obj, keras.layers.Layer) and obj is not models.Task}
+    public = {
+        name
+        for module in (layers, models)
+        for name, obj in vars(module).items()
+        if inspect.isclass(obj) and issubclass(obj, keras.layers.Layer) and obj is not models.Task
+    }
     assert public == set(CASES_BY_NAME)
 
 
@@ -105,8 +141,11 @@ def test_jax_backend_matches_tensorflow(saved_cases):
 def test_task_models_keep_their_checkpoint_names():
     # The names checkpoints were written under before the Task base class; a new name would orphan them.
     pretrainer = CASES_BY_NAME["BertPretrainer"].make()
-    assert dict(pretrainer.checkpoint_items) == {"encoder": pretrainer.encoder, "masked_lm": pretrainer.masked_lm,
-                                                 "next_sentence": pretrainer.next_sentence}
+    assert dict(pretrainer.checkpoint_items) == {
+        "encoder": pretrainer.encoder,
+        "masked_lm": pretrainer.masked_lm,
+        "next_sentence": pretrainer.next_sentence,
+    }
     for name in ("BertClassifier", "BertSpanLabeler", "BertTokenClassifier"):
         model = CASES_BY_NAME[name].make()
         assert dict(model.checkpoint_items) == {"encoder": model.encoder, "task_model": model}, name

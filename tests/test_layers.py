@@ -6,11 +6,18 @@ from bert_tf import layers
 
 
 LAYER_FACTORIES = {
-    "embeddings": lambda: layers.BertEmbeddings(vocab_size=50, hidden_size=16, max_position_embeddings=20,
-                                                type_vocab_size=3, layer_norm_eps=1e-6, dropout_rate=0.2),
+    "embeddings": lambda: layers.BertEmbeddings(
+        vocab_size=50,
+        hidden_size=16,
+        max_position_embeddings=20,
+        type_vocab_size=3,
+        layer_norm_eps=1e-6,
+        dropout_rate=0.2,
+    ),
     "attention": lambda: layers.MultiHeadSelfAttention(num_heads=4, hidden_size=16, dropout_rate=0.05),
-    "block": lambda: layers.TransformerEncoderBlock(hidden_size=16, num_heads=2, intermediate_size=24,
-                                                    activation="relu", hidden_dropout_rate=0.0),
+    "block": lambda: layers.TransformerEncoderBlock(
+        hidden_size=16, num_heads=2, intermediate_size=24, activation="relu", hidden_dropout_rate=0.0
+    ),
     "next_sentence": lambda: layers.NextSentenceHead(initializer_range=0.05),
     "classification": lambda: layers.ClassificationHead(num_classes=4, dropout_rate=0.3),
     "token_classification": lambda: layers.TokenClassificationHead(num_labels=7),

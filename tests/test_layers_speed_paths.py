@@ -107,11 +107,13 @@ def test_masked_lm_logits_equal_the_per_position_products():
 
 
 def test_dropout_on_the_jax_backend_without_tensorflow():
-    code = ("import sys; sys.modules['tensorflow'] = None\n"
-            "import numpy as np\n"
-            "from bert_tf.layers.dropout import Dropout\n"
-            "y = np.asarray(Dropout(0.1, seed=1)(np.ones((512, 512), 'float32'), training=True))\n"
-            "print(round(float(np.mean(y == 0)), 2), sorted(round(float(v), 4) for v in np.unique(y)))\n")
+    code = (
+        "import sys; sys.modules['tensorflow'] = None\n"
+        "import numpy as np\n"
+        "from bert_tf.layers.dropout import Dropout\n"
+        "y = np.asarray(Dropout(0.1, seed=1)(np.ones((512, 512), 'float32'), training=True))\n"
+        "print(round(float(np.mean(y == 0)), 2), sorted(round(float(v), 4) for v in np.unique(y)))\n"
+    )
     env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -20,8 +20,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     with open(os.path.join(FIXTURES, "texts.json"), encoding="utf-8") as f:
-        texts = [t["text"] for t in json.load(f)["texts"]
-                 if t["source"].startswith(("austen", "kjv", "amazon"))][:400]
+        texts = [t["text"] for t in json.load(f)["texts"] if t["source"].startswith(("austen", "kjv", "amazon"))][:400]
     path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
     path.write_text("".join(t.replace("\n", " ") + "\n" for t in texts), encoding="utf-8")
     return str(path), texts
@@ -37,9 +36,21 @@ def test_cli_learns_uncased_vocab(corpus, tmp_path):
     path, texts = corpus
     out = tmp_path / "vocab.txt"
     proc = subprocess.run(
-        [sys.executable, "-m", "tfrecords_tools.make_vocab", f"--input_file={path}",
-         "--vocab_size=600", f"--output_file={out}", "--min_count=2", "--num_unused=3"],
-        capture_output=True, text=True, cwd=REPO, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "tfrecords_tools.make_vocab",
+            f"--input_file={path}",
+            "--vocab_size=600",
+            f"--output_file={out}",
+            "--min_count=2",
+            "--num_unused=3",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     vocab = load_vocab(out)
     assert vocab[:8] == list(SPECIAL_TOKENS) + ["[unused0]", "[unused1]", "[unused2]"]
@@ -100,7 +111,12 @@ def test_missing_or_empty_input_is_reported(tmp_path):
 
 
 def test_cli_rejects_missing_flags():
-    proc = subprocess.run([sys.executable, "-m", "tfrecords_tools.make_vocab", "--vocab_size=10"],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tfrecords_tools.make_vocab", "--vocab_size=10"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == "make_vocab: error: --input_file is required"

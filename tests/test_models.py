@@ -8,8 +8,15 @@ import keras
 import numpy as np
 import pytest
 
-from bert_tf import (BertClassifier, BertConfig, BertEncoder, BertPretrainer, BertSpanLabeler,
-                     BertTokenClassifier, pretraining_losses)
+from bert_tf import (
+    BertClassifier,
+    BertConfig,
+    BertEncoder,
+    BertPretrainer,
+    BertSpanLabeler,
+    BertTokenClassifier,
+    pretraining_losses,
+)
 from tests import bert_numpy_reference as reference
 
 ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
@@ -30,8 +37,7 @@ def test_encoder_matches_numpy_reference(tiny_config, tiny_batch):
     assert len(outputs["encoder_outputs"]) == tiny_config.num_hidden_layers
     for got, want in zip(outputs["encoder_outputs"], layers):
         np.testing.assert_allclose(np.asarray(got)[mask], want[mask], atol=2e-5)
-    np.testing.assert_array_equal(np.asarray(outputs["encoder_outputs"][-1]),
-                                  np.asarray(outputs["sequence_output"]))
+    np.testing.assert_array_equal(np.asarray(outputs["encoder_outputs"][-1]), np.asarray(outputs["sequence_output"]))
 
 
 def test_padding_does_not_change_real_tokens(tiny_config, tiny_batch):
@@ -57,8 +63,15 @@ def test_any_sequence_length_up_to_max_positions(tiny_config, seq_length):
 
 
 def test_dropout_only_in_training(tiny_batch):
-    config = BertConfig(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=48, hidden_dropout_prob=0.3)
+    config = BertConfig(
+        vocab_size=97,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=48,
+        hidden_dropout_prob=0.3,
+    )
     encoder = BertEncoder(config)
     inputs = encoder_inputs(tiny_batch)
     eval_a = np.asarray(encoder(inputs, training=False)["pooled_output"])
@@ -87,9 +100,11 @@ def test_pretraining_losses_match_numpy():
     rng = np.random.default_rng(1)
     mlm_logits = rng.normal(size=(2, 3, 11)).astype("float32")
     nsp_logits = rng.normal(size=(2, 2)).astype("float32")
-    features = {"masked_lm_ids": np.array([[1, 2, 3], [4, 0, 0]], "int32"),
-                "masked_lm_weights": np.array([[1, 1, 1], [1, 0, 0]], "float32"),
-                "next_sentence_labels": np.array([0, 1], "int32")}
+    features = {
+        "masked_lm_ids": np.array([[1, 2, 3], [4, 0, 0]], "int32"),
+        "masked_lm_weights": np.array([[1, 1, 1], [1, 0, 0]], "float32"),
+        "next_sentence_labels": np.array([0, 1], "int32"),
+    }
     losses = pretraining_losses(features, {"mlm_logits": mlm_logits, "nsp_logits": nsp_logits})
 
     def log_softmax(x):
@@ -128,8 +143,9 @@ def test_task_model_output_shapes(tiny_config, tiny_batch):
     assert models["token_classifier"](inputs).shape == (3, 12, 5)
 
 
-@pytest.mark.parametrize("name", ["encoder", "pretrainer", "classifier", "regressor", "span_labeler",
-                                  "token_classifier"])
+@pytest.mark.parametrize(
+    "name", ["encoder", "pretrainer", "classifier", "regressor", "span_labeler", "token_classifier"]
+)
 def test_keras_format_save_and_reload(tmp_path, tiny_config, tiny_batch, name):
     model = _all_models(tiny_config)[name]
     inputs = tiny_batch if name == "pretrainer" else encoder_inputs(tiny_batch)
@@ -185,15 +201,21 @@ def test_jax_backend_matches_tensorflow(tmp_path, tiny_config, tiny_batch):
         config = BertConfig.from_dict(json.loads({tiny_config.to_json_string()!r}))
         encoder = BertEncoder(config)
         encoder.load_weights({weights_path!r})
-        inputs = dict(np.load({str(tmp_path / 'inputs.npz')!r}))
+        inputs = dict(np.load({str(tmp_path / "inputs.npz")!r}))
         outputs = encoder(inputs)
-        pooled = np.abs(np.asarray(outputs["pooled_output"]) - np.load({str(tmp_path / 'tf_pooled.npy')!r})).max()
-        sequence = np.abs(np.asarray(outputs["sequence_output"]) - np.load({str(tmp_path / 'tf_sequence.npy')!r})).max()
+        pooled = np.abs(np.asarray(outputs["pooled_output"]) - np.load({str(tmp_path / "tf_pooled.npy")!r})).max()
+        sequence = np.abs(np.asarray(outputs["sequence_output"]) - np.load({str(tmp_path / "tf_sequence.npy")!r})).max()
         print("MAXDIFF", max(pooled, sequence))
     """)
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300,
-                            cwd=os.path.dirname(os.path.dirname(__file__)))
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     max_diff = float(result.stdout.split("MAXDIFF")[1])
     assert max_diff <= 1e-5

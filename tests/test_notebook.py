@@ -24,11 +24,18 @@ def output_text(cell):
 def test_notebook_converts_exports_and_fine_tunes_the_real_weights(tmp_path):
     model_dir, export_dir = tmp_path / "minilm", tmp_path / "export"
     env = export_fixtures.legacy_keras_env(
-        BERT_MODEL_DIR=str(model_dir), BERT_EXPORT_DIR=str(export_dir), BERT_SEQ_LENGTH="32",
-        BERT_NUM_TRAIN_EXAMPLES="48", BERT_NUM_TEST_EXAMPLES="16", BERT_EPOCHS="1", BERT_BATCH_SIZE="16")
+        BERT_MODEL_DIR=str(model_dir),
+        BERT_EXPORT_DIR=str(export_dir),
+        BERT_SEQ_LENGTH="32",
+        BERT_NUM_TRAIN_EXAMPLES="48",
+        BERT_NUM_TEST_EXAMPLES="16",
+        BERT_EPOCHS="1",
+        BERT_BATCH_SIZE="16",
+    )
     notebook = nbformat.read(NOTEBOOK, as_version=4)
-    client = NotebookClient(notebook, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}})
+    client = NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": os.path.dirname(NOTEBOOK)}}
+    )
     client.execute(env=env)  # raises CellExecutionError, with the cell's traceback, if a cell fails
 
     outputs = "\n".join(output_text(cell) for cell in notebook.cells if cell.cell_type == "code")

@@ -17,7 +17,7 @@ def _bert_adam_step(w, g, m, v, lr, beta_1=0.9, beta_2=0.999, eps=1e-6, decay=0.
     """The original BERT update in numpy (optionally with Adam's bias correction)."""
     m = beta_1 * m + (1 - beta_1) * g
     v = beta_2 * v + (1 - beta_2) * g * g
-    m_hat, v_hat = (m / (1 - beta_1 ** t), v / (1 - beta_2 ** t)) if bias_correction else (m, v)
+    m_hat, v_hat = (m / (1 - beta_1**t), v / (1 - beta_2**t)) if bias_correction else (m, v)
     update = m_hat / (np.sqrt(v_hat) + eps) + decay * w
     return w - lr * update, m, v
 
@@ -27,13 +27,26 @@ def test_weight_decay_skips_layer_norm_and_bias_variables(tiny_config):
     optimizer = AdamWeightDecay(model.trainable_variables, weight_decay_rate=0.01)
     decayed = dict(zip(optimizer.variable_names, optimizer.decay_mask))
     assert len(decayed) == len(model.trainable_variables)
-    for name in ("transformer_layer_0/attention_layer_norm/gamma", "transformer_layer_1/output_layer_norm/beta",
-                 "embeddings/layer_norm/gamma", "masked_lm/layer_norm/beta", "masked_lm/output_bias",
-                 "transformer_layer_0/attention/query/bias", "pooler/bias", "next_sentence/logits/bias"):
+    for name in (
+        "transformer_layer_0/attention_layer_norm/gamma",
+        "transformer_layer_1/output_layer_norm/beta",
+        "embeddings/layer_norm/gamma",
+        "masked_lm/layer_norm/beta",
+        "masked_lm/output_bias",
+        "transformer_layer_0/attention/query/bias",
+        "pooler/bias",
+        "next_sentence/logits/bias",
+    ):
         assert decayed[name] is False, name
-    for name in ("transformer_layer_0/attention/query/kernel", "transformer_layer_1/intermediate/kernel",
-                 "embeddings/word_embeddings/embeddings", "embeddings/position_embeddings",
-                 "pooler/kernel", "masked_lm/transform/kernel", "next_sentence/logits/kernel"):
+    for name in (
+        "transformer_layer_0/attention/query/kernel",
+        "transformer_layer_1/intermediate/kernel",
+        "embeddings/word_embeddings/embeddings",
+        "embeddings/position_embeddings",
+        "pooler/kernel",
+        "masked_lm/transform/kernel",
+        "next_sentence/logits/kernel",
+    ):
         assert decayed[name] is True, name
     # Every variable is either decayed or a LayerNorm/bias one.
     for name, decay in decayed.items():
@@ -54,8 +67,9 @@ def test_update_matches_the_reference_formula(bias_correction):
     w0 = np.array([0.5, -1.0, 2.0], np.float32)
     grads = [np.array([0.1, -0.3, 0.2], np.float32), np.array([-0.2, 0.05, 0.4], np.float32)]
     weight = _variable(w0, "layer/kernel")
-    optimizer = AdamWeightDecay([weight], learning_rate=0.01, weight_decay_rate=0.01, clip_norm=None,
-                                bias_correction=bias_correction)
+    optimizer = AdamWeightDecay(
+        [weight], learning_rate=0.01, weight_decay_rate=0.01, clip_norm=None, bias_correction=bias_correction
+    )
     w, m, v = w0.astype(np.float64), np.zeros(3), np.zeros(3)
     for t, g in enumerate(grads, start=1):
         optimizer.apply_gradients([tf.constant(g)])
@@ -129,8 +143,11 @@ def test_optimizer_state_round_trips_through_a_checkpoint(tmp_path):
     path = tf.train.Checkpoint(optimizer=optimizer).save(str(tmp_path / "ckpt"))
     saved = {name for name, _ in tf.train.list_variables(path) if name.startswith("optimizer/")}
     # Only the optimizer's own state: the model's variable is not saved again under it.
-    assert saved == {"optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE", "optimizer/m/0/.ATTRIBUTES/VARIABLE_VALUE",
-                     "optimizer/v/0/.ATTRIBUTES/VARIABLE_VALUE"}
+    assert saved == {
+        "optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE",
+        "optimizer/m/0/.ATTRIBUTES/VARIABLE_VALUE",
+        "optimizer/v/0/.ATTRIBUTES/VARIABLE_VALUE",
+    }
 
     fresh = AdamWeightDecay([_variable([0.0, 0.0], "w/kernel")], learning_rate=0.1)
     tf.train.Checkpoint(optimizer=fresh).read(path).assert_existing_objects_matched()

@@ -12,8 +12,12 @@ CLS, SEP, PAD = 7, 8, 9  # deliberately not BERT's 101/102/0
 
 
 def pack(segments, seq_length):
-    return {k: v.numpy() for k, v in bert_pack_inputs(
-        segments, seq_length, start_of_sequence_id=CLS, end_of_segment_id=SEP, padding_id=PAD).items()}
+    return {
+        k: v.numpy()
+        for k, v in bert_pack_inputs(
+            segments, seq_length, start_of_sequence_id=CLS, end_of_segment_id=SEP, padding_id=PAD
+        ).items()
+    }
 
 
 def ragged(rows):
@@ -74,8 +78,9 @@ def test_truncation_is_round_robin():
 @given(data=st.data(), num_segments=st.integers(1, 3), seq_length=st.integers(4, 12))
 def test_matches_round_robin_model(data, num_segments, seq_length):
     batch = data.draw(st.integers(1, 4))
-    segments = [[data.draw(st.lists(st.integers(10, 99), max_size=9)) for _ in range(batch)]
-                for _ in range(num_segments)]
+    segments = [
+        [data.draw(st.lists(st.integers(10, 99), max_size=9)) for _ in range(batch)] for _ in range(num_segments)
+    ]
     out = pack([tf.ragged.constant(s, dtype=tf.int32, ragged_rank=1) for s in segments], seq_length)
     for row in range(batch):
         ids, mask, types = expected_row([s[row] for s in segments], seq_length)
@@ -87,7 +92,8 @@ def test_matches_round_robin_model(data, num_segments, seq_length):
 def test_seq_length_as_tensor_in_one_graph():
     fn = tf.function(
         lambda a, b, n: bert_pack_inputs([a, b], n, CLS, SEP, PAD)["input_word_ids"],
-        input_signature=[tf.RaggedTensorSpec([None, None], tf.int32)] * 2 + [tf.TensorSpec([], tf.int32)])
+        input_signature=[tf.RaggedTensorSpec([None, None], tf.int32)] * 2 + [tf.TensorSpec([], tf.int32)],
+    )
     a, b = ragged([[1, 2, 3]]), ragged([[4, 5]])
     assert fn(a, b, tf.constant(10)).shape == (1, 10)
     np.testing.assert_array_equal(fn(a, b, tf.constant(6)), [[CLS, 1, 2, SEP, 4, SEP]])
@@ -116,8 +122,10 @@ def test_seq_length_too_small():
 def test_batch_sizes_must_agree():
     with pytest.raises(ValueError, match="different batch sizes"):
         pack([ragged([[1], [2]]), ragged([[3]])], 6)
-    fn = tf.function(lambda a, b: bert_pack_inputs([a, b], 6, CLS, SEP, PAD),
-                     input_signature=[tf.RaggedTensorSpec([None, None], tf.int32)] * 2)
+    fn = tf.function(
+        lambda a, b: bert_pack_inputs([a, b], 6, CLS, SEP, PAD),
+        input_signature=[tf.RaggedTensorSpec([None, None], tf.int32)] * 2,
+    )
     with pytest.raises(tf.errors.InvalidArgumentError, match="different batch size"):
         fn(ragged([[1], [2]]), ragged([[3]]))
 

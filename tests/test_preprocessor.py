@@ -49,9 +49,13 @@ def loaded(exported):
 
 def expected_pack(tokenizer, segments, seq_length):
     special = tokenizer.get_special_tokens_dict()
-    out = bert_pack_inputs([tokenizer(tf.constant(s)) for s in segments], seq_length,
-                           special["start_of_sequence_id"], special["end_of_segment_id"],
-                           special["padding_id"])
+    out = bert_pack_inputs(
+        [tokenizer(tf.constant(s)) for s in segments],
+        seq_length,
+        special["start_of_sequence_id"],
+        special["end_of_segment_id"],
+        special["padding_id"],
+    )
     return {k: v.numpy() for k, v in out.items()}
 
 
@@ -90,9 +94,14 @@ def test_pack_defaults_and_three_segments(loaded, tokenizer):
 def test_special_tokens_dict(loaded, tokenizer):
     got = {k: int(v) for k, v in loaded.tokenize.get_special_tokens_dict().items()}
     vocab = tokenizer.vocab
-    assert got == {"vocab_size": len(vocab), "start_of_sequence_id": vocab.index("[CLS]"),
-                   "end_of_segment_id": vocab.index("[SEP]"), "padding_id": vocab.index("[PAD]"),
-                   "mask_id": vocab.index("[MASK]"), "unknown_id": vocab.index("[UNK]")}
+    assert got == {
+        "vocab_size": len(vocab),
+        "start_of_sequence_id": vocab.index("[CLS]"),
+        "end_of_segment_id": vocab.index("[SEP]"),
+        "padding_id": vocab.index("[PAD]"),
+        "mask_id": vocab.index("[MASK]"),
+        "unknown_id": vocab.index("[UNK]"),
+    }
     assert all(v.dtype == tf.int32 for v in loaded.get_special_tokens_dict().values())
 
 
@@ -147,8 +156,13 @@ _HUB_SCRIPT = textwrap.dedent("""
 
 def test_hub_keras_layer_in_tf_keras(exported, tokenizer):
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, "-c", _HUB_SCRIPT, exported, json.dumps(FIRST),
-                           json.dumps(SECOND)], capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", _HUB_SCRIPT, exported, json.dumps(FIRST), json.dumps(SECOND)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
     assert result["keras"].startswith("tf_keras")

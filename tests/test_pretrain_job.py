@@ -39,12 +39,24 @@ def setup(tmp_path_factory):
     config_file = tmp / "bert_config.json"
     config.to_json_file(str(config_file))
     arguments = {
-        "input_file": records["train"], "eval_input_file": records["eval"], "bert_config_file": str(config_file),
-        "vocab_file": records["vocab"], "deterministic": True, "seed": 11,
-        "max_seq_length": training_data.SEQ_LENGTH, "max_predictions_per_seq": training_data.MAX_PREDICTIONS,
-        "train_batch_size": 8, "eval_batch_size": 8, "learning_rate": 2e-3, "num_train_steps": STEPS,
-        "num_warmup_steps": 3, "save_checkpoints_steps": 10, "keep_checkpoint_max": 3, "max_eval_steps": 0,
-        "dynamic_masking": False, "shuffle_buffer_size": 100,
+        "input_file": records["train"],
+        "eval_input_file": records["eval"],
+        "bert_config_file": str(config_file),
+        "vocab_file": records["vocab"],
+        "deterministic": True,
+        "seed": 11,
+        "max_seq_length": training_data.SEQ_LENGTH,
+        "max_predictions_per_seq": training_data.MAX_PREDICTIONS,
+        "train_batch_size": 8,
+        "eval_batch_size": 8,
+        "learning_rate": 2e-3,
+        "num_train_steps": STEPS,
+        "num_warmup_steps": 3,
+        "save_checkpoints_steps": 10,
+        "keep_checkpoint_max": 3,
+        "max_eval_steps": 0,
+        "dynamic_masking": False,
+        "shuffle_buffer_size": 100,
     }
     return tmp, config, arguments
 
@@ -61,8 +73,9 @@ def _flags(arguments, output_dir):
 
 def _start(command, log_path):
     log = open(log_path, "w")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=str(training_data.ROOT),
-                               env=training_data.subprocess_env())
+    process = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, cwd=str(training_data.ROOT), env=training_data.subprocess_env()
+    )
     log.close()
     return process
 
@@ -81,22 +94,36 @@ def _checkpoint_values(path):
     # The object graph records Python-side names (e.g. Keras' global seed
     # generator counters), which differ between processes; values are what count.
     reader = tf.train.load_checkpoint(path)
-    return {name: reader.get_tensor(name) for name, _ in tf.train.list_variables(path)
-            if not name.startswith(("train_iterator/", "save_counter/", "_CHECKPOINTABLE_OBJECT_GRAPH"))}
+    return {
+        name: reader.get_tensor(name)
+        for name, _ in tf.train.list_variables(path)
+        if not name.startswith(("train_iterator/", "save_counter/", "_CHECKPOINTABLE_OBJECT_GRAPH"))
+    }
 
 
 @pytest.fixture(scope="module")
 def runs(setup):
     tmp, _, arguments = setup
     killed_dir = tmp / "killed"
-    killed = _start([sys.executable, HELPER, "pretrain", "--kill_at_step=15",
-                     "--args=" + json.dumps(dict(arguments, output_dir=str(killed_dir), steps_per_loop=5))],
-                    tmp / "killed.log")
+    killed = _start(
+        [
+            sys.executable,
+            HELPER,
+            "pretrain",
+            "--kill_at_step=15",
+            "--args=" + json.dumps(dict(arguments, output_dir=str(killed_dir), steps_per_loop=5)),
+        ],
+        tmp / "killed.log",
+    )
     try:
         # Meanwhile, the uninterrupted reference in this process.
         losses = []
-        reference = jobs.pretrain(**arguments, output_dir=str(tmp / "uninterrupted"), steps_per_loop=5,
-                                  loop_callback=lambda step, metrics: losses.append(metrics["loss"]))
+        reference = jobs.pretrain(
+            **arguments,
+            output_dir=str(tmp / "uninterrupted"),
+            steps_per_loop=5,
+            loop_callback=lambda step, metrics: losses.append(metrics["loss"]),
+        )
         killed_result = _finish(killed, tmp / "killed.log")
     finally:
         if killed.poll() is None:
@@ -109,9 +136,14 @@ def runs(setup):
     flagfile = tmp / "flags.txt"
     flagfile.write_text("\n".join(_flags(arguments, killed_dir)) + "\n")
     resumed = _start([sys.executable, "-m", "experiments.pretrain", f"--flagfile={flagfile}"], tmp / "resumed.log")
-    return {"reference": reference, "losses": losses, "killed": killed_result,
-            "resumed": _finish(resumed, tmp / "resumed.log"), "listing_after_kill": listing_after_kill,
-            "dirs": (tmp / "uninterrupted", killed_dir)}
+    return {
+        "reference": reference,
+        "losses": losses,
+        "killed": killed_result,
+        "resumed": _finish(resumed, tmp / "resumed.log"),
+        "listing_after_kill": listing_after_kill,
+        "dirs": (tmp / "uninterrupted", killed_dir),
+    }
 
 
 def test_run_pretraining_writes_a_model_directory(setup, runs):
@@ -131,7 +163,8 @@ def test_run_pretraining_writes_a_model_directory(setup, runs):
     encoder = load_encoder(str(output_dir))
     saved = _checkpoint_values(str(output_dir / f"ckpt-{STEPS}"))
     np.testing.assert_array_equal(
-        encoder.pooler.kernel.numpy(), saved["encoder/pooler/_kernel/.ATTRIBUTES/VARIABLE_VALUE"])
+        encoder.pooler.kernel.numpy(), saved["encoder/pooler/_kernel/.ATTRIBUTES/VARIABLE_VALUE"]
+    )
 
 
 def test_cli_with_flagfile_logs_progress(runs):
@@ -159,17 +192,27 @@ def test_killed_run_resumes_to_the_same_weights(runs):
     assert any(name.startswith("optimizer/m/") for name in reference)
     for name, value in reference.items():
         np.testing.assert_array_equal(resumed[name], value, err_msg=name)
-    assert json.loads((resumed_dir / "eval_results.json").read_text()) == \
-        json.loads((reference_dir / "eval_results.json").read_text())
+    assert json.loads((resumed_dir / "eval_results.json").read_text()) == json.loads(
+        (reference_dir / "eval_results.json").read_text()
+    )
 
 
 def test_init_checkpoint_warm_starts_encoder_and_heads_with_dynamic_masking(setup, runs, tmp_path):
     _, _, arguments = setup
     source = runs["dirs"][0]
     # One step with warm-up: its learning rate is 0, so the weights stay those restored.
-    result = jobs.pretrain(**dict(arguments, eval_input_file=None, num_train_steps=1, num_warmup_steps=1,
-                                  steps_per_loop=1, init_checkpoint=str(source), dynamic_masking=True),
-                           output_dir=str(tmp_path / "warm"))
+    result = jobs.pretrain(
+        **dict(
+            arguments,
+            eval_input_file=None,
+            num_train_steps=1,
+            num_warmup_steps=1,
+            steps_per_loop=1,
+            init_checkpoint=str(source),
+            dynamic_masking=True,
+        ),
+        output_dir=str(tmp_path / "warm"),
+    )
     assert result.step == 1 and np.isfinite(result.train_metrics["mlm_loss"])
     reference = _checkpoint_values(str(source / f"ckpt-{STEPS}"))
     warm = _checkpoint_values(result.checkpoint)
@@ -184,30 +227,36 @@ def _rejects(arguments, tmp_path, match, error=PretrainingArgumentError, **chang
     assert not os.path.exists(tmp_path / "out")  # checked before anything is written
 
 
-@pytest.mark.parametrize("changes,match", [
-    ({"preset": "bert_tiny"}, "exactly one of --bert_config_file and --preset"),
-    ({"bert_config_file": None}, r"exactly one of --bert_config_file and --preset \(got neither\)"),
-    ({"bert_config_file": None, "preset": "bert_huge"}, "--preset: Unknown BERT preset 'bert_huge'"),
-    ({"input_file": "/nonexistent/*.tfrecord"}, "--input_file='/nonexistent/.*matches no file"),
-    ({"eval_input_file": "/nonexistent.tfrecord"}, "--eval_input_file="),
-    ({"max_seq_length": 64}, "--max_seq_length=64 exceeds the model's max_position_embeddings=32"),
-    ({"max_seq_length": 16}, "--input_file: .*feature 'input_ids' has length 32 but seq_length=16"),
-    ({"num_warmup_steps": 100}, f"--num_warmup_steps=100 exceeds --num_train_steps={STEPS}"),
-    ({"train_batch_size": 0}, "--train_batch_size must be an integer >= 1"),
-    ({"vocab_file": None, "dynamic_masking": True}, "--dynamic_masking needs --vocab_file"),
-    ({"init_checkpoint": "/nonexistent/ckpt-5"}, "--init_checkpoint: Checkpoint not found"),
-    ({"num_gpus": 4}, "--distribution_strategy=one_device: .*num_gpus=4"),
-])
+@pytest.mark.parametrize(
+    "changes,match",
+    [
+        ({"preset": "bert_tiny"}, "exactly one of --bert_config_file and --preset"),
+        ({"bert_config_file": None}, r"exactly one of --bert_config_file and --preset \(got neither\)"),
+        ({"bert_config_file": None, "preset": "bert_huge"}, "--preset: Unknown BERT preset 'bert_huge'"),
+        ({"input_file": "/nonexistent/*.tfrecord"}, "--input_file='/nonexistent/.*matches no file"),
+        ({"eval_input_file": "/nonexistent.tfrecord"}, "--eval_input_file="),
+        ({"max_seq_length": 64}, "--max_seq_length=64 exceeds the model's max_position_embeddings=32"),
+        ({"max_seq_length": 16}, "--input_file: .*feature 'input_ids' has length 32 but seq_length=16"),
+        ({"num_warmup_steps": 100}, f"--num_warmup_steps=100 exceeds --num_train_steps={STEPS}"),
+        ({"train_batch_size": 0}, "--train_batch_size must be an integer >= 1"),
+        ({"vocab_file": None, "dynamic_masking": True}, "--dynamic_masking needs --vocab_file"),
+        ({"init_checkpoint": "/nonexistent/ckpt-5"}, "--init_checkpoint: Checkpoint not found"),
+        ({"num_gpus": 4}, "--distribution_strategy=one_device: .*num_gpus=4"),
+    ],
+)
 def test_bad_arguments_are_rejected_naming_the_flag(setup, tmp_path, changes, match):
     _, _, arguments = setup
     _rejects(arguments, tmp_path, match, **changes)
 
 
-@pytest.mark.parametrize("changes,match", [
-    ({"distribution_strategy": "tpu"}, "--distribution_strategy=tpu needs --tpu"),
-    ({"tpu": "my-tpu"}, "--tpu='my-tpu' is only used with --distribution_strategy=tpu"),
-    ({"mixed_precision": "float16"}, "--mixed_precision='float16'"),
-])
+@pytest.mark.parametrize(
+    "changes,match",
+    [
+        ({"distribution_strategy": "tpu"}, "--distribution_strategy=tpu needs --tpu"),
+        ({"tpu": "my-tpu"}, "--tpu='my-tpu' is only used with --distribution_strategy=tpu"),
+        ({"mixed_precision": "float16"}, "--mixed_precision='float16'"),
+    ],
+)
 def test_bad_runtime_arguments_are_rejected_naming_the_flag(setup, tmp_path, changes, match):
     # RuntimeConfig, shared with fine-tuning, checks these; its JobArgumentError is PretrainingArgumentError's base.
     _, _, arguments = setup
@@ -258,8 +307,13 @@ def test_special_tokens_are_checked_without_dynamic_masking(setup, tmp_path):
     tokens = open(arguments["vocab_file"], encoding="utf-8").read().split("\n")
     vocab = tmp_path / "no_mask.txt"
     vocab.write_text("\n".join("[MASKED]" if t == "[MASK]" else t for t in tokens), encoding="utf-8")
-    _rejects(arguments, tmp_path, r"--vocab_file: .*no_mask.txt.* lacks the special token\(s\) \[MASK\]",
-             vocab_file=str(vocab), dynamic_masking=False)
+    _rejects(
+        arguments,
+        tmp_path,
+        r"--vocab_file: .*no_mask.txt.* lacks the special token\(s\) \[MASK\]",
+        vocab_file=str(vocab),
+        dynamic_masking=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -269,8 +323,17 @@ def dynamic_runs(setup):
     arguments = dict(arguments, dynamic_masking=True, steps_per_loop=5)
     killed_dir = tmp / "dynamic_killed"
     # 20 ms after the step-10 checkpoint: inside steps 11-15 (a loop of 5 tiny steps takes ~0.2 s here).
-    killed = _start([sys.executable, HELPER, "pretrain", "--kill_at_step=10", "--kill_delay=0.02",
-                     "--args=" + json.dumps(dict(arguments, output_dir=str(killed_dir)))], tmp / "dynamic_killed.log")
+    killed = _start(
+        [
+            sys.executable,
+            HELPER,
+            "pretrain",
+            "--kill_at_step=10",
+            "--kill_delay=0.02",
+            "--args=" + json.dumps(dict(arguments, output_dir=str(killed_dir))),
+        ],
+        tmp / "dynamic_killed.log",
+    )
     try:
         jobs.pretrain(**arguments, output_dir=str(tmp / "dynamic_uninterrupted"))
         killed_result = _finish(killed, tmp / "dynamic_killed.log")
@@ -279,8 +342,12 @@ def dynamic_runs(setup):
             killed.kill()
     listing = sorted(os.listdir(killed_dir))
     resumed = jobs.pretrain(**arguments, output_dir=str(killed_dir))
-    return {"killed": killed_result, "listing": listing, "resumed": resumed,
-            "dirs": (tmp / "dynamic_uninterrupted", killed_dir)}
+    return {
+        "killed": killed_result,
+        "listing": listing,
+        "resumed": resumed,
+        "dirs": (tmp / "dynamic_uninterrupted", killed_dir),
+    }
 
 
 def test_killed_mid_loop_with_dynamic_masking_resumes_to_the_same_weights(dynamic_runs):

@@ -17,9 +17,15 @@ SAMPLE = FIXTURES / "austen_sample.txt"
 VOCAB = FIXTURES / "vocab.txt"
 SEQ = 64
 PREDICTIONS = 10
-KEYS = {"input_word_ids": tf.int32, "input_mask": tf.int32, "input_type_ids": tf.int32,
-        "masked_lm_positions": tf.int32, "masked_lm_ids": tf.int32,
-        "masked_lm_weights": tf.float32, "next_sentence_labels": tf.int32}
+KEYS = {
+    "input_word_ids": tf.int32,
+    "input_mask": tf.int32,
+    "input_type_ids": tf.int32,
+    "masked_lm_positions": tf.int32,
+    "masked_lm_ids": tf.int32,
+    "masked_lm_weights": tf.float32,
+    "next_sentence_labels": tf.int32,
+}
 
 
 def _write(directory, num_files, **config):
@@ -27,9 +33,14 @@ def _write(directory, num_files, **config):
     outputs = [str(directory / f"part-{i}.tfrecord") for i in range(num_files)]
     compression = config.pop("compression", None)
     summary = pretraining_writer.write_pretraining_data(
-        [str(SAMPLE)], outputs, str(VOCAB),
+        [str(SAMPLE)],
+        outputs,
+        str(VOCAB),
         pi.InstanceConfig(max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, **config),
-        num_workers=1, compression=compression, log_fn=lambda line: None)
+        num_workers=1,
+        compression=compression,
+        log_fn=lambda line: None,
+    )
     return outputs, summary.stats.num_instances
 
 
@@ -46,6 +57,7 @@ def files(tmp_path_factory):
 @pytest.fixture(scope="module")
 def special_ids():
     from bert_tf.tokenization import load_vocab
+
     vocab = load_vocab(str(VOCAB))
     return {t: vocab.index(t) for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]")}, len(vocab)
 
@@ -59,14 +71,22 @@ def _all(dataset):
 
 
 def _eval(paths, **kwargs):
-    return pretraining_dataset(paths, batch_size=kwargs.pop("batch_size", 32), seq_length=SEQ,
-                               max_predictions_per_seq=PREDICTIONS, is_training=False,
-                               drop_remainder=False, **kwargs)
+    return pretraining_dataset(
+        paths,
+        batch_size=kwargs.pop("batch_size", 32),
+        seq_length=SEQ,
+        max_predictions_per_seq=PREDICTIONS,
+        is_training=False,
+        drop_remainder=False,
+        **kwargs,
+    )
 
 
 def _raw(paths, compression=""):
-    spec = {"input_ids": tf.io.FixedLenFeature([SEQ], tf.int64),
-            "masked_lm_ids": tf.io.FixedLenFeature([PREDICTIONS], tf.int64)}
+    spec = {
+        "input_ids": tf.io.FixedLenFeature([SEQ], tf.int64),
+        "masked_lm_ids": tf.io.FixedLenFeature([PREDICTIONS], tf.int64),
+    }
     dataset = tf.data.TFRecordDataset(paths, compression_type=compression).batch(100000)
     return {k: v.numpy() for k, v in next(iter(dataset.map(lambda r: tf.io.parse_example(r, spec)))).items()}
 
@@ -77,8 +97,9 @@ def _rows(array):
 
 def test_training_batches_have_model_garden_keys_shapes_and_dtypes(files):
     paths, _ = files["masked"]
-    dataset = pretraining_dataset(",".join(paths), batch_size=16, seq_length=SEQ,
-                                  max_predictions_per_seq=PREDICTIONS, seed=1)
+    dataset = pretraining_dataset(
+        ",".join(paths), batch_size=16, seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, seed=1
+    )
     batch = next(iter(dataset))
     assert {k: v.dtype for k, v in batch.items()} == KEYS
     for key in ("input_word_ids", "input_mask", "input_type_ids"):
@@ -103,6 +124,7 @@ def test_reads_every_record_written_by_the_writer_once(files):
 
 def test_reads_a_record_written_like_google_research_bert(tmp_path):
     """An Example built by hand with the original script's feature order and types."""
+
     def ints(values):
         return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
 
@@ -114,7 +136,8 @@ def test_reads_a_record_written_like_google_research_bert(tmp_path):
     features["masked_lm_positions"] = ints([2, 6] + [0] * (PREDICTIONS - 2))
     features["masked_lm_ids"] = ints([18, 31] + [0] * (PREDICTIONS - 2))
     features["masked_lm_weights"] = tf.train.Feature(
-        float_list=tf.train.FloatList(value=[1.0, 1.0] + [0.0] * (PREDICTIONS - 2)))
+        float_list=tf.train.FloatList(value=[1.0, 1.0] + [0.0] * (PREDICTIONS - 2))
+    )
     features["next_sentence_labels"] = ints([1])
     path = tmp_path / "original.tfrecord"
     with tf.io.TFRecordWriter(str(path)) as writer:
@@ -133,17 +156,16 @@ def test_input_context_shards_files_or_records(files):
     paths, count = files["masked"]
 
     def read(paths, pipelines, pipeline_id):
-        context = tf.distribute.InputContext(num_input_pipelines=pipelines,
-                                             input_pipeline_id=pipeline_id,
-                                             num_replicas_in_sync=pipelines)
+        context = tf.distribute.InputContext(
+            num_input_pipelines=pipelines, input_pipeline_id=pipeline_id, num_replicas_in_sync=pipelines
+        )
         return _all(_eval(paths, input_context=context, batch_size=6))["input_word_ids"]
 
     for shard_paths, pipelines in [(paths, 2), (paths[:1], 3)]:  # 4 files / 2: files; 1 file / 3: records
         parts = [read(shard_paths, pipelines, i) for i in range(pipelines)]
         everything = _rows(_raw(shard_paths)["input_ids"])
         assert sorted(sum((_rows(p) for p in parts), [])) == everything
-        assert all(abs(len(p) - len(everything) / pipelines) <= len(everything) / pipelines * 0.5
-                   for p in parts)
+        assert all(abs(len(p) - len(everything) / pipelines) <= len(everything) / pipelines * 0.5 for p in parts)
     # The global batch is split over replicas.
     context = tf.distribute.InputContext(2, 0, 2)
     dataset = pretraining_dataset(paths, 8, SEQ, PREDICTIONS, input_context=context, seed=0)
@@ -164,11 +186,11 @@ def test_seeded_order_is_deterministic(files):
 
 def test_iterator_checkpoint_resumes_mid_epoch(files, special_ids, tmp_path):
     ids, vocab_size = special_ids
-    config = DynamicMaskingConfig(vocab_size=vocab_size, mask_token_id=ids["[MASK]"],
-                                  unselectable_ids=(ids["[PAD]"], ids["[CLS]"], ids["[SEP]"]))
+    config = DynamicMaskingConfig(
+        vocab_size=vocab_size, mask_token_id=ids["[MASK]"], unselectable_ids=(ids["[PAD]"], ids["[CLS]"], ids["[SEP]"])
+    )
     paths, _ = files["masked"]
-    dataset = pretraining_dataset(paths, 8, SEQ, PREDICTIONS, seed=5, shuffle_buffer_size=200,
-                                  dynamic_masking=config)
+    dataset = pretraining_dataset(paths, 8, SEQ, PREDICTIONS, seed=5, shuffle_buffer_size=200, dynamic_masking=config)
     iterator = iter(dataset)
     for _ in range(3):
         next(iterator)
@@ -186,11 +208,17 @@ def test_clear_errors_name_patterns_and_files(files, tmp_path):
     with pytest.raises(ValueError, match=r"nothing-\*.*matches no file"):
         pretraining_dataset([str(tmp_path / "nothing-*")], 8, SEQ, PREDICTIONS)
     paths, _ = files["masked"]
-    with pytest.raises(ValueError, match=r"part-0.tfrecord: feature 'input_ids' has length 64 but "
-                                         r"seq_length=128"):
+    with pytest.raises(
+        ValueError,
+        match=r"part-0.tfrecord: feature 'input_ids' has length 64 but "
+        r"seq_length=128",
+    ):
         pretraining_dataset(paths, 8, 128, PREDICTIONS)
-    with pytest.raises(ValueError, match=r"part-0.tfrecord: feature 'masked_lm_positions' has length "
-                                         r"10 but max_predictions_per_seq=20"):
+    with pytest.raises(
+        ValueError,
+        match=r"part-0.tfrecord: feature 'masked_lm_positions' has length "
+        r"10 but max_predictions_per_seq=20",
+    ):
         pretraining_dataset(paths, 8, SEQ, 20)
     text = tmp_path / "not_records.tfrecord"
     text.write_text("this is not a TFRecord file\n" * 10)
@@ -211,8 +239,9 @@ def _selectable(batch, ids):
 
 def test_dynamic_masking_statistics(files, special_ids):
     ids, vocab_size = special_ids
-    config = DynamicMaskingConfig(vocab_size=vocab_size, mask_token_id=ids["[MASK]"],
-                                  unselectable_ids=(ids["[PAD]"], ids["[CLS]"], ids["[SEP]"]))
+    config = DynamicMaskingConfig(
+        vocab_size=vocab_size, mask_token_id=ids["[MASK]"], unselectable_ids=(ids["[PAD]"], ids["[CLS]"], ids["[SEP]"])
+    )
     paths, count = files["unmasked"]
     original = _all(_eval(paths))
     assert not original["masked_lm_weights"].any()  # written unmasked
@@ -228,8 +257,9 @@ def test_dynamic_masking_statistics(files, special_ids):
     positions = masked["masked_lm_positions"]
     # Only selectable positions, labels are the original tokens.
     assert selectable[rows[real], positions[real]].all()
-    np.testing.assert_array_equal(masked["masked_lm_ids"][real],
-                                  original["input_word_ids"][rows[real], positions[real]])
+    np.testing.assert_array_equal(
+        masked["masked_lm_ids"][real], original["input_word_ids"][rows[real], positions[real]]
+    )
     # Unselected positions are untouched.
     touched = np.zeros_like(selectable)
     touched[rows[real], positions[real]] = True
@@ -260,8 +290,7 @@ def test_dynamic_masking_restores_statically_masked_records_first(files, special
     rows = np.broadcast_to(np.arange(len(text))[:, None], real.shape)
     text[rows[real], static["masked_lm_positions"][real]] = static["masked_lm_ids"][real]
     new = dynamic["masked_lm_weights"] > 0
-    np.testing.assert_array_equal(dynamic["masked_lm_ids"][new],
-                                  text[rows[new], dynamic["masked_lm_positions"][new]])
+    np.testing.assert_array_equal(dynamic["masked_lm_ids"][new], text[rows[new], dynamic["masked_lm_positions"][new]])
     selectable = _selectable({"input_word_ids": text, "input_mask": static["input_mask"]}, ids)
     expected = np.minimum(PREDICTIONS, np.ceil(selectable.sum(axis=1).astype(np.float32) * np.float32(0.2)))
     np.testing.assert_array_equal(new.sum(axis=1), expected)

@@ -34,7 +34,7 @@ def minilm_export(tmp_path_factory):
 
 def _reviews(limit):
     with open(TRAIN_TSV, encoding="utf-8") as f:
-        return [line.rsplit("\t", 1)[0] for line in f.read().splitlines()[1:limit + 1]]
+        return [line.rsplit("\t", 1)[0] for line in f.read().splitlines()[1 : limit + 1]]
 
 
 def test_exported_minilm_reproduces_the_keras_model(minilm_export):
@@ -50,14 +50,16 @@ def test_exported_minilm_reproduces_the_keras_model(minilm_export):
     pooled = np.asarray(keras_outputs["pooled_output"])
     assert pooled.shape == (16, 384) and np.abs(pooled).max() > 0.1
     assert np.abs(exported_outputs["pooled_output"].numpy() - pooled).max() <= 1e-5
-    assert np.abs(exported_outputs["sequence_output"].numpy()
-                  - np.asarray(keras_outputs["sequence_output"])).max() <= 1e-4
+    assert (
+        np.abs(exported_outputs["sequence_output"].numpy() - np.asarray(keras_outputs["sequence_output"])).max() <= 1e-4
+    )
 
 
 def test_one_hub_keras_layer_epoch_on_minilm_lowers_the_loss(minilm_export):
     _, export_dir, _ = minilm_export
-    result = export_fixtures.run_legacy_keras_script("hub_finetune_check.py", export_dir, TRAIN_TSV, NUM_REVIEWS,
-                                                     2e-4, timeout=600)
+    result = export_fixtures.run_legacy_keras_script(
+        "hub_finetune_check.py", export_dir, TRAIN_TSV, NUM_REVIEWS, 2e-4, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     measured = json.loads(result.stdout.strip().splitlines()[-1])
     print(measured)

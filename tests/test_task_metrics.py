@@ -59,16 +59,19 @@ def test_length_mismatch_raises():
         metrics.accuracy([1, 2], [1])
 
 
-@pytest.mark.parametrize("tags,expected", [
-    (["B-PER", "I-PER", "O", "B-LOC", "I-LOC", "I-LOC"], [("PER", 0, 1), ("LOC", 3, 5)]),
-    (["O", "I-PER", "I-PER"], [("PER", 1, 2)]),  # I- after O starts an entity (IOB1 / lenient)
-    (["B-PER", "I-LOC"], [("PER", 0, 0), ("LOC", 1, 1)]),  # a type change splits
-    (["B-PER", "B-PER"], [("PER", 0, 0), ("PER", 1, 1)]),
-    (["S-PER", "B-LOC", "E-LOC", "O"], [("PER", 0, 0), ("LOC", 1, 2)]),  # IOBES
-    (["U-PER", "B-LOC", "L-LOC"], [("PER", 0, 0), ("LOC", 1, 2)]),  # BILOU
-    (["PER", "PER", "O", "LOC"], [("PER", 0, 1), ("LOC", 3, 3)]),  # IO tags
-    (["O", "O"], []),
-])
+@pytest.mark.parametrize(
+    "tags,expected",
+    [
+        (["B-PER", "I-PER", "O", "B-LOC", "I-LOC", "I-LOC"], [("PER", 0, 1), ("LOC", 3, 5)]),
+        (["O", "I-PER", "I-PER"], [("PER", 1, 2)]),  # I- after O starts an entity (IOB1 / lenient)
+        (["B-PER", "I-LOC"], [("PER", 0, 0), ("LOC", 1, 1)]),  # a type change splits
+        (["B-PER", "B-PER"], [("PER", 0, 0), ("PER", 1, 1)]),
+        (["S-PER", "B-LOC", "E-LOC", "O"], [("PER", 0, 0), ("LOC", 1, 2)]),  # IOBES
+        (["U-PER", "B-LOC", "L-LOC"], [("PER", 0, 0), ("LOC", 1, 2)]),  # BILOU
+        (["PER", "PER", "O", "LOC"], [("PER", 0, 1), ("LOC", 3, 3)]),  # IO tags
+        (["O", "O"], []),
+    ],
+)
 def test_get_entities(tags, expected):
     assert metrics.get_entities(tags) == expected
 

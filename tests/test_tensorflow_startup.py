@@ -22,18 +22,25 @@ CPU_STARTUP_LINES = [
 
 def test_startup_filter_drops_the_cpu_notes_and_nothing_else():
     assert all(tensorflow_startup.STARTUP_NOISE.search(line) for line in CPU_STARTUP_LINES)
-    for kept in ("W1123 12:00:00.000000 1 loop.py:10] Non-finite loss at step 3",
-                 "UserWarning: the vocabulary has no [MASK] token",
-                 "E0000 00:00:1795460421.088057 2251 op_kernel.cc:1] OOM when allocating tensor"):
+    for kept in (
+        "W1123 12:00:00.000000 1 loop.py:10] Non-finite loss at step 3",
+        "UserWarning: the vocabulary has no [MASK] token",
+        "E0000 00:00:1795460421.088057 2251 op_kernel.cc:1] OOM when allocating tensor",
+    ):
         assert not tensorflow_startup.STARTUP_NOISE.search(kept)
 
 
 def test_a_command_line_tool_prints_no_startup_notes(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    command = [sys.executable, "-W", "always", "-c",
-               "import warnings, sys; from bert_tf import convert; warnings.warn('a real warning'); "
-               f"sys.argv = ['convert', '--from=hf', '--input={TINY_HF}', '--output_dir={tmp_path / 'out'}']; "
-               "convert.run()"]
+    command = [
+        sys.executable,
+        "-W",
+        "always",
+        "-c",
+        "import warnings, sys; from bert_tf import convert; warnings.warn('a real warning'); "
+        f"sys.argv = ['convert', '--from=hf', '--input={TINY_HF}', '--output_dir={tmp_path / 'out'}']; "
+        "convert.run()",
+    ]
     result = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "out" / "bert_config.json").exists()

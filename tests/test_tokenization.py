@@ -24,8 +24,7 @@ VOCABS = {"uncased": True, "cased": False}
 
 
 def _load_python_reference():
-    spec = importlib.util.spec_from_file_location(
-        "python_reference", os.path.join(FIXTURES, "python_reference.py"))
+    spec = importlib.util.spec_from_file_location("python_reference", os.path.join(FIXTURES, "python_reference.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -51,15 +50,15 @@ _TOKENIZERS = {}
 def tokenizer(name, preserve=False):
     key = (name, preserve)
     if key not in _TOKENIZERS:
-        _TOKENIZERS[key] = BertTokenizer(os.path.join(FIXTURES, f"vocab_{name}.txt"),
-                                         lower_case=VOCABS[name], preserve_special_tokens=preserve)
+        _TOKENIZERS[key] = BertTokenizer(
+            os.path.join(FIXTURES, f"vocab_{name}.txt"), lower_case=VOCABS[name], preserve_special_tokens=preserve
+        )
     return _TOKENIZERS[key]
 
 
 def _mismatches(tok, strings, expected):
     got = tok(tf.constant(strings)).to_list()
-    return [(s, tok.id_to_token(g), tok.id_to_token(e))
-            for s, g, e in zip(strings, got, expected) if g != e]
+    return [(s, tok.id_to_token(g), tok.id_to_token(e)) for s, g, e in zip(strings, got, expected) if g != e]
 
 
 def test_fixtures_cover_enough_text(texts):
@@ -125,13 +124,16 @@ def test_lowercase_equals_python_str_lower_on_every_kept_code_point():
     assert not bad, [hex(ord(c)) for c in bad[:20]]
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("ΟΔΟΣ ΣΟΦΙΑ", "οδος σοφια"),
-    ("ΑΣ'Σ", "ασ'ς"),
-    ("ΑΣ\u0301Α ΑΣ\u0301", "ασ\u0301α ας\u0301"),
-    ("İstanbul", "i\u0307stanbul"),
-    ("ẞ Ⅻ Ⓐ", "ß ⅻ ⓐ"),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("ΟΔΟΣ ΣΟΦΙΑ", "οδος σοφια"),
+        ("ΑΣ'Σ", "ασ'ς"),
+        ("ΑΣ\u0301Α ΑΣ\u0301", "ασ\u0301α ας\u0301"),
+        ("İstanbul", "i\u0307stanbul"),
+        ("ẞ Ⅻ Ⓐ", "ß ⅻ ⓐ"),
+    ],
+)
 def test_lowercase_special_cases(text, expected):
     assert text.lower() == expected
     assert lowercase.lower(tf.constant([text])).numpy()[0].decode("utf-8") == expected
@@ -203,8 +205,7 @@ def test_detokenize_joins_continuation_pieces():
     tok = tokenizer("uncased")
     strings = ["unaffable people, indeed", "the quick brown fox"]
     ids = tok(tf.constant(strings))
-    assert [s.decode() for s in tok.detokenize(ids).numpy()] == ["unaffable people , indeed",
-                                                                  "the quick brown fox"]
+    assert [s.decode() for s in tok.detokenize(ids).numpy()] == ["unaffable people , indeed", "the quick brown fox"]
     padded = ids.to_tensor(default_value=tok.get_special_tokens_dict()["padding_id"])
     assert tok.detokenize(padded).numpy()[1].decode() == "the quick brown fox"
 
@@ -227,18 +228,26 @@ def test_special_tokens_found_by_name(tmp_path):
     vocab_lib.write_vocab(tokens, path)
     tok = BertTokenizer(path)
     assert tok.get_special_tokens_dict() == {
-        "vocab_size": 9, "start_of_sequence_id": 6, "end_of_segment_id": 1, "padding_id": 8,
-        "mask_id": 3, "unknown_id": 5}
+        "vocab_size": 9,
+        "start_of_sequence_id": 6,
+        "end_of_segment_id": 1,
+        "padding_id": 8,
+        "mask_id": 3,
+        "unknown_id": 5,
+    }
     assert tok(tf.constant(["Hello, worlds! x"])).to_list() == [[0, 7, 2, 4, 5, 5]]
 
 
-@pytest.mark.parametrize("content,message", [
-    (None, "not found"),
-    ("", "is empty"),
-    ("[PAD]\n[UNK]\n[CLS]\n[SEP]\n", "lacks the special token(s) [MASK]"),
-    ("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\na\n", "repeats token 'a' on lines 6 and 7"),
-    ("[PAD]\r\n[UNK]\r\n", "carriage return on line 1"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (None, "not found"),
+        ("", "is empty"),
+        ("[PAD]\n[UNK]\n[CLS]\n[SEP]\n", "lacks the special token(s) [MASK]"),
+        ("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\na\n", "repeats token 'a' on lines 6 and 7"),
+        ("[PAD]\r\n[UNK]\r\n", "carriage return on line 1"),
+    ],
+)
 def test_bad_vocab_files_name_the_file(tmp_path, content, message):
     path = tmp_path / "my_vocab.txt"
     if content is not None:
@@ -258,13 +267,11 @@ def test_non_utf8_vocab_is_rejected(tmp_path):
 # -- properties -----------------------------------------------------------------
 
 _VOCAB = {name: set(load_vocab(os.path.join(FIXTURES, f"vocab_{name}.txt"))) for name in VOCABS}
-_PROPERTY_SETTINGS = settings(max_examples=60, deadline=None,
-                              suppress_health_check=[HealthCheck.too_slow])
+_PROPERTY_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @_PROPERTY_SETTINGS
-@given(strings=st.lists(st.text(max_size=40), min_size=1, max_size=16),
-       name=st.sampled_from(sorted(VOCABS)))
+@given(strings=st.lists(st.text(max_size=40), min_size=1, max_size=16), name=st.sampled_from(sorted(VOCABS)))
 def test_arbitrary_unicode_matches_python_reference(strings, name):
     tok = tokenizer(name)
     got = tok(tf.constant(strings)).to_list()
@@ -272,14 +279,35 @@ def test_arbitrary_unicode_matches_python_reference(strings, name):
         assert tok.id_to_token(ids) == python_reference.tokenize(s, _VOCAB[name], VOCABS[name]), s
 
 
-_SPECIAL_ALPHABET = ["[MASK]", "[CLS]", "[SEP]", "[UNK]", "[", "]", "MASK", "mask", " ", "\u200b",
-                     "\x00", "\t", "\u00a0", "a", "B", "\u03a3", "\u4e2d", ".", "e\u0301", "\u00c9"]
+_SPECIAL_ALPHABET = [
+    "[MASK]",
+    "[CLS]",
+    "[SEP]",
+    "[UNK]",
+    "[",
+    "]",
+    "MASK",
+    "mask",
+    " ",
+    "\u200b",
+    "\x00",
+    "\t",
+    "\u00a0",
+    "a",
+    "B",
+    "\u03a3",
+    "\u4e2d",
+    ".",
+    "e\u0301",
+    "\u00c9",
+]
 
 
 @_PROPERTY_SETTINGS
-@given(strings=st.lists(st.lists(st.sampled_from(_SPECIAL_ALPHABET), max_size=12).map("".join),
-                        min_size=1, max_size=16),
-       name=st.sampled_from(sorted(VOCABS)))
+@given(
+    strings=st.lists(st.lists(st.sampled_from(_SPECIAL_ALPHABET), max_size=12).map("".join), min_size=1, max_size=16),
+    name=st.sampled_from(sorted(VOCABS)),
+)
 def test_preserved_special_tokens_match_python_reference(strings, name):
     tok = tokenizer(name, preserve=True)
     got = tok(tf.constant(strings)).to_list()
@@ -300,9 +328,11 @@ def test_invalid_utf8_bytes_are_dropped(blobs):
 
 
 @_PROPERTY_SETTINGS
-@given(vocab_pieces=st.sets(st.text(alphabet="ab", min_size=1, max_size=4), min_size=1),
-       suffixes=st.sets(st.text(alphabet="ab", min_size=1, max_size=4)),
-       words=st.lists(st.text(alphabet="ab", min_size=1, max_size=12), min_size=1, max_size=8))
+@given(
+    vocab_pieces=st.sets(st.text(alphabet="ab", min_size=1, max_size=4), min_size=1),
+    suffixes=st.sets(st.text(alphabet="ab", min_size=1, max_size=4)),
+    words=st.lists(st.text(alphabet="ab", min_size=1, max_size=12), min_size=1, max_size=8),
+)
 def test_wordpiece_is_greedy_longest_match_first(tmp_path_factory, vocab_pieces, suffixes, words):
     tokens = list(vocab_lib.SPECIAL_TOKENS) + sorted(vocab_pieces) + sorted("##" + s for s in suffixes)
     path = tmp_path_factory.mktemp("wp") / "vocab.txt"

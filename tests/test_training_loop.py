@@ -29,27 +29,36 @@ def records(tmp_path_factory):
 
 def _synthetic_config(dropout=0.1):
     # One layer: these tests exercise the loop, and tracing time grows with the model.
-    return training_data.tiny_bert_config(training_data.SYNTHETIC_VOCAB, max_positions=training_data.SYNTHETIC_SEQ,
-                                          num_layers=1, dropout=dropout)
+    return training_data.tiny_bert_config(
+        training_data.SYNTHETIC_VOCAB, max_positions=training_data.SYNTHETIC_SEQ, num_layers=1, dropout=dropout
+    )
 
 
 def _synthetic_run(model_dir, jit_compile=False, dataset_fn=None, callback=None):
     training.enable_determinism(3)
     # No dropout: XLA draws other dropout masks than the TF kernels for the same seeds.
     config = _synthetic_config(dropout=0.0)
-    loop_config = training.TrainingConfig(num_train_steps=6, learning_rate=1e-3, steps_per_loop=2,
-                                          save_checkpoints_steps=2, jit_compile=jit_compile)
-    return training.train(training.get_strategy("one_device"), lambda: BertPretrainer(BertEncoder(config)),
-                          pretraining_losses, dataset_fn or training_data.synthetic_dataset_fn(4), str(model_dir),
-                          loop_config, loop_callback=callback)
+    loop_config = training.TrainingConfig(
+        num_train_steps=6, learning_rate=1e-3, steps_per_loop=2, save_checkpoints_steps=2, jit_compile=jit_compile
+    )
+    return training.train(
+        training.get_strategy("one_device"),
+        lambda: BertPretrainer(BertEncoder(config)),
+        pretraining_losses,
+        dataset_fn or training_data.synthetic_dataset_fn(4),
+        str(model_dir),
+        loop_config,
+        loop_callback=callback,
+    )
 
 
 @pytest.fixture(scope="module")
 def synthetic_reference(tmp_path_factory):
     """An uninterrupted 6-step run on synthetic data, and its per-loop losses."""
     losses = []
-    result = _synthetic_run(tmp_path_factory.mktemp("synthetic"),
-                            callback=lambda step, metrics: losses.append(metrics["loss"]))
+    result = _synthetic_run(
+        tmp_path_factory.mktemp("synthetic"), callback=lambda step, metrics: losses.append(metrics["loss"])
+    )
     return result, losses
 
 
@@ -58,18 +67,45 @@ def _pretrain(records, model_dir, callback=None):
     config = training_data.tiny_bert_config(training_data.vocab_size())
 
     def train_fn(input_context):
-        return pretraining_dataset(records["train"], BATCH, training_data.SEQ_LENGTH, training_data.MAX_PREDICTIONS,
-                                   input_context=input_context, seed=5, shuffle_buffer_size=200)
+        return pretraining_dataset(
+            records["train"],
+            BATCH,
+            training_data.SEQ_LENGTH,
+            training_data.MAX_PREDICTIONS,
+            input_context=input_context,
+            seed=5,
+            shuffle_buffer_size=200,
+        )
 
     def eval_fn(input_context):
-        return pretraining_dataset(records["eval"], BATCH, training_data.SEQ_LENGTH, training_data.MAX_PREDICTIONS,
-                                   is_training=False, input_context=input_context, drop_remainder=False)
+        return pretraining_dataset(
+            records["eval"],
+            BATCH,
+            training_data.SEQ_LENGTH,
+            training_data.MAX_PREDICTIONS,
+            is_training=False,
+            input_context=input_context,
+            drop_remainder=False,
+        )
 
-    loop_config = training.TrainingConfig(num_train_steps=REAL_STEPS, learning_rate=2e-3, num_warmup_steps=6,
-                                          steps_per_loop=10, save_checkpoints_steps=10, keep_checkpoint_max=2)
-    return training.train(training.get_strategy("one_device"), lambda: BertPretrainer(BertEncoder(config)),
-                          pretraining_losses, train_fn, str(model_dir), loop_config,
-                          eval_dataset_fn=eval_fn, loop_callback=callback)
+    loop_config = training.TrainingConfig(
+        num_train_steps=REAL_STEPS,
+        learning_rate=2e-3,
+        num_warmup_steps=6,
+        steps_per_loop=10,
+        save_checkpoints_steps=10,
+        keep_checkpoint_max=2,
+    )
+    return training.train(
+        training.get_strategy("one_device"),
+        lambda: BertPretrainer(BertEncoder(config)),
+        pretraining_losses,
+        train_fn,
+        str(model_dir),
+        loop_config,
+        eval_dataset_fn=eval_fn,
+        loop_callback=callback,
+    )
 
 
 class _Lines(logging.Handler):
@@ -123,8 +159,10 @@ def test_outputs_summaries_checkpoints_and_eval_results(real_text_run):
     result, losses, model_dir, _ = real_text_run
     assert result.checkpoint == str(model_dir / "ckpt-40")
     # keep_checkpoint_max=2 of ckpt-10/20/30/40.
-    assert sorted(name for name in os.listdir(model_dir) if name.endswith(".index")) == ["ckpt-30.index",
-                                                                                           "ckpt-40.index"]
+    assert sorted(name for name in os.listdir(model_dir) if name.endswith(".index")) == [
+        "ckpt-30.index",
+        "ckpt-40.index",
+    ]
     train = _scalars(model_dir / "summaries" / "train")
     for tag in ("loss", "mlm_accuracy", "nsp_accuracy", "learning_rate", "examples_per_second", "gradient_norm"):
         assert [step for step, _ in train[tag]] == [10, 20, 30, 40], tag
@@ -170,8 +208,14 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
     dataset_fn = training_data.synthetic_dataset_fn(8, nan_batch=5)
     loop_config = training.TrainingConfig(num_train_steps=20, steps_per_loop=4, save_checkpoints_steps=2)
     with pytest.raises(training.NonFiniteLossError, match=r"Non-finite training loss \(nan\) at step 6;") as error:
-        training.train(training.get_strategy("one_device"), lambda: BertPretrainer(BertEncoder(config)),
-                       pretraining_losses, dataset_fn, str(tmp_path), loop_config)
+        training.train(
+            training.get_strategy("one_device"),
+            lambda: BertPretrainer(BertEncoder(config)),
+            pretraining_losses,
+            dataset_fn,
+            str(tmp_path),
+            loop_config,
+        )
     assert "ckpt-4" in str(error.value)
     assert tf.train.latest_checkpoint(str(tmp_path)) == str(tmp_path / "ckpt-4")
     assert not any(name.startswith("ckpt-6") for name in os.listdir(tmp_path))
@@ -191,10 +235,17 @@ def test_mixed_precision_trains_with_float32_variables(policy, tmp_path):
     config = _synthetic_config()
     training.set_precision_policy(policy)
     try:
-        loop_config = training.TrainingConfig(num_train_steps=4, learning_rate=1e-3, steps_per_loop=2,
-                                              save_checkpoints_steps=4)
-        result = training.train(training.get_strategy("one_device"), lambda: BertPretrainer(BertEncoder(config)),
-                                pretraining_losses, training_data.synthetic_dataset_fn(8), str(tmp_path), loop_config)
+        loop_config = training.TrainingConfig(
+            num_train_steps=4, learning_rate=1e-3, steps_per_loop=2, save_checkpoints_steps=4
+        )
+        result = training.train(
+            training.get_strategy("one_device"),
+            lambda: BertPretrainer(BertEncoder(config)),
+            pretraining_losses,
+            training_data.synthetic_dataset_fn(8),
+            str(tmp_path),
+            loop_config,
+        )
     finally:
         training.set_precision_policy("float32")
     assert result.model.dtype_policy.name == policy
@@ -202,7 +253,7 @@ def test_mixed_precision_trains_with_float32_variables(policy, tmp_path):
     assert np.isfinite(result.train_metrics["loss"])
     saved = {name.split("/")[0] for name, _ in tf.train.list_variables(result.checkpoint)}
     if policy == "mixed_float16":
-        assert result.train_metrics["loss_scale"] == 2.0 ** 15
+        assert result.train_metrics["loss_scale"] == 2.0**15
         assert "loss_scale" in saved
     else:
         assert "loss_scale" not in result.train_metrics and "loss_scale" not in saved
@@ -241,20 +292,31 @@ def _classification_data(input_context):
     rng = np.random.default_rng(input_context.input_pipeline_id)
     features = rng.normal(size=(64, 3)).astype("float32")
     labels = (features[:, 0] > 0).astype("int32")
-    return tf.data.Dataset.from_tensor_slices((features, labels)).repeat().batch(
-        input_context.get_per_replica_batch_size(16), drop_remainder=True)
+    return (
+        tf.data.Dataset.from_tensor_slices((features, labels))
+        .repeat()
+        .batch(input_context.get_per_replica_batch_size(16), drop_remainder=True)
+    )
 
 
 def test_generic_model_with_labels_resumes_without_reinitialising(tmp_path):
     init_calls = []
 
     def run(num_train_steps, model_fn=_classifier):
-        loop_config = training.TrainingConfig(num_train_steps=num_train_steps, learning_rate=0.05,
-                                              steps_per_loop=5, save_checkpoints_steps=5)
-        return training.train(training.get_strategy("one_device"), model_fn, _classification_loss,
-                              _classification_data, str(tmp_path), loop_config,
-                              checkpoint_items_fn=lambda model: {"model": model},
-                              init_fn=init_calls.append, eval_dataset_fn=lambda ctx: _classification_data(ctx).take(2))
+        loop_config = training.TrainingConfig(
+            num_train_steps=num_train_steps, learning_rate=0.05, steps_per_loop=5, save_checkpoints_steps=5
+        )
+        return training.train(
+            training.get_strategy("one_device"),
+            model_fn,
+            _classification_loss,
+            _classification_data,
+            str(tmp_path),
+            loop_config,
+            checkpoint_items_fn=lambda model: {"model": model},
+            init_fn=init_calls.append,
+            eval_dataset_fn=lambda ctx: _classification_data(ctx).take(2),
+        )
 
     first = run(10)
     assert first.step == 10 and len(init_calls) == 1
@@ -289,7 +351,7 @@ def test_resume_fast_forwards_when_the_data_position_cannot_be_restored(syntheti
     # The same batches through a different pipeline: its saved iterator state no longer fits.
     caplog.set_level(logging.INFO, logger="absl")
     synthetic = training_data.synthetic_dataset_fn(4)
-    resumed = _synthetic_run(tmp_path, dataset_fn=lambda ctx: synthetic(ctx).take(10 ** 6))
+    resumed = _synthetic_run(tmp_path, dataset_fn=lambda ctx: synthetic(ctx).take(10**6))
     messages = "\n".join(record.getMessage() for record in caplog.records)
     assert "Could not restore the training data position" in messages
     assert "Fast-forwarding the training data by 4 per-replica batches (step 4)" in messages
@@ -297,8 +359,9 @@ def test_resume_fast_forwards_when_the_data_position_cannot_be_restored(syntheti
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
 
 
-def test_tpu_input_and_step_path_trains_and_resumes_like_the_default_path(synthetic_reference, tmp_path,
-                                                                          monkeypatch, caplog):
+def test_tpu_input_and_step_path_trains_and_resumes_like_the_default_path(
+    synthetic_reference, tmp_path, monkeypatch, caplog
+):
     """The loop's TPU branches (strategy-distributed input, one fused step without explicit XLA, no
     iterator in the checkpoint, fast-forward on resume) under OneDeviceStrategy, whose one replica has
     a TPUStrategy's per-replica semantics; TPUs themselves cannot run here."""

@@ -13,10 +13,15 @@ def _record(masked_ids, weights, next_sentence_label=0):
     def ints(values):
         return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
 
-    features = {"input_ids": ints([2, 5, 4, 6, 3, 8, 3, 0]), "input_mask": ints([1] * 7 + [0]),
-                "segment_ids": ints([0] * 5 + [1, 1, 0]), "masked_lm_positions": ints([1, 2, 3]),
-                "masked_lm_ids": ints(masked_ids), "next_sentence_labels": ints([next_sentence_label]),
-                "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(value=weights))}
+    features = {
+        "input_ids": ints([2, 5, 4, 6, 3, 8, 3, 0]),
+        "input_mask": ints([1] * 7 + [0]),
+        "segment_ids": ints([0] * 5 + [1, 1, 0]),
+        "masked_lm_positions": ints([1, 2, 3]),
+        "masked_lm_ids": ints(masked_ids),
+        "next_sentence_labels": ints([next_sentence_label]),
+        "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(value=weights)),
+    }
     return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
 
 

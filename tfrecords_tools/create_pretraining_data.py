@@ -55,42 +55,45 @@ def define_flags():
     Flags are not defined at import so that importing several tools (or this
     module and a training script) in one process cannot clash on flag names.
     """
-    flags.DEFINE_string("input_file", None,
-                        "Input raw text file (or comma-separated list of files and globs).")
-    flags.DEFINE_string("output_file", None,
-                        "Output TF example file (or comma-separated list of files).")
-    flags.DEFINE_string("vocab_file", None,
-                        "The vocabulary file that the BERT model was trained on.")
+    flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files and globs).")
+    flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files).")
+    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
     flags.DEFINE_bool(
-        "do_lower_case", True, "Whether to lower case the input text. Should be True for uncased "
-        "models and False for cased models.")
-    flags.DEFINE_bool("do_whole_word_mask", False,
-                      "Whether to use whole word masking rather than per-WordPiece masking.")
+        "do_lower_case",
+        True,
+        "Whether to lower case the input text. Should be True for uncased models and False for cased models.",
+    )
+    flags.DEFINE_bool(
+        "do_whole_word_mask", False, "Whether to use whole word masking rather than per-WordPiece masking."
+    )
     flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
-    flags.DEFINE_integer("max_predictions_per_seq", 20,
-                         "Maximum number of masked LM predictions per sequence.")
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
     flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
-    flags.DEFINE_integer("dupe_factor", 10,
-                         "Number of times to duplicate the input data (with different masks).")
+    flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
     flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
     flags.DEFINE_float(
-        "short_seq_prob", 0.1, "Probability of creating sequences which are shorter than the "
-        "maximum length.")
+        "short_seq_prob", 0.1, "Probability of creating sequences which are shorter than the maximum length."
+    )
 
-    flags.DEFINE_integer("num_workers", None,
-                         "Worker processes (default: all cores). Does not change the output.")
+    flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores). Does not change the output.")
     flags.DEFINE_integer(
-        "num_output_shards", None, "With one --output_file, write this many shards named "
-        "FILE-00000-of-0000N; with a list, must equal its length.")
+        "num_output_shards",
+        None,
+        "With one --output_file, write this many shards named FILE-00000-of-0000N; with a list, must equal its length.",
+    )
     flags.DEFINE_float(
-        "chunk_mb", 1.0, "Megabytes of text per chunk. Random next sentences and the instance "
-        "shuffle stay within a chunk; memory grows with chunk_mb x num_workers.")
+        "chunk_mb",
+        1.0,
+        "Megabytes of text per chunk. Random next sentences and the instance "
+        "shuffle stay within a chunk; memory grows with chunk_mb x num_workers.",
+    )
     flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords.")
     flags.DEFINE_bool(
-        "do_masking", True, "If False, write unmasked instances (masked_lm_* all padding) for "
-        "readers that mask dynamically.")
-    flags.DEFINE_bool("skip_invalid_utf8", False,
-                      "Skip (and count) lines that are not valid UTF-8 instead of failing.")
+        "do_masking",
+        True,
+        "If False, write unmasked instances (masked_lm_* all padding) for readers that mask dynamically.",
+    )
+    flags.DEFINE_bool("skip_invalid_utf8", False, "Skip (and count) lines that are not valid UTF-8 instead of failing.")
     flags.DEFINE_float("progress_seconds", 10.0, "Seconds between progress lines.")
 
 
@@ -107,36 +110,45 @@ def main(argv):
         short_seq_prob=FLAGS.short_seq_prob,
         dupe_factor=FLAGS.dupe_factor,
         do_whole_word_mask=FLAGS.do_whole_word_mask,
-        do_masking=FLAGS.do_masking)
+        do_masking=FLAGS.do_masking,
+    )
     config.validate()
     if config.masking_shortfall():
         logging.warning(
             "--max_predictions_per_seq=%d caps the masked positions: full-length instances are "
             "masked at %.3f instead of --masked_lm_prob=%g (as the original does).",
-            FLAGS.max_predictions_per_seq, FLAGS.max_predictions_per_seq / FLAGS.max_seq_length,
-            FLAGS.masked_lm_prob)
+            FLAGS.max_predictions_per_seq,
+            FLAGS.max_predictions_per_seq / FLAGS.max_seq_length,
+            FLAGS.masked_lm_prob,
+        )
     if FLAGS.chunk_mb <= 0:
         raise ValueError(f"--chunk_mb={FLAGS.chunk_mb} must be > 0")
     input_files = text_corpus.resolve_input_files(FLAGS.input_file)
-    output_files = pretraining_writer.resolve_output_files(FLAGS.output_file,
-                                                           FLAGS.num_output_shards)
-    logging.info("Reading %d input file(s): %s", len(input_files),
-                 ", ".join(input_files[:5]) + (", ..." if len(input_files) > 5 else ""))
-    logging.info("Writing %d output file(s): %s", len(output_files),
-                 ", ".join(output_files[:5]) + (", ..." if len(output_files) > 5 else ""))
-    pretraining_writer.write_pretraining_data(input_files=input_files,
-                                              output_files=output_files,
-                                              vocab_file=FLAGS.vocab_file,
-                                              config=config,
-                                              do_lower_case=FLAGS.do_lower_case,
-                                              random_seed=FLAGS.random_seed,
-                                              num_workers=FLAGS.num_workers,
-                                              chunk_bytes=max(1,
-                                                              int(FLAGS.chunk_mb * (1 << 20))),
-                                              compression="GZIP" if FLAGS.gzip else None,
-                                              skip_invalid_utf8=FLAGS.skip_invalid_utf8,
-                                              progress_seconds=FLAGS.progress_seconds,
-                                              log_fn=logging.info)
+    output_files = pretraining_writer.resolve_output_files(FLAGS.output_file, FLAGS.num_output_shards)
+    logging.info(
+        "Reading %d input file(s): %s",
+        len(input_files),
+        ", ".join(input_files[:5]) + (", ..." if len(input_files) > 5 else ""),
+    )
+    logging.info(
+        "Writing %d output file(s): %s",
+        len(output_files),
+        ", ".join(output_files[:5]) + (", ..." if len(output_files) > 5 else ""),
+    )
+    pretraining_writer.write_pretraining_data(
+        input_files=input_files,
+        output_files=output_files,
+        vocab_file=FLAGS.vocab_file,
+        config=config,
+        do_lower_case=FLAGS.do_lower_case,
+        random_seed=FLAGS.random_seed,
+        num_workers=FLAGS.num_workers,
+        chunk_bytes=max(1, int(FLAGS.chunk_mb * (1 << 20))),
+        compression="GZIP" if FLAGS.gzip else None,
+        skip_invalid_utf8=FLAGS.skip_invalid_utf8,
+        progress_seconds=FLAGS.progress_seconds,
+        log_fn=logging.info,
+    )
 
 
 def run(argv=None):

@@ -59,8 +59,7 @@ def _varint_bytes(values: np.ndarray):
         real.append(more)
         remaining = remaining >> 7
     num_rows = values.shape[0]
-    return (np.stack(groups, axis=-1).reshape(num_rows,
-                                              -1), np.stack(real, axis=-1).reshape(num_rows, -1))
+    return (np.stack(groups, axis=-1).reshape(num_rows, -1), np.stack(real, axis=-1).reshape(num_rows, -1))
 
 
 def _padded_table(byte_strings):
@@ -69,8 +68,8 @@ def _padded_table(byte_strings):
     table = np.zeros((len(byte_strings), width), np.uint8)
     real = np.zeros((len(byte_strings), width), bool)
     for i, b in enumerate(byte_strings):
-        table[i, :len(b)] = np.frombuffer(b, np.uint8)
-        real[i, :len(b)] = True
+        table[i, : len(b)] = np.frombuffer(b, np.uint8)
+        real[i, : len(b)] = True
     return table, real
 
 
@@ -85,11 +84,11 @@ def _feature_header(name: str, list_field: int, payload_length: int) -> bytes:
     """Framing of one map entry of `Features` around a packed-list payload."""
     key = name.encode("utf-8")
     # Int64List/FloatList { packed value = 1 }; an empty list has no field.
-    values_field = (_tag(1) + _varint(payload_length) if payload_length else b"")
+    values_field = _tag(1) + _varint(payload_length) if payload_length else b""
     list_length = len(values_field) + payload_length
     feature_body = _tag(list_field) + _varint(list_length) + values_field
     feature_length = len(feature_body) + payload_length
-    entry_body = (_tag(1) + _varint(len(key)) + key + _tag(2) + _varint(feature_length))
+    entry_body = _tag(1) + _varint(len(key)) + key + _tag(2) + _varint(feature_length)
     entry_length = len(entry_body) + feature_length
     return _tag(1) + _varint(entry_length) + entry_body + feature_body
 
@@ -150,10 +149,12 @@ class ExampleEncoder:
             if num_rows is None:
                 num_rows = values.shape[0]
             elif values.shape[0] != num_rows:
-                raise ValueError(f"feature {name!r} has {values.shape[0]} rows, "
-                                 f"expected {num_rows}")
+                raise ValueError(f"feature {name!r} has {values.shape[0]} rows, expected {num_rows}")
             payload, real, list_field = self._feature_bytes(name, values)
-            header_of = lambda n, name=name, f=list_field: self._header(name, f, n)
+
+            def header_of(n, name=name, f=list_field):
+                return self._header(name, f, n)
+
             if real is None:
                 header = np.frombuffer(header_of(payload.shape[1]), np.uint8)
                 fixed.append(np.broadcast_to(header, (num_rows, header.size)))
@@ -163,8 +164,7 @@ class ExampleEncoder:
                 variable.append((payload, real))
         if not num_rows:
             return []
-        fixed_block = (np.concatenate(fixed, axis=1) if fixed else np.zeros((num_rows, 0),
-                                                                               np.uint8))
+        fixed_block = np.concatenate(fixed, axis=1) if fixed else np.zeros((num_rows, 0), np.uint8)
         fixed_width = fixed_block.shape[1]
         fixed_bytes = fixed_block.tobytes()
         if variable:
@@ -184,8 +184,9 @@ class ExampleEncoder:
             header = outer.get(total)
             if header is None:
                 header = outer[total] = _tag(1) + _varint(total)  # Example.features
-            records.append(header + fixed_bytes[row * fixed_width:(row + 1) * fixed_width] +
-                           variable_bytes[begin:end])
+            records.append(
+                header + fixed_bytes[row * fixed_width : (row + 1) * fixed_width] + variable_bytes[begin:end]
+            )
             begin = end
         return records
 

@@ -55,10 +55,10 @@ def feature_lengths(record: bytes) -> FeatureLengths:
     """Reads the padded lengths from one serialized Example."""
     feature = tf.train.Example.FromString(record).features.feature
     if "input_ids" not in feature:
-        raise ValueError("records have no 'input_ids' feature; not BERT "
-                         f"pretraining data (features: {sorted(feature.keys())})")
-    predictions = (len(feature["masked_lm_positions"].int64_list.value)
-                   if "masked_lm_positions" in feature else 0)
+        raise ValueError(
+            f"records have no 'input_ids' feature; not BERT pretraining data (features: {sorted(feature.keys())})"
+        )
+    predictions = len(feature["masked_lm_positions"].int64_list.value) if "masked_lm_positions" in feature else 0
     return FeatureLengths(len(feature["input_ids"].int64_list.value), predictions)
 
 
@@ -81,20 +81,20 @@ def format_instance(index: int, example, vocab: Optional[Sequence[str]]) -> str:
     tokens = _tokens(ids, vocab)
     masked = {}
     if "masked_lm_weights" in example:
-        for position, original, weight in zip(example["masked_lm_positions"],
-                                              example["masked_lm_ids"],
-                                              example["masked_lm_weights"]):
+        for position, original, weight in zip(
+            example["masked_lm_positions"], example["masked_lm_ids"], example["masked_lm_weights"]
+        ):
             if weight > 0:
                 masked[int(position)] = _tokens([original], vocab)[0]
-    shown = [
-        f"{{{token}->{masked[i]}}}" if i in masked else token for i, token in enumerate(tokens)
-    ]
+    shown = [f"{{{token}->{masked[i]}}}" if i in masked else token for i, token in enumerate(tokens)]
     a_part = " ".join(t for t, s in zip(shown, segments) if s == 0)
     b_part = " ".join(t for t, s in zip(shown, segments) if s == 1)
     is_random = int(example["next_sentence_labels"][0]) == 1
-    return (f"Instance {index}: length {length}, {len(masked)} masked, "
-            f"next sentence: {'random (label 1)' if is_random else 'actual (label 0)'}\n"
-            f"  A: {a_part}\n  B: {b_part}")
+    return (
+        f"Instance {index}: length {length}, {len(masked)} masked, "
+        f"next sentence: {'random (label 1)' if is_random else 'actual (label 0)'}\n"
+        f"  A: {a_part}\n  B: {b_part}"
+    )
 
 
 @dataclasses.dataclass
@@ -133,8 +133,7 @@ class RecordStats:
             self.num_random += int((real & ~kept & ~is_mask).sum())
         positions = batch["masked_lm_positions"]
         b_start = (mask - batch["segment_ids"]).sum(axis=1) - 1  # second [SEP]
-        special = ((positions == 0) | (positions == b_start[:, None]) |
-                   (positions == (lengths - 1)[:, None]))
+        special = (positions == 0) | (positions == b_start[:, None]) | (positions == (lengths - 1)[:, None])
         self.num_special_masked += int((special & real).sum())
 
     def format(self) -> str:
@@ -154,17 +153,20 @@ class RecordStats:
         if self.predictions:
             predictions = np.concatenate(self.predictions)
             total = max(int(predictions.sum()), 1)
-            lines.append(f"Predictions per instance: mean {predictions.mean():.2f}, min "
-                         f"{predictions.min()}, max {predictions.max()}; masked fraction "
-                         f"{predictions.sum() / lengths.sum():.2%} of tokens")
+            lines.append(
+                f"Predictions per instance: mean {predictions.mean():.2f}, min "
+                f"{predictions.min()}, max {predictions.max()}; masked fraction "
+                f"{predictions.sum() / lengths.sum():.2%} of tokens"
+            )
             if self.num_mask_token or self.num_random:
-                lines.append(f"Replacement: [MASK] {self.num_mask_token / total:.1%}, random "
-                             f"{self.num_random / total:.1%}, kept {self.num_kept / total:.1%}"
-                             " (a random draw equal to the original counts as kept)")
+                lines.append(
+                    f"Replacement: [MASK] {self.num_mask_token / total:.1%}, random "
+                    f"{self.num_random / total:.1%}, kept {self.num_kept / total:.1%}"
+                    " (a random draw equal to the original counts as kept)"
+                )
             else:
                 lines.append(f"Kept (input token = label): {self.num_kept / total:.1%}")
-            lines.append(f"Predictions on [CLS]/[SEP] positions: "
-                         f"{self.num_special_masked}")
+            lines.append(f"Predictions on [CLS]/[SEP] positions: {self.num_special_masked}")
         return "\n".join(lines)
 
 
@@ -175,17 +177,20 @@ def _first_record(files, compression):
             for record in tf.data.TFRecordDataset(path, compression_type=compression).take(1):
                 return path, record.numpy()
         except tf.errors.OpError as error:
-            raise BadInputError(f"{path}: cannot read as a TFRecord file (compression="
-                                f"{compression or 'none'}): {error.message}") from None
+            raise BadInputError(
+                f"{path}: cannot read as a TFRecord file (compression={compression or 'none'}): {error.message}"
+            ) from None
     return None
 
 
-def inspect(input_patterns,
-            vocab_file: Optional[str] = None,
-            num: int = 5,
-            max_records: Optional[int] = None,
-            compression: Optional[str] = None,
-            out=None):
+def inspect(
+    input_patterns,
+    vocab_file: Optional[str] = None,
+    num: int = 5,
+    max_records: Optional[int] = None,
+    compression: Optional[str] = None,
+    out=None,
+):
     """Prints `num` decoded instances and statistics of the records.
 
     Raises:
@@ -217,10 +222,12 @@ def inspect(input_patterns,
         raise BadInputError(f"{first[0]}: record 0 is not a tf.train.Example") from None
     except ValueError as error:
         raise BadInputError(f"{first[0]}: {error}") from None
-    out.write(f"{len(files)} file(s): {', '.join(files[:5])}"
-              f"{', ...' if len(files) > 5 else ''}\n"
-              f"seq_length {lengths.seq_length}, max_predictions_per_seq "
-              f"{lengths.max_predictions_per_seq}\n\n")
+    out.write(
+        f"{len(files)} file(s): {', '.join(files[:5])}"
+        f"{', ...' if len(files) > 5 else ''}\n"
+        f"seq_length {lengths.seq_length}, max_predictions_per_seq "
+        f"{lengths.max_predictions_per_seq}\n\n"
+    )
     spec = _parse_spec(lengths)
     stats = RecordStats()
     shown = 0
@@ -243,12 +250,12 @@ def inspect(input_patterns,
                 stats.add(batch, mask_id)
                 in_file += len(batch["input_ids"])
         except tf.errors.DataLossError as error:
-            raise BadInputError(f"{path}: corrupt or truncated after record {in_file}: "
-                                f"{error.message}") from None
+            raise BadInputError(f"{path}: corrupt or truncated after record {in_file}: {error.message}") from None
         except tf.errors.InvalidArgumentError as error:
             raise BadInputError(
                 f"{path}: records from #{in_file} on do not parse as BERT pretraining examples with "
-                f"the lengths of the first record ({lengths}); mixed files? {error.message}") from None
+                f"the lengths of the first record ({lengths}); mixed files? {error.message}"
+            ) from None
     out.write(stats.format() + "\n")
     return stats
 

@@ -24,22 +24,25 @@ FLAGS = flags.FLAGS
 
 
 def define_flags():
-    flags.DEFINE_string("input_file", None,
-                        "Text file(s): comma-separated paths or glob patterns.")
+    flags.DEFINE_string("input_file", None, "Text file(s): comma-separated paths or glob patterns.")
     flags.DEFINE_string("output_file", None, "Where to write vocab.txt.")
     flags.DEFINE_integer("vocab_size", 30522, "Maximum vocabulary size, special tokens included.")
-    flags.DEFINE_bool("do_lower_case", True,
-                      "Learn an uncased vocabulary (lower-case, strip accents); "
-                      "--nodo_lower_case for a cased one.")
+    flags.DEFINE_bool(
+        "do_lower_case",
+        True,
+        "Learn an uncased vocabulary (lower-case, strip accents); --nodo_lower_case for a cased one.",
+    )
     flags.DEFINE_integer("num_unused", 0, "Placeholder tokens [unused0].. after the special tokens.")
     flags.DEFINE_integer("min_count", 10, "Lowest piece count the learner's threshold search tries.")
-    flags.DEFINE_integer("max_unique_chars", 1000,
-                         "Alphabet size; words with rarer characters are ignored.")
+    flags.DEFINE_integer("max_unique_chars", 1000, "Alphabet size; words with rarer characters are ignored.")
     flags.DEFINE_integer("max_word_length", 50, "Longer words are ignored.")
     flags.DEFINE_integer("num_iterations", 4, "Refinement passes of the learner.")
-    flags.DEFINE_integer("max_input_words", 5_000_000,
-                         "Learn from this many of the most frequent distinct words; the others are still "
-                         "tokenized into the learned pieces. Lower is faster (the learner is pure Python).")
+    flags.DEFINE_integer(
+        "max_input_words",
+        5_000_000,
+        "Learn from this many of the most frequent distinct words; the others are still "
+        "tokenized into the learned pieces. Lower is faster (the learner is pure Python).",
+    )
     flags.DEFINE_integer("max_lines", 0, "Read at most this many lines (0: all).")
 
 
@@ -71,9 +74,19 @@ def _first_invalid_utf8_line(input_files):
     return None
 
 
-def make_vocab(input_files, output_file, vocab_size, do_lower_case=True, num_unused=0,
-               min_count=10, max_unique_chars=1000, max_word_length=50, num_iterations=4,
-               max_input_words=5_000_000, max_lines=0):
+def make_vocab(
+    input_files,
+    output_file,
+    vocab_size,
+    do_lower_case=True,
+    num_unused=0,
+    min_count=10,
+    max_unique_chars=1000,
+    max_word_length=50,
+    num_iterations=4,
+    max_input_words=5_000_000,
+    max_lines=0,
+):
     """Learns a vocabulary from `input_files` and writes it to `output_file`.
 
     Returns the list of tokens written.
@@ -85,8 +98,10 @@ def make_vocab(input_files, output_file, vocab_size, do_lower_case=True, num_unu
 
     reserved = list(vocab_lib.SPECIAL_TOKENS) + [f"[unused{i}]" for i in range(num_unused)]
     if vocab_size <= len(reserved):
-        raise BadInputError(f"--vocab_size={vocab_size} leaves no room after the {len(reserved)} reserved "
-                            "tokens (special tokens and --num_unused)")
+        raise BadInputError(
+            f"--vocab_size={vocab_size} leaves no room after the {len(reserved)} reserved "
+            "tokens (special tokens and --num_unused)"
+        )
     for path in input_files:
         if not os.path.isfile(path):
             raise BadInputError(f"--input_file: {path!r} is not a file")
@@ -96,8 +111,11 @@ def make_vocab(input_files, output_file, vocab_size, do_lower_case=True, num_unu
     if max_lines:
         lines = lines.take(max_lines)
     # The tokenizer would quietly replace bytes that are not UTF-8; fail instead, then find the line.
-    lines = lines.map(lambda line: tf.strings.unicode_transcode(line, "UTF-8", "UTF-8", errors="strict"),
-                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    lines = lines.map(
+        lambda line: tf.strings.unicode_transcode(line, "UTF-8", "UTF-8", errors="strict"),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
     try:
         counts = vocab_learning.count_words(lines, lower_case=do_lower_case)
     except (tf.errors.OpError, UnicodeDecodeError) as e:
@@ -111,9 +129,15 @@ def make_vocab(input_files, output_file, vocab_size, do_lower_case=True, num_unu
         raise BadInputError(f"--input_file: no words in {', '.join(input_files)}")
     try:
         tokens = vocab_learning.learn_vocab(
-            counts, vocab_size, reserved_tokens=reserved, min_count=min_count,
-            max_unique_chars=max_unique_chars, max_word_length=max_word_length,
-            num_iterations=num_iterations, max_input_words=max_input_words)
+            counts,
+            vocab_size,
+            reserved_tokens=reserved,
+            min_count=min_count,
+            max_unique_chars=max_unique_chars,
+            max_word_length=max_word_length,
+            num_iterations=num_iterations,
+            max_input_words=max_input_words,
+        )
     except ValueError as e:
         # The alphabet of the corpus does not fit: only the flags can fix it.
         raise BadInputError(f"--vocab_size={vocab_size}: {e}") from None
@@ -126,11 +150,19 @@ def make_vocab(input_files, output_file, vocab_size, do_lower_case=True, num_unu
 def main(argv):
     del argv  # Checked by cli.main_function.
     cli.require_flags("input_file", "output_file")
-    make_vocab(expand_input_files(FLAGS.input_file), FLAGS.output_file, FLAGS.vocab_size,
-               do_lower_case=FLAGS.do_lower_case, num_unused=FLAGS.num_unused,
-               min_count=FLAGS.min_count, max_unique_chars=FLAGS.max_unique_chars,
-               max_word_length=FLAGS.max_word_length, num_iterations=FLAGS.num_iterations,
-               max_input_words=FLAGS.max_input_words, max_lines=FLAGS.max_lines)
+    make_vocab(
+        expand_input_files(FLAGS.input_file),
+        FLAGS.output_file,
+        FLAGS.vocab_size,
+        do_lower_case=FLAGS.do_lower_case,
+        num_unused=FLAGS.num_unused,
+        min_count=FLAGS.min_count,
+        max_unique_chars=FLAGS.max_unique_chars,
+        max_word_length=FLAGS.max_word_length,
+        num_iterations=FLAGS.num_iterations,
+        max_input_words=FLAGS.max_input_words,
+        max_lines=FLAGS.max_lines,
+    )
 
 
 def run(argv=None):

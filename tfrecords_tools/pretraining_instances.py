@@ -60,8 +60,10 @@ class InstanceConfig:
     def validate(self):
         """Raises ValueError naming the offending parameter (= the CLI flag)."""
         if self.max_seq_length < 5:
-            raise ValueError(f"--max_seq_length={self.max_seq_length} is too small: an instance "
-                             "needs [CLS] A [SEP] B [SEP], at least 5 tokens.")
+            raise ValueError(
+                f"--max_seq_length={self.max_seq_length} is too small: an instance "
+                "needs [CLS] A [SEP] B [SEP], at least 5 tokens."
+            )
         if self.dupe_factor < 1:
             raise ValueError(f"--dupe_factor={self.dupe_factor} must be >= 1.")
         if not 0.0 <= self.short_seq_prob <= 1.0:
@@ -71,8 +73,7 @@ class InstanceConfig:
         if not 0.0 < self.masked_lm_prob < 1.0:
             raise ValueError(f"--masked_lm_prob={self.masked_lm_prob} must be in (0, 1).")
         if self.max_predictions_per_seq < 1:
-            raise ValueError(f"--max_predictions_per_seq={self.max_predictions_per_seq} must be "
-                             ">= 1.")
+            raise ValueError(f"--max_predictions_per_seq={self.max_predictions_per_seq} must be >= 1.")
 
     def masking_shortfall(self):
         """Predictions a full-length instance wants beyond --max_predictions_per_seq (0: none).
@@ -115,14 +116,17 @@ class VocabInfo:
             index.setdefault(token, i)
         missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in index]
         if missing:
-            raise ValueError(f"{source} has no {', '.join(missing)} token; BERT "
-                             "pretraining data needs [CLS], [SEP] and [MASK].")
+            raise ValueError(
+                f"{source} has no {', '.join(missing)} token; BERT pretraining data needs [CLS], [SEP] and [MASK]."
+            )
         is_continuation = np.array([t.startswith("##") for t in tokens], bool)
-        return cls(vocab_size=len(tokens),
-                   cls_id=index["[CLS]"],
-                   sep_id=index["[SEP]"],
-                   mask_id=index["[MASK]"],
-                   is_continuation=is_continuation)
+        return cls(
+            vocab_size=len(tokens),
+            cls_id=index["[CLS]"],
+            sep_id=index["[SEP]"],
+            mask_id=index["[MASK]"],
+            is_continuation=is_continuation,
+        )
 
 
 @dataclasses.dataclass
@@ -152,11 +156,11 @@ class DocumentChunk:
                 document_offsets.append(len(sentences))
         lengths = [len(s) for s in sentences]
         token_ids = np.fromiter((t for s in sentences for t in s), np.int32, count=sum(lengths))
-        return cls(token_ids=token_ids,
-                   sentence_offsets=np.concatenate([[0],
-                                                    np.cumsum(lengths,
-                                                              dtype=np.int64)]).astype(np.int64),
-                   document_offsets=np.asarray(document_offsets, np.int64))
+        return cls(
+            token_ids=token_ids,
+            sentence_offsets=np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64),
+            document_offsets=np.asarray(document_offsets, np.int64),
+        )
 
     @property
     def num_documents(self):
@@ -221,8 +225,7 @@ class PretrainingInstances:
         return int(self.input_ids.shape[0])
 
 
-def create_pair_spans(chunk: DocumentChunk, config: InstanceConfig,
-                      rng: random.Random) -> PairSpans:
+def create_pair_spans(chunk: DocumentChunk, config: InstanceConfig, rng: random.Random) -> PairSpans:
     """Runs segment building and A/B choice for every document and dupe round.
 
     Returns spans before truncation, in creation order.
@@ -296,12 +299,14 @@ def create_pair_spans(chunk: DocumentChunk, config: InstanceConfig,
                     segment_first = i + 1
                     segment_tokens = 0
                 i += 1
-    return PairSpans(a_start=np.asarray(a_start, np.int64),
-                     a_length=np.asarray(a_length, np.int64),
-                     b_start=np.asarray(b_start, np.int64),
-                     b_length=np.asarray(b_length, np.int64),
-                     is_random_next=np.asarray(random_next, np.int32),
-                     one_sentence=np.asarray(one_sentence, bool))
+    return PairSpans(
+        a_start=np.asarray(a_start, np.int64),
+        a_length=np.asarray(a_length, np.int64),
+        b_start=np.asarray(b_start, np.int64),
+        b_length=np.asarray(b_length, np.int64),
+        is_random_next=np.asarray(random_next, np.int32),
+        one_sentence=np.asarray(one_sentence, bool),
+    )
 
 
 def truncate_pairs(spans: PairSpans, max_num_tokens: int, rng: np.random.Generator) -> PairSpans:
@@ -318,19 +323,20 @@ def truncate_pairs(spans: PairSpans, max_num_tokens: int, rng: np.random.Generat
     a_longer = a_length > b_length
     # Once equal, pops alternate B, A, B, ...: B takes the odd one.
     a_cut = np.where(a_longer, np.minimum(excess, gap), 0) + beyond_gap // 2
-    b_cut = (np.where(a_longer, 0, np.minimum(excess, gap)) + beyond_gap - beyond_gap // 2)
+    b_cut = np.where(a_longer, 0, np.minimum(excess, gap)) + beyond_gap - beyond_gap // 2
     a_front = rng.binomial(a_cut, 0.5)
     b_front = rng.binomial(b_cut, 0.5)
-    return PairSpans(a_start=spans.a_start + a_front,
-                     a_length=a_length - a_cut,
-                     b_start=spans.b_start + b_front,
-                     b_length=b_length - b_cut,
-                     is_random_next=spans.is_random_next,
-                     one_sentence=spans.one_sentence)
+    return PairSpans(
+        a_start=spans.a_start + a_front,
+        a_length=a_length - a_cut,
+        b_start=spans.b_start + b_front,
+        b_length=b_length - b_cut,
+        is_random_next=spans.is_random_next,
+        one_sentence=spans.one_sentence,
+    )
 
 
-def assemble_instances(token_ids: np.ndarray, spans: PairSpans, config: InstanceConfig,
-                       vocab: VocabInfo):
+def assemble_instances(token_ids: np.ndarray, spans: PairSpans, config: InstanceConfig, vocab: VocabInfo):
     """Lays out [CLS] A [SEP] B [SEP] + padding.
 
     Returns:
@@ -345,8 +351,11 @@ def assemble_instances(token_ids: np.ndarray, spans: PairSpans, config: Instance
     in_a = (position >= 1) & (position <= a_length)
     b_offset = position - a_length - 2
     in_b = (b_offset >= 0) & (b_offset < b_length)
-    source = np.where(in_a, spans.a_start.astype(np.int32)[:, None] + (position - 1),
-                      spans.b_start.astype(np.int32)[:, None] + b_offset)
+    source = np.where(
+        in_a,
+        spans.a_start.astype(np.int32)[:, None] + (position - 1),
+        spans.b_start.astype(np.int32)[:, None] + b_offset,
+    )
     in_text = in_a | in_b
     input_ids = np.where(in_text, token_ids[np.where(in_text, source, 0)], 0).astype(np.int32)
     rows = np.arange(n)
@@ -364,8 +373,7 @@ def _num_to_predict(length: np.ndarray, config: InstanceConfig):
     return np.minimum(config.max_predictions_per_seq, np.maximum(1, wanted)).astype(np.int64)
 
 
-def _select_token_positions(candidates: np.ndarray, num_to_predict: np.ndarray,
-                            rng: np.random.Generator) -> np.ndarray:
+def _select_token_positions(candidates: np.ndarray, num_to_predict: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Chooses `num_to_predict` random candidate positions per row.
 
     Returns:
@@ -381,16 +389,23 @@ def _select_token_positions(candidates: np.ndarray, num_to_predict: np.ndarray,
     rows = np.arange(n)[:, None]
     # Only the `most` smallest keys of a row can be chosen: partition, then
     # order those few.
-    smallest = (np.argpartition(keys, most - 1, axis=1)[:, :most]
-                if most < seq_length else np.tile(np.arange(seq_length), (n, 1)))
+    smallest = (
+        np.argpartition(keys, most - 1, axis=1)[:, :most]
+        if most < seq_length
+        else np.tile(np.arange(seq_length), (n, 1))
+    )
     smallest = np.take_along_axis(smallest, np.argsort(keys[rows, smallest], axis=1), axis=1)
-    take = ((np.arange(most)[None, :] < num_to_predict[:, None]) &
-            (keys[rows, smallest] < _UNSELECTABLE_KEY))
+    take = (np.arange(most)[None, :] < num_to_predict[:, None]) & (keys[rows, smallest] < _UNSELECTABLE_KEY)
     return np.sort(np.where(take, smallest, seq_length), axis=1)
 
 
-def _select_whole_words(input_ids: np.ndarray, candidates: np.ndarray, num_to_predict: np.ndarray,
-                        vocab: VocabInfo, rng: np.random.Generator) -> np.ndarray:
+def _select_whole_words(
+    input_ids: np.ndarray,
+    candidates: np.ndarray,
+    num_to_predict: np.ndarray,
+    vocab: VocabInfo,
+    rng: np.random.Generator,
+) -> np.ndarray:
     """Whole-word selection: words in random order, skipping any that overflow.
 
     A word is a candidate token plus the `##` candidates right after it. As in
@@ -426,8 +441,14 @@ def _select_whole_words(input_ids: np.ndarray, candidates: np.ndarray, num_to_pr
     return candidates & chosen_words[rows[:, None], safe_index]
 
 
-def mask_instances(input_ids: np.ndarray, input_mask: np.ndarray, spans: PairSpans,
-                   config: InstanceConfig, vocab: VocabInfo, rng: np.random.Generator):
+def mask_instances(
+    input_ids: np.ndarray,
+    input_mask: np.ndarray,
+    spans: PairSpans,
+    config: InstanceConfig,
+    vocab: VocabInfo,
+    rng: np.random.Generator,
+):
     """Applies masked-LM masking in place on `input_ids`.
 
     Returns:
@@ -453,13 +474,11 @@ def mask_instances(input_ids: np.ndarray, input_mask: np.ndarray, spans: PairSpa
     if config.do_whole_word_mask:
         selected = _select_whole_words(input_ids, candidates, num_to_predict, vocab, rng)
         # Selected positions first (ascending), then padding.
-        positions = np.sort(np.where(selected, np.arange(seq_length)[None, :], seq_length),
-                            axis=1)[:, :max_predictions]
+        positions = np.sort(np.where(selected, np.arange(seq_length)[None, :], seq_length), axis=1)[:, :max_predictions]
     else:
         positions = _select_token_positions(candidates, num_to_predict, rng)
     if positions.shape[1] < max_predictions:
-        positions = np.pad(positions, [(0, 0), (0, max_predictions - positions.shape[1])],
-                           constant_values=seq_length)
+        positions = np.pad(positions, [(0, 0), (0, max_predictions - positions.shape[1])], constant_values=seq_length)
     valid = positions < seq_length
     positions = np.where(valid, positions, 0)
     original = input_ids[rows[:, None], positions]
@@ -467,10 +486,12 @@ def mask_instances(input_ids: np.ndarray, input_mask: np.ndarray, spans: PairSpa
     draw = rng.random((n, max_predictions), dtype=np.float32)
     keep_or_random = rng.random((n, max_predictions), dtype=np.float32)
     random_ids = rng.integers(0, vocab.vocab_size, size=(n, max_predictions))
-    choice = np.where(draw < 0.8, MASK_CHOICE_MASK,
-                      np.where(keep_or_random < 0.5, MASK_CHOICE_KEEP, MASK_CHOICE_RANDOM))
-    replacement = np.where(choice == MASK_CHOICE_MASK, vocab.mask_id,
-                           np.where(choice == MASK_CHOICE_KEEP, original, random_ids))
+    choice = np.where(
+        draw < 0.8, MASK_CHOICE_MASK, np.where(keep_or_random < 0.5, MASK_CHOICE_KEEP, MASK_CHOICE_RANDOM)
+    )
+    replacement = np.where(
+        choice == MASK_CHOICE_MASK, vocab.mask_id, np.where(choice == MASK_CHOICE_KEEP, original, random_ids)
+    )
     valid_rows, valid_cols = np.nonzero(valid)
     input_ids[valid_rows, positions[valid_rows, valid_cols]] = replacement[valid_rows, valid_cols]
 
@@ -481,22 +502,24 @@ def mask_instances(input_ids: np.ndarray, input_mask: np.ndarray, spans: PairSpa
     return positions_out, ids_out, weights_out, choices_out
 
 
-def finish_instances(token_ids: np.ndarray, spans: PairSpans, config: InstanceConfig,
-                     vocab: VocabInfo, rng: np.random.Generator) -> PretrainingInstances:
+def finish_instances(
+    token_ids: np.ndarray, spans: PairSpans, config: InstanceConfig, vocab: VocabInfo, rng: np.random.Generator
+) -> PretrainingInstances:
     """Truncates, lays out and masks a batch of pair spans."""
     spans = truncate_pairs(spans, config.max_num_tokens, rng)
     input_ids, input_mask, segment_ids = assemble_instances(token_ids, spans, config, vocab)
-    positions, ids, weights, choices = mask_instances(input_ids, input_mask, spans, config, vocab,
-                                                      rng)
-    return PretrainingInstances(input_ids=input_ids,
-                                input_mask=input_mask,
-                                segment_ids=segment_ids,
-                                masked_lm_positions=positions,
-                                masked_lm_ids=ids,
-                                masked_lm_weights=weights,
-                                next_sentence_labels=spans.is_random_next.astype(np.int32),
-                                mask_choices=choices,
-                                one_sentence=spans.one_sentence)
+    positions, ids, weights, choices = mask_instances(input_ids, input_mask, spans, config, vocab, rng)
+    return PretrainingInstances(
+        input_ids=input_ids,
+        input_mask=input_mask,
+        segment_ids=segment_ids,
+        masked_lm_positions=positions,
+        masked_lm_ids=ids,
+        masked_lm_weights=weights,
+        next_sentence_labels=spans.is_random_next.astype(np.int32),
+        mask_choices=choices,
+        one_sentence=spans.one_sentence,
+    )
 
 
 def chunk_seeds(random_seed: int, chunk_index: int):
@@ -506,12 +529,14 @@ def chunk_seeds(random_seed: int, chunk_index: int):
     return python_seed, np.random.Generator(np.random.PCG64(sequence.spawn(1)[0]))
 
 
-def create_instances(chunk: DocumentChunk,
-                     config: InstanceConfig,
-                     vocab: VocabInfo,
-                     seed: int,
-                     chunk_index: int = 0,
-                     batch_size: Optional[int] = 4096):
+def create_instances(
+    chunk: DocumentChunk,
+    config: InstanceConfig,
+    vocab: VocabInfo,
+    seed: int,
+    chunk_index: int = 0,
+    batch_size: Optional[int] = 4096,
+):
     """Yields `PretrainingInstances` batches for one chunk, shuffled.
 
     Args:
@@ -530,5 +555,4 @@ def create_instances(chunk: DocumentChunk,
     spans = spans.take(generator.permutation(len(spans)))
     step = batch_size or max(len(spans), 1)
     for begin in range(0, len(spans), step):
-        yield finish_instances(chunk.token_ids, spans.take(slice(begin, begin + step)), config,
-                               vocab, generator)
+        yield finish_instances(chunk.token_ids, spans.take(slice(begin, begin + step)), config, vocab, generator)

@@ -44,6 +44,7 @@ def bert_tokenizer_factory(vocab_file: str, do_lower_case: bool):
     """
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+
     tokenizer = tokenization.BertTokenizer(vocab_file, lower_case=do_lower_case)
 
     # One graph for the whole batch: about twice as fast as op-by-op eager.
@@ -62,6 +63,7 @@ def bert_tokenizer_factory(vocab_file: str, do_lower_case: bool):
 
 def load_vocab_tokens(vocab_file: str) -> List[str]:
     from bert_tf.tokenization import load_vocab  # pylint: disable=g-import-not-at-top
+
     return load_vocab(vocab_file)
 
 
@@ -90,8 +92,8 @@ class ChunkStats:
 
 
 def tokenize_chunk(
-        data: bytes, tokenize_fn: Callable,
-        skip_invalid_utf8: bool) -> Tuple[pretraining_instances.DocumentChunk, ChunkStats]:
+    data: bytes, tokenize_fn: Callable, skip_invalid_utf8: bool
+) -> Tuple[pretraining_instances.DocumentChunk, ChunkStats]:
     """Splits a chunk into lines and documents and tokenizes it in batches."""
     stats = ChunkStats()
     try:
@@ -126,12 +128,11 @@ def tokenize_chunk(
 
     flat_parts, length_parts = [], []
     for begin in range(0, len(texts), _TOKENIZE_BATCH_LINES):
-        flat, lengths = tokenize_fn(texts[begin:begin + _TOKENIZE_BATCH_LINES])
+        flat, lengths = tokenize_fn(texts[begin : begin + _TOKENIZE_BATCH_LINES])
         flat_parts.append(flat)
         length_parts.append(lengths)
-    token_ids = (np.concatenate(flat_parts).astype(np.int32)
-                 if flat_parts else np.zeros([0], np.int32))
-    lengths = (np.concatenate(length_parts) if length_parts else np.zeros([0], np.int64))
+    token_ids = np.concatenate(flat_parts).astype(np.int32) if flat_parts else np.zeros([0], np.int32)
+    lengths = np.concatenate(length_parts) if length_parts else np.zeros([0], np.int64)
     kept = lengths > 0
     stats.num_empty_token_lines = int((~kept).sum())
     lengths = lengths[kept]
@@ -142,7 +143,8 @@ def tokenize_chunk(
     chunk = pretraining_instances.DocumentChunk(
         token_ids=token_ids,
         sentence_offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
-        document_offsets=np.concatenate([starts, [len(lengths)]]).astype(np.int64))
+        document_offsets=np.concatenate([starts, [len(lengths)]]).astype(np.int64),
+    )
     stats.num_documents = chunk.num_documents
     stats.num_tokens = chunk.num_tokens
     return chunk, stats
@@ -151,8 +153,7 @@ def tokenize_chunk(
 def _features_of(instances: pretraining_instances.PretrainingInstances):
     return {
         name: getattr(instances, name)
-        for name in example_encoder.PRETRAINING_INT_FEATURES +
-        example_encoder.PRETRAINING_FLOAT_FEATURES
+        for name in example_encoder.PRETRAINING_INT_FEATURES + example_encoder.PRETRAINING_FLOAT_FEATURES
     }
 
 
@@ -173,6 +174,7 @@ class _ChunkProcessor:
     def __init__(self, settings: _WorkerSettings):
         if settings.single_threaded_tf:
             import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
             # The worker processes already fill the cores; TF thread pools would
             # oversubscribe them.
             try:
@@ -183,27 +185,29 @@ class _ChunkProcessor:
         self._settings = settings
         self._tokenize = settings.tokenizer_factory(settings.vocab_file, settings.do_lower_case)
         self._vocab = pretraining_instances.VocabInfo.from_tokens(
-            load_vocab_tokens(settings.vocab_file), settings.vocab_file)
+            load_vocab_tokens(settings.vocab_file), settings.vocab_file
+        )
         self._encoder = example_encoder.pretraining_example_encoder()
 
     def __call__(self, chunk_index: int, data: bytes):
         settings = self._settings
         chunk, stats = tokenize_chunk(data, self._tokenize, settings.skip_invalid_utf8)
         records = []
-        for batch in pretraining_instances.create_instances(chunk,
-                                                            settings.config,
-                                                            self._vocab,
-                                                            settings.random_seed,
-                                                            chunk_index=chunk_index,
-                                                            batch_size=_INSTANCE_BATCH):
+        for batch in pretraining_instances.create_instances(
+            chunk,
+            settings.config,
+            self._vocab,
+            settings.random_seed,
+            chunk_index=chunk_index,
+            batch_size=_INSTANCE_BATCH,
+        ):
             records.extend(self._encoder.encode(_features_of(batch)))
             choices = batch.mask_choices
             stats.num_instances += len(batch)
             stats.num_instance_tokens += int(batch.input_mask.sum())
             stats.num_masked += int((choices != 0).sum())
             stats.num_mask_token += int((choices == pretraining_instances.MASK_CHOICE_MASK).sum())
-            stats.num_random_token += int(
-                (choices == pretraining_instances.MASK_CHOICE_RANDOM).sum())
+            stats.num_random_token += int((choices == pretraining_instances.MASK_CHOICE_RANDOM).sum())
             stats.num_kept_token += int((choices == pretraining_instances.MASK_CHOICE_KEEP).sum())
             stats.num_random_next += int(batch.next_sentence_labels.sum())
             stats.num_one_sentence += int(batch.one_sentence.sum())
@@ -240,7 +244,7 @@ def _warm_up():
 
 
 def _start_method() -> str:
-    """"fork" when this process has not started TensorFlow's runtime, else "spawn".
+    """ "fork" when this process has not started TensorFlow's runtime, else "spawn".
 
     A forked helper inherits the imported modules (no second TensorFlow import,
     seconds saved), which is safe until the eager context starts its thread
@@ -254,6 +258,7 @@ def _start_method() -> str:
         # No public API says whether the runtime has started without starting it (every tf.config
         # call initializes it), so this reads TensorFlow's internals; if they change, "spawn" is safe.
         from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
+
         runtime = context.context_safe()
         return "fork" if runtime is None or not runtime._initialized else "spawn"  # pylint: disable=protected-access
     except (ImportError, AttributeError):
@@ -293,8 +298,7 @@ class WriteSummary:
             f"Input: {self.input_bytes:,} bytes, {s.num_words:,} words, "
             f"{s.num_text_lines:,} lines, {s.num_documents:,} documents, "
             f"{s.num_tokens:,} tokens, {self.num_chunks:,} chunks.",
-            f"Skipped lines: {s.num_empty_token_lines:,} with no token, "
-            f"{s.num_invalid_utf8_lines:,} not UTF-8.",
+            f"Skipped lines: {s.num_empty_token_lines:,} with no token, {s.num_invalid_utf8_lines:,} not UTF-8.",
             f"Masked: {s.num_masked:,} of {s.num_instance_tokens:,} tokens "
             f"({self.masked_fraction:.2%}); [MASK] {s.num_mask_token / masked:.1%}"
             f", random {s.num_random_token / masked:.1%}, "
@@ -318,12 +322,12 @@ def resolve_output_files(output_file: str, num_output_shards: Optional[int]) -> 
         if num_output_shards < 1:
             raise ValueError(f"--num_output_shards={num_output_shards} must be >= 1")
         if len(outputs) == 1 and num_output_shards > 1:
-            outputs = [
-                f"{outputs[0]}-{i:05d}-of-{num_output_shards:05d}" for i in range(num_output_shards)
-            ]
+            outputs = [f"{outputs[0]}-{i:05d}-of-{num_output_shards:05d}" for i in range(num_output_shards)]
         elif len(outputs) != num_output_shards:
-            raise ValueError(f"--num_output_shards={num_output_shards} does not match the "
-                             f"{len(outputs)} files given in --output_file")
+            raise ValueError(
+                f"--num_output_shards={num_output_shards} does not match the "
+                f"{len(outputs)} files given in --output_file"
+            )
     if len(set(outputs)) != len(outputs):
         raise ValueError(f"--output_file lists a file twice: {output_file!r}")
     return outputs
@@ -390,8 +394,7 @@ def write_pretraining_data(
         raise ValueError(f"compression must be None or 'GZIP', got {compression!r}")
     if not output_files:
         raise ValueError("no output file given")
-    vocab_info = pretraining_instances.VocabInfo.from_tokens(load_vocab_tokens(vocab_file),
-                                                             f"vocabulary {vocab_file}")
+    vocab_info = pretraining_instances.VocabInfo.from_tokens(load_vocab_tokens(vocab_file), f"vocabulary {vocab_file}")
     del vocab_info  # validated; workers build their own
     inputs = {os.path.abspath(p) for p in input_files}
     for path in output_files:
@@ -401,13 +404,15 @@ def write_pretraining_data(
     num_workers = num_workers or default_num_workers()
     if num_workers < 1:
         raise ValueError(f"--num_workers={num_workers} must be >= 1")
-    settings = _WorkerSettings(vocab_file=vocab_file,
-                               do_lower_case=do_lower_case,
-                               config=config,
-                               random_seed=random_seed,
-                               skip_invalid_utf8=skip_invalid_utf8,
-                               tokenizer_factory=tokenizer_factory,
-                               single_threaded_tf=num_workers > 1)
+    settings = _WorkerSettings(
+        vocab_file=vocab_file,
+        do_lower_case=do_lower_case,
+        config=config,
+        random_seed=random_seed,
+        skip_invalid_utf8=skip_invalid_utf8,
+        tokenizer_factory=tokenizer_factory,
+        single_threaded_tf=num_workers > 1,
+    )
 
     for path in output_files:
         parent = os.path.dirname(path)
@@ -431,7 +436,8 @@ def write_pretraining_data(
                 max_workers=num_workers - 1,
                 mp_context=multiprocessing.get_context(_start_method()),
                 initializer=_init_worker,
-                initargs=(settings, ))
+                initargs=(settings,),
+            )
             for _ in range(num_workers - 1):
                 executor.submit(_warm_up)
         writers = [tf.io.TFRecordWriter(p, options) for p in temp_files]
@@ -455,11 +461,13 @@ def write_pretraining_data(
             if now - last_progress >= progress_seconds:
                 last_progress = now
                 elapsed = now - start_time
-                log_fn(f"{total.num_documents:,} documents, "
-                       f"{total.num_instances:,} instances, "
-                       f"{total.num_instances / elapsed:,.0f} instances/s, "
-                       f"{total.num_words / elapsed:,.0f} words/s "
-                       f"({num_chunks} chunks)")
+                log_fn(
+                    f"{total.num_documents:,} documents, "
+                    f"{total.num_instances:,} instances, "
+                    f"{total.num_instances / elapsed:,.0f} instances/s, "
+                    f"{total.num_words / elapsed:,.0f} words/s "
+                    f"({num_chunks} chunks)"
+                )
 
         chunks = enumerate(text_corpus.iter_chunks(input_files, chunk_bytes))
         processor = _ChunkProcessor(settings)
@@ -485,7 +493,8 @@ def write_pretraining_data(
         if total.num_instances == 0:
             raise text_corpus.CorpusError(
                 "no instance was created: no input line has a token in the "
-                f"vocabulary {vocab_file} ({scan.num_text_lines} non-blank lines)")
+                f"vocabulary {vocab_file} ({scan.num_text_lines} non-blank lines)"
+            )
         for temp, path in zip(temp_files, output_files):
             tf.io.gfile.rename(temp, path, overwrite=True)
     except BaseException:
@@ -499,11 +508,13 @@ def write_pretraining_data(
         if executor is not None:
             executor.shutdown(wait=True, cancel_futures=True)
 
-    summary = WriteSummary(output_files=list(output_files),
-                           instances_per_file=instances_per_file,
-                           stats=total,
-                           input_bytes=scan.num_bytes,
-                           num_chunks=num_chunks,
-                           seconds=time.time() - start_time)
+    summary = WriteSummary(
+        output_files=list(output_files),
+        instances_per_file=instances_per_file,
+        stats=total,
+        input_bytes=scan.num_bytes,
+        num_chunks=num_chunks,
+        seconds=time.time() - start_time,
+    )
     log_fn(summary.format())
     return summary

@@ -48,7 +48,8 @@ class CorpusScan:
     num_lines: int = 0
     num_text_lines: int = 0  # lines that are not blank
     invalid_lines: List[Tuple[str, int]] = dataclasses.field(
-        default_factory=list)  # (file, 1-based line) of non-UTF-8 lines
+        default_factory=list
+    )  # (file, 1-based line) of non-UTF-8 lines
 
 
 def _iter_line_blocks(path: str) -> Iterator[bytes]:
@@ -99,7 +100,8 @@ def scan_corpus(files: Sequence[str], skip_invalid_utf8: bool) -> CorpusScan:
                     raise CorpusError(
                         f"{path}:{bad_line}: not valid UTF-8 ({error.reason} at "
                         f"byte {column} of the line). Fix the file or pass "
-                        "--skip_invalid_utf8 to skip such lines.") from None
+                        "--skip_invalid_utf8 to skip such lines."
+                    ) from None
             if text is None:
                 decoded = []
                 for i, line in enumerate(block.split(b"\n")[:-1]):
@@ -112,9 +114,11 @@ def scan_corpus(files: Sequence[str], skip_invalid_utf8: bool) -> CorpusScan:
             scan.num_lines += lines_in_block
             line_number += lines_in_block
     if scan.num_text_lines == 0:
-        raise CorpusError(f"--input_file: the corpus is empty: {len(files)} file(s) "
-                          f"({', '.join(files[:3])}{', ...' if len(files) > 3 else ''}) have "
-                          "no non-blank line.")
+        raise CorpusError(
+            f"--input_file: the corpus is empty: {len(files)} file(s) "
+            f"({', '.join(files[:3])}{', ...' if len(files) > 3 else ''}) have "
+            "no non-blank line."
+        )
     return scan
 
 

@@ -59,9 +59,13 @@ def safetensors_files(directory: str) -> list[str]:
             raise FileNotFoundError(f"{index_path} names shard(s) that do not exist: {', '.join(absent)}")
         return files
     pickled = [name for name in _PICKLE_WEIGHTS if os.path.exists(os.path.join(directory, name))]
-    hint = (f" It has {', '.join(pickled)}, which is not read: only safetensors are (a pickled "
-            "pytorch_model.bin can run arbitrary code). Save the model with "
-            "save_pretrained(safe_serialization=True) first." if pickled else "")
+    hint = (
+        f" It has {', '.join(pickled)}, which is not read: only safetensors are (a pickled "
+        "pytorch_model.bin can run arbitrary code). Save the model with "
+        "save_pretrained(safe_serialization=True) first."
+        if pickled
+        else ""
+    )
     raise FileNotFoundError(f"No {SAFETENSORS_NAME} or {SAFETENSORS_INDEX_NAME} in {directory}.{hint}")
 
 
@@ -79,7 +83,7 @@ def _read_bfloat16(path: str, name: str) -> np.ndarray:
 def _normalise_name(name: str) -> str:
     """Our spelling of a HuggingFace tensor name: no `bert.` prefix, LayerNorm weight/bias."""
     if name.startswith(_ENCODER_PREFIX):
-        name = name[len(_ENCODER_PREFIX):]
+        name = name[len(_ENCODER_PREFIX) :]
     if name.endswith("LayerNorm.gamma"):
         name = name[: -len("gamma")] + "weight"
     elif name.endswith("LayerNorm.beta"):
@@ -100,8 +104,7 @@ def read_hf_directory(directory: str) -> SourceTensors:
         for original, shape, dtype in entries:
             name = _normalise_name(original)
             if name in shapes:
-                raise ValueError(f"{path}: {original} and {display[name]} are the same weight ({name}) "
-                                 "stored twice.")
+                raise ValueError(f"{path}: {original} and {display[name]} are the same weight ({name}) stored twice.")
             shapes[name], locations[name], display[name] = shape, (path, original, dtype), original
 
     def read(name):
@@ -127,9 +130,14 @@ def read_hf_directory(directory: str) -> SourceTensors:
     def spell_absent(name):
         return _ENCODER_PREFIX + name if prefixed and not name.startswith(_HEADS_PREFIX) else name
 
-    return SourceTensors(weights, read, description=description,
-                         display_names={n: o for n, o in display.items() if n != o}, ignored=ignored,
-                         spell_absent=spell_absent)
+    return SourceTensors(
+        weights,
+        read,
+        description=description,
+        display_names={n: o for n, o in display.items() if n != o},
+        ignored=ignored,
+        spell_absent=spell_absent,
+    )
 
 
 def _tied_duplicates(shapes: dict, read, display: dict, description: str) -> list[str]:
@@ -141,9 +149,15 @@ def _tied_duplicates(shapes: dict, read, display: dict, description: str) -> lis
     an error rather than something to drop.
     """
     duplicates = []
-    for copy, original, what in ((_DECODER_WEIGHT, _WORD_EMBEDDINGS, "the masked-LM output matrix is tied to the "
-                                  "word embeddings (as in BERT); untied decoder weights are not supported"),
-                                 (_DECODER_BIAS, _MLM_BIAS, "the masked-LM head has a single output bias")):
+    for copy, original, what in (
+        (
+            _DECODER_WEIGHT,
+            _WORD_EMBEDDINGS,
+            "the masked-LM output matrix is tied to the "
+            "word embeddings (as in BERT); untied decoder weights are not supported",
+        ),
+        (_DECODER_BIAS, _MLM_BIAS, "the masked-LM head has a single output bias"),
+    ):
         if copy not in shapes:
             continue
         if original not in shapes:
@@ -161,8 +175,9 @@ def hf_bert_config(directory: str) -> BertConfig:
     with open(path, encoding="utf-8") as f:
         values = json.load(f)
     if values.get("is_decoder") or values.get("add_cross_attention"):
-        raise ValueError(f"{path}: is_decoder/add_cross_attention is set; only the bidirectional BERT "
-                         "encoder is supported.")
+        raise ValueError(
+            f"{path}: is_decoder/add_cross_attention is set; only the bidirectional BERT encoder is supported."
+        )
     return config
 
 
@@ -171,8 +186,9 @@ def hf_companion_files(directory: str) -> tuple[str, str]:
     return os.path.join(directory, HF_CONFIG_NAME), os.path.join(directory, HF_VOCAB_NAME)
 
 
-def convert_hf_directory(directory: str, heads: str = "auto",
-                         allow_missing_pooler: bool = False) -> BertEncoder | BertPretrainer:
+def convert_hf_directory(
+    directory: str, heads: str = "auto", allow_missing_pooler: bool = False
+) -> BertEncoder | BertPretrainer:
     """A `BertPretrainer` or `BertEncoder` holding the weights of a HuggingFace BERT directory.
 
     Args:
@@ -187,5 +203,11 @@ def convert_hf_directory(directory: str, heads: str = "auto",
     """
     config = hf_bert_config(directory)
     source = read_hf_directory(directory)
-    return convert_weights(config, source, "hf", heads=heads, allow_missing_pooler=allow_missing_pooler,
-                           config_description=os.path.join(directory, HF_CONFIG_NAME))
+    return convert_weights(
+        config,
+        source,
+        "hf",
+        heads=heads,
+        allow_missing_pooler=allow_missing_pooler,
+        config_description=os.path.join(directory, HF_CONFIG_NAME),
+    )

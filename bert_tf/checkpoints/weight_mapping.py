@@ -76,51 +76,85 @@ class WeightSpec:
 
 def _dense(target, group, tf1_scope, hf_scope):
     """Kernel and bias of a dense layer: TF1 kernels are [in, out] like ours; torch's are [out, in]."""
-    return [WeightSpec(f"{target}.kernel", group, f"{tf1_scope}/kernel", f"{hf_scope}.weight", identity, transpose),
-            WeightSpec(f"{target}.bias", group, f"{tf1_scope}/bias", f"{hf_scope}.bias")]
+    return [
+        WeightSpec(f"{target}.kernel", group, f"{tf1_scope}/kernel", f"{hf_scope}.weight", identity, transpose),
+        WeightSpec(f"{target}.bias", group, f"{tf1_scope}/bias", f"{hf_scope}.bias"),
+    ]
 
 
 def _layer_norm(target, group, tf1_scope, hf_scope):
-    return [WeightSpec(f"{target}.gamma", group, f"{tf1_scope}/gamma", f"{hf_scope}.weight"),
-            WeightSpec(f"{target}.beta", group, f"{tf1_scope}/beta", f"{hf_scope}.bias")]
+    return [
+        WeightSpec(f"{target}.gamma", group, f"{tf1_scope}/gamma", f"{hf_scope}.weight"),
+        WeightSpec(f"{target}.beta", group, f"{tf1_scope}/beta", f"{hf_scope}.bias"),
+    ]
 
 
 def weight_specs(num_hidden_layers: int) -> list[WeightSpec]:
     """Every weight of a `BertPretrainer` with `num_hidden_layers` blocks, in a stable order."""
     specs = [
-        WeightSpec("encoder.embeddings.token_embedding.embeddings", ENCODER,
-                   "bert/embeddings/word_embeddings", "embeddings.word_embeddings.weight"),
-        WeightSpec("encoder.embeddings.type_embedding.embeddings", ENCODER,
-                   "bert/embeddings/token_type_embeddings", "embeddings.token_type_embeddings.weight"),
-        WeightSpec("encoder.embeddings.position_embeddings", ENCODER,
-                   "bert/embeddings/position_embeddings", "embeddings.position_embeddings.weight"),
+        WeightSpec(
+            "encoder.embeddings.token_embedding.embeddings",
+            ENCODER,
+            "bert/embeddings/word_embeddings",
+            "embeddings.word_embeddings.weight",
+        ),
+        WeightSpec(
+            "encoder.embeddings.type_embedding.embeddings",
+            ENCODER,
+            "bert/embeddings/token_type_embeddings",
+            "embeddings.token_type_embeddings.weight",
+        ),
+        WeightSpec(
+            "encoder.embeddings.position_embeddings",
+            ENCODER,
+            "bert/embeddings/position_embeddings",
+            "embeddings.position_embeddings.weight",
+        ),
         *_layer_norm("encoder.embeddings.layer_norm", ENCODER, "bert/embeddings/LayerNorm", "embeddings.LayerNorm"),
     ]
     for i in range(num_hidden_layers):
         ours, tf1, hf = f"encoder.transformer_layers.{i}", f"bert/encoder/layer_{i}", f"encoder.layer.{i}"
         for projection in ("query", "key", "value"):
-            specs += _dense(f"{ours}.attention.{projection}", ENCODER,
-                            f"{tf1}/attention/self/{projection}", f"{hf}.attention.self.{projection}")
-        specs += _dense(f"{ours}.attention.output_dense", ENCODER,
-                        f"{tf1}/attention/output/dense", f"{hf}.attention.output.dense")
-        specs += _layer_norm(f"{ours}.attention_layer_norm", ENCODER,
-                             f"{tf1}/attention/output/LayerNorm", f"{hf}.attention.output.LayerNorm")
+            specs += _dense(
+                f"{ours}.attention.{projection}",
+                ENCODER,
+                f"{tf1}/attention/self/{projection}",
+                f"{hf}.attention.self.{projection}",
+            )
+        specs += _dense(
+            f"{ours}.attention.output_dense", ENCODER, f"{tf1}/attention/output/dense", f"{hf}.attention.output.dense"
+        )
+        specs += _layer_norm(
+            f"{ours}.attention_layer_norm",
+            ENCODER,
+            f"{tf1}/attention/output/LayerNorm",
+            f"{hf}.attention.output.LayerNorm",
+        )
         specs += _dense(f"{ours}.intermediate_dense", ENCODER, f"{tf1}/intermediate/dense", f"{hf}.intermediate.dense")
         specs += _dense(f"{ours}.output_dense", ENCODER, f"{tf1}/output/dense", f"{hf}.output.dense")
         specs += _layer_norm(f"{ours}.output_layer_norm", ENCODER, f"{tf1}/output/LayerNorm", f"{hf}.output.LayerNorm")
     specs += _dense("encoder.pooler", POOLER, "bert/pooler/dense", "pooler.dense")
-    specs += _dense("masked_lm.transform", MASKED_LM, "cls/predictions/transform/dense",
-                    "cls.predictions.transform.dense")
-    specs += _layer_norm("masked_lm.layer_norm", MASKED_LM, "cls/predictions/transform/LayerNorm",
-                         "cls.predictions.transform.LayerNorm")
+    specs += _dense(
+        "masked_lm.transform", MASKED_LM, "cls/predictions/transform/dense", "cls.predictions.transform.dense"
+    )
+    specs += _layer_norm(
+        "masked_lm.layer_norm", MASKED_LM, "cls/predictions/transform/LayerNorm", "cls.predictions.transform.LayerNorm"
+    )
     # The MLM output projection is tied to the word embeddings, so only its bias is a weight of its own.
     specs.append(WeightSpec("masked_lm.output_bias", MASKED_LM, "cls/predictions/output_bias", "cls.predictions.bias"))
     # TF1 stores the NSP matrix as [2, hidden] (`output_weights`), like a torch Linear.
     specs += [
-        WeightSpec("next_sentence.dense.kernel", NEXT_SENTENCE, "cls/seq_relationship/output_weights",
-                   "cls.seq_relationship.weight", transpose, transpose),
-        WeightSpec("next_sentence.dense.bias", NEXT_SENTENCE, "cls/seq_relationship/output_bias",
-                   "cls.seq_relationship.bias"),
+        WeightSpec(
+            "next_sentence.dense.kernel",
+            NEXT_SENTENCE,
+            "cls/seq_relationship/output_weights",
+            "cls.seq_relationship.weight",
+            transpose,
+            transpose,
+        ),
+        WeightSpec(
+            "next_sentence.dense.bias", NEXT_SENTENCE, "cls/seq_relationship/output_bias", "cls.seq_relationship.bias"
+        ),
     ]
     return specs
 
@@ -159,9 +193,15 @@ class SourceTensors:
         (optimizer slots, buffers); logged, never reported as unexpected.
     """
 
-    def __init__(self, shapes: Mapping[str, Sequence[int]], read: Callable[[str], np.ndarray], description: str,
-                 display_names: Mapping[str, str] | None = None, ignored: Sequence[str] = (),
-                 spell_absent: Callable[[str], str] | None = None):
+    def __init__(
+        self,
+        shapes: Mapping[str, Sequence[int]],
+        read: Callable[[str], np.ndarray],
+        description: str,
+        display_names: Mapping[str, str] | None = None,
+        ignored: Sequence[str] = (),
+        spell_absent: Callable[[str], str] | None = None,
+    ):
         self.shapes = {name: tuple(int(d) for d in shape) for name, shape in shapes.items()}
         self.read = read
         self.description = description
@@ -184,14 +224,18 @@ def _listing(source: SourceTensors, names: Sequence[str]) -> str:
     return ", ".join(source.display(n) for n in names)
 
 
-def select_groups(source: SourceTensors, specs: Sequence[WeightSpec], source_format: str, heads: str,
-                  allow_missing_pooler: bool) -> tuple[set, list[str]]:
+def select_groups(
+    source: SourceTensors, specs: Sequence[WeightSpec], source_format: str, heads: str, allow_missing_pooler: bool
+) -> tuple[set, list[str]]:
     """Decides which weight groups to convert; returns them and the source names left out on purpose."""
     if heads not in HEADS_CHOICES:
         raise ValueError(f"heads must be one of {HEADS_CHOICES}, got {heads!r}.")
-    present = {group: [s.source_name(source_format) for s in specs
-                       if s.group == group and s.source_name(source_format) in source]
-               for group in GROUPS}
+    present = {
+        group: [
+            s.source_name(source_format) for s in specs if s.group == group and s.source_name(source_format) in source
+        ]
+        for group in GROUPS
+    }
     expected = {group: [s.source_name(source_format) for s in specs if s.group == group] for group in GROUPS}
     groups = {ENCODER}
     left_out = []
@@ -202,16 +246,19 @@ def select_groups(source: SourceTensors, specs: Sequence[WeightSpec], source_for
     if present[POOLER]:
         groups.add(POOLER)
     elif allow_missing_pooler:
-        message = (f"{source.description} has NO POOLER weights ({_listing(source, expected[POOLER])}): "
-                   "the pooler keeps its RANDOM initial values, so pooled_output is meaningless until "
-                   "it is fine-tuned.")
+        message = (
+            f"{source.description} has NO POOLER weights ({_listing(source, expected[POOLER])}): "
+            "the pooler keeps its RANDOM initial values, so pooled_output is meaningless until "
+            "it is fine-tuned."
+        )
         logger.warning(message)
         warnings.warn(message, stacklevel=3)
     else:
         raise CheckpointMismatchError(
             f"{source.description} has no pooler weights (missing: {_listing(source, expected[POOLER])}). "
             "pooled_output would come from randomly initialised weights; pass allow_missing_pooler=True "
-            "(--allow_missing_pooler) to convert anyway and keep them.")
+            "(--allow_missing_pooler) to convert anyway and keep them."
+        )
 
     has_mlm, has_nsp = bool(present[MASKED_LM]), bool(present[NEXT_SENTENCE])
     if heads == "pretraining" or (heads == "auto" and has_mlm and has_nsp):
@@ -221,12 +268,17 @@ def select_groups(source: SourceTensors, specs: Sequence[WeightSpec], source_for
         raise CheckpointMismatchError(
             f"{source.description} has {found} weights ({_listing(source, present[found])}) but no {lacking} "
             f"weights (missing: {_listing(source, expected[lacking])}); a BertPretrainer needs both heads. "
-            "Pass heads='none' (--heads=none) to convert the encoder alone and leave the head weights out.")
+            "Pass heads='none' (--heads=none) to convert the encoder alone and leave the head weights out."
+        )
     else:
         left_out = [name for group in (MASKED_LM, NEXT_SENTENCE) for name in present[group]]
         if left_out:
-            logger.warning("heads=%r: not converting the pretraining-head weights of %s: %s",
-                           heads, source.description, _listing(source, left_out))
+            logger.warning(
+                "heads=%r: not converting the pretraining-head weights of %s: %s",
+                heads,
+                source.description,
+                _listing(source, left_out),
+            )
     return groups, left_out
 
 
@@ -234,8 +286,9 @@ def _layer_indices(names, pattern):
     return sorted({int(m.group(1)) for m in map(re.compile(pattern).match, names) if m})
 
 
-def config_disagreements(config: BertConfig, source: SourceTensors, source_format: str,
-                         specs: Sequence[WeightSpec]) -> list[str]:
+def config_disagreements(
+    config: BertConfig, source: SourceTensors, source_format: str, specs: Sequence[WeightSpec]
+) -> list[str]:
     """Plain-language differences between the config and the checkpoint's shapes."""
     problems = []
     by_target = {s.target: s for s in specs}
@@ -257,19 +310,26 @@ def config_disagreements(config: BertConfig, source: SourceTensors, source_forma
     for target, axis, field, what in checks:
         shape, name = shape_of(target)
         if shape is not None and len(shape) > axis and shape[axis] != getattr(config, field):
-            problems.append(f"config {field}={getattr(config, field)} but {source.display(name)} has "
-                            f"{shape[axis]} {what}")
+            problems.append(
+                f"config {field}={getattr(config, field)} but {source.display(name)} has {shape[axis]} {what}"
+            )
     pattern = r"bert/encoder/layer_(\d+)/" if source_format == "tf1" else r"encoder\.layer\.(\d+)\."
     layers = _layer_indices(source.shapes, pattern)
     if layers and len(layers) != config.num_hidden_layers:
-        problems.append(f"config num_hidden_layers={config.num_hidden_layers} but the checkpoint has "
-                        f"{len(layers)} layers")
+        problems.append(
+            f"config num_hidden_layers={config.num_hidden_layers} but the checkpoint has {len(layers)} layers"
+        )
     return problems
 
 
-def convert_weights(config: BertConfig, source: SourceTensors, source_format: str, heads: str = "auto",
-                    allow_missing_pooler: bool = False,
-                    config_description: str = "config") -> BertEncoder | BertPretrainer:
+def convert_weights(
+    config: BertConfig,
+    source: SourceTensors,
+    source_format: str,
+    heads: str = "auto",
+    allow_missing_pooler: bool = False,
+    config_description: str = "config",
+) -> BertEncoder | BertPretrainer:
     """Builds our model for `config` and fills it from `source`.
 
     Args:
@@ -309,9 +369,11 @@ def convert_weights(config: BertConfig, source: SourceTensors, source_format: st
         variable = resolve_target(parts, spec.target)
         converted_shape = transformed_shape(spec, source_format, source.shapes[name])
         if converted_shape != tuple(variable.shape):
-            mismatched.append(f"{source.display(name)}: checkpoint shape {list(source.shapes[name])}, "
-                              f"model weight {spec.target} expects {list(variable.shape)}"
-                              f"{' (after transposing)' if spec.transform(source_format) is transpose else ''}")
+            mismatched.append(
+                f"{source.display(name)}: checkpoint shape {list(source.shapes[name])}, "
+                f"model weight {spec.target} expects {list(variable.shape)}"
+                f"{' (after transposing)' if spec.transform(source_format) is transpose else ''}"
+            )
 
     if missing or unexpected or mismatched:
         lines = [f"{source.description} does not match the BERT model of {config_description}:"]
@@ -336,12 +398,18 @@ def convert_weights(config: BertConfig, source: SourceTensors, source_format: st
         name = spec.source_name(source_format)
         array = source.read(name)
         if not np.issubdtype(array.dtype, np.floating):
-            raise CheckpointMismatchError(f"{source.description}: {source.display(name)} has dtype {array.dtype}, "
-                                          "expected a floating-point weight.")
+            raise CheckpointMismatchError(
+                f"{source.description}: {source.display(name)} has dtype {array.dtype}, "
+                "expected a floating-point weight."
+            )
         variable = resolve_target(parts, spec.target)
         variable.assign(np.asarray(spec.transform(source_format)(array), dtype=variable.dtype))
     if source.ignored:
-        logger.info("Skipped %d non-weight variables of %s (optimizer slots, buffers): %s", len(source.ignored),
-                    source.description, _listing(source, source.ignored))
+        logger.info(
+            "Skipped %d non-weight variables of %s (optimizer slots, buffers): %s",
+            len(source.ignored),
+            source.description,
+            _listing(source, source.ignored),
+        )
     logger.info("Converted %d weights from %s into a %s.", len(specs), source.description, type(model).__name__)
     return model

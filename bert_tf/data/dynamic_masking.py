@@ -47,38 +47,37 @@ class DynamicMaskingConfig:
     def __post_init__(self):
         if not 0.0 < self.masked_lm_prob <= 1.0:
             raise ValueError(f"masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}")
-        if (min(self.mask_token_rate, self.random_token_rate) < 0
-                or self.mask_token_rate + self.random_token_rate > 1.0):
-            raise ValueError("mask_token_rate and random_token_rate must be >= 0 with a sum "
-                             f"<= 1, got {self.mask_token_rate} and {self.random_token_rate}")
+        if min(self.mask_token_rate, self.random_token_rate) < 0 or self.mask_token_rate + self.random_token_rate > 1.0:
+            raise ValueError(
+                "mask_token_rate and random_token_rate must be >= 0 with a sum "
+                f"<= 1, got {self.mask_token_rate} and {self.random_token_rate}"
+            )
         if not 0 <= self.mask_token_id < self.vocab_size:
-            raise ValueError(f"mask_token_id {self.mask_token_id} is not in "
-                             f"[0, vocab_size={self.vocab_size})")
+            raise ValueError(f"mask_token_id {self.mask_token_id} is not in [0, vocab_size={self.vocab_size})")
 
     @classmethod
     def from_vocab_file(cls, vocab_file: str, **kwargs):
         """Reads [MASK] and the never-masked [PAD]/[CLS]/[SEP] from a vocab."""
         from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+
         tokens = tokenization.load_vocab(vocab_file)
         index = {token: i for i, token in enumerate(tokens)}
         missing = [t for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]") if t not in index]
         if missing:
-            raise ValueError(f"vocabulary {vocab_file} has no {', '.join(missing)}"
-                             " token, needed for dynamic masking")
-        return cls(vocab_size=len(tokens),
-                   mask_token_id=index["[MASK]"],
-                   unselectable_ids=(index["[PAD]"], index["[CLS]"], index["[SEP]"]),
-                   **kwargs)
+            raise ValueError(f"vocabulary {vocab_file} has no {', '.join(missing)} token, needed for dynamic masking")
+        return cls(
+            vocab_size=len(tokens),
+            mask_token_id=index["[MASK]"],
+            unselectable_ids=(index["[PAD]"], index["[CLS]"], index["[SEP]"]),
+            **kwargs,
+        )
 
 
 class StatelessMaskValuesChooser(tf_text.MaskValuesChooser):
     """`MaskValuesChooser` whose draws come from a seed (checkpoint-safe)."""
 
     def __init__(self, vocab_size, mask_token, mask_token_rate, random_token_rate, seed):
-        super().__init__(vocab_size,
-                         mask_token,
-                         mask_token_rate=mask_token_rate,
-                         random_token_rate=random_token_rate)
+        super().__init__(vocab_size, mask_token, mask_token_rate=mask_token_rate, random_token_rate=random_token_rate)
         # The base class exposes no getter for this rate.
         self._rate_of_mask_token = mask_token_rate
         self._seed = seed
@@ -87,14 +86,14 @@ class StatelessMaskValuesChooser(tf_text.MaskValuesChooser):
         flat = masked_lm_ids.flat_values
         choice_seed, id_seed = tf.unstack(tf.random.experimental.stateless_split(self._seed, 2))
         draw = tf.random.stateless_uniform(tf.shape(flat), seed=choice_seed)
-        random_ids = tf.random.stateless_uniform(tf.shape(flat),
-                                                 seed=id_seed,
-                                                 minval=0,
-                                                 maxval=self.vocab_size,
-                                                 dtype=flat.dtype)
+        random_ids = tf.random.stateless_uniform(
+            tf.shape(flat), seed=id_seed, minval=0, maxval=self.vocab_size, dtype=flat.dtype
+        )
         values = tf.where(
-            draw < self._rate_of_mask_token, tf.cast(self.mask_token, flat.dtype),
-            tf.where(draw < self._rate_of_mask_token + self.random_token_rate, random_ids, flat))
+            draw < self._rate_of_mask_token,
+            tf.cast(self.mask_token, flat.dtype),
+            tf.where(draw < self._rate_of_mask_token + self.random_token_rate, random_ids, flat),
+        )
         return masked_lm_ids.with_flat_values(values)
 
 
@@ -126,13 +125,10 @@ def restore_masked_tokens(input_ids, masked_lm_positions, masked_lm_ids, masked_
         int [batch, seq_length], the unmasked ids.
     """
     real = masked_lm_weights > 0
-    rows = tf.broadcast_to(
-        tf.range(tf.shape(masked_lm_positions)[0])[:, None], tf.shape(masked_lm_positions))
-    indices = tf.stack([
-        tf.boolean_mask(rows, real),
-        tf.boolean_mask(tf.cast(masked_lm_positions, tf.int32), real)
-    ],
-                       axis=1)
+    rows = tf.broadcast_to(tf.range(tf.shape(masked_lm_positions)[0])[:, None], tf.shape(masked_lm_positions))
+    indices = tf.stack(
+        [tf.boolean_mask(rows, real), tf.boolean_mask(tf.cast(masked_lm_positions, tf.int32), real)], axis=1
+    )
     updates = tf.cast(tf.boolean_mask(masked_lm_ids, real), input_ids.dtype)
     return tf.tensor_scatter_nd_update(input_ids, indices, updates)
 
@@ -153,49 +149,56 @@ def dynamic_mask_batch(features, config: DynamicMaskingConfig, max_predictions_p
     """
     seed = tf.cast(seed, tf.int64)
     selector_seed, chooser_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
-    ids = restore_masked_tokens(features["input_word_ids"], features["masked_lm_positions"],
-                                features["masked_lm_ids"], features["masked_lm_weights"])
+    ids = restore_masked_tokens(
+        features["input_word_ids"],
+        features["masked_lm_positions"],
+        features["masked_lm_ids"],
+        features["masked_lm_weights"],
+    )
     batch = tf.shape(ids)[0]
     seq_length = tf.shape(ids)[1]
     lengths = tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), axis=1)
     ragged = tf.RaggedTensor.from_tensor(ids, lengths=lengths)
-    selector = tf_text.RandomItemSelector(max_selections_per_batch=max_predictions_per_seq,
-                                          selection_rate=config.masked_lm_prob,
-                                          unselectable_ids=list(config.unselectable_ids),
-                                          shuffle_fn=_stateless_shuffle_fn(selector_seed))
-    chooser = StatelessMaskValuesChooser(config.vocab_size, config.mask_token_id,
-                                         config.mask_token_rate, config.random_token_rate,
-                                         chooser_seed)
+    selector = tf_text.RandomItemSelector(
+        max_selections_per_batch=max_predictions_per_seq,
+        selection_rate=config.masked_lm_prob,
+        unselectable_ids=list(config.unselectable_ids),
+        shuffle_fn=_stateless_shuffle_fn(selector_seed),
+    )
+    chooser = StatelessMaskValuesChooser(
+        config.vocab_size, config.mask_token_id, config.mask_token_rate, config.random_token_rate, chooser_seed
+    )
     masked, positions, labels = tf_text.mask_language_model(ragged, selector, chooser)
     out = dict(features)
     out["input_word_ids"] = tf.ensure_shape(
         tf.cast(masked.to_tensor(default_value=0, shape=tf.stack([batch, seq_length])), tf.int32),
-        features["input_word_ids"].shape)
+        features["input_word_ids"].shape,
+    )
     width = [batch, max_predictions_per_seq]
     out["masked_lm_positions"] = tf.ensure_shape(
-        tf.cast(positions.to_tensor(default_value=0, shape=width), tf.int32),
-        features["masked_lm_positions"].shape)
+        tf.cast(positions.to_tensor(default_value=0, shape=width), tf.int32), features["masked_lm_positions"].shape
+    )
     out["masked_lm_ids"] = tf.ensure_shape(
-        tf.cast(labels.to_tensor(default_value=0, shape=width), tf.int32),
-        features["masked_lm_ids"].shape)
+        tf.cast(labels.to_tensor(default_value=0, shape=width), tf.int32), features["masked_lm_ids"].shape
+    )
     out["masked_lm_weights"] = tf.ensure_shape(
         tf.sequence_mask(positions.row_lengths(), max_predictions_per_seq, dtype=tf.float32),
-        features["masked_lm_weights"].shape)
+        features["masked_lm_weights"].shape,
+    )
     return out
 
 
-def apply_dynamic_masking(dataset: tf.data.Dataset,
-                          config: DynamicMaskingConfig,
-                          max_predictions_per_seq: int,
-                          seed: Optional[int] = None) -> tf.data.Dataset:
+def apply_dynamic_masking(
+    dataset: tf.data.Dataset, config: DynamicMaskingConfig, max_predictions_per_seq: int, seed: Optional[int] = None
+) -> tf.data.Dataset:
     """Maps `dynamic_mask_batch` over a dataset of parsed batches.
 
     Per-batch seeds come from `tf.data.Dataset.random(seed)`, which is saved in
     iterator checkpoints; the same `seed` gives the same masks.
     """
     seeds = tf.data.Dataset.random(seed=seed).batch(2, drop_remainder=True)
-    return tf.data.Dataset.zip(
-        (dataset, seeds)).map(lambda features, batch_seed: dynamic_mask_batch(
-            features, config, max_predictions_per_seq, batch_seed),
-                              num_parallel_calls=tf.data.AUTOTUNE,
-                              deterministic=True)
+    return tf.data.Dataset.zip((dataset, seeds)).map(
+        lambda features, batch_seed: dynamic_mask_batch(features, config, max_predictions_per_seq, batch_seed),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )

@@ -29,11 +29,9 @@ def _first_record(path: str, compression: str) -> Optional[bytes]:
     return None
 
 
-def check_record_format(path: str,
-                        compression: str,
-                        seq_length: int,
-                        max_predictions_per_seq: int,
-                        need_masked_lm: bool = True):
+def check_record_format(
+    path: str, compression: str, seq_length: int, max_predictions_per_seq: int, need_masked_lm: bool = True
+):
     """Checks the first record of a file against the expected lengths.
 
     Raises:
@@ -42,9 +40,9 @@ def check_record_format(path: str,
     try:
         record = _first_record(path, compression)
     except tf.errors.OpError as error:
-        raise ValueError(f"{path}: cannot read as a TFRecord file "
-                         f"(compression={compression or 'none'}): "
-                         f"{error.message}") from None
+        raise ValueError(
+            f"{path}: cannot read as a TFRecord file (compression={compression or 'none'}): {error.message}"
+        ) from None
     if record is None:
         return  # empty shard: nothing to check
     example = tf.train.Example()
@@ -61,22 +59,27 @@ def check_record_format(path: str,
     for name, length in list(expected.items()) + list(optional.items()):
         if name not in feature:
             if name in expected:
-                raise ValueError(f"{path}: records have no feature {name!r} (found "
-                                 f"{sorted(feature.keys())})")
+                raise ValueError(f"{path}: records have no feature {name!r} (found {sorted(feature.keys())})")
             continue
         values = feature[name]
         found = len(values.int64_list.value) + len(values.float_list.value)
         if found != length:
-            hint = ("seq_length"
-                    if length == seq_length and name in ("input_ids", "input_mask", "segment_ids")
-                    else "max_predictions_per_seq")
-            raise ValueError(f"{path}: feature {name!r} has length {found} but {hint}="
-                             f"{length} was requested; the file was written with different "
-                             "--max_seq_length/--max_predictions_per_seq.")
+            hint = (
+                "seq_length"
+                if length == seq_length and name in ("input_ids", "input_mask", "segment_ids")
+                else "max_predictions_per_seq"
+            )
+            raise ValueError(
+                f"{path}: feature {name!r} has length {found} but {hint}="
+                f"{length} was requested; the file was written with different "
+                "--max_seq_length/--max_predictions_per_seq."
+            )
 
 
 def _to_model_inputs(parsed):
-    int32 = lambda t: tf.cast(t, tf.int32)
+    def int32(t):
+        return tf.cast(t, tf.int32)
+
     return {
         "input_word_ids": int32(parsed["input_ids"]),
         "input_mask": int32(parsed["input_mask"]),
@@ -144,16 +147,13 @@ def pretraining_dataset(
         compression = ""
     if check_files:
         for path in files:
-            check_record_format(path,
-                                compression,
-                                seq_length,
-                                max_predictions_per_seq,
-                                need_masked_lm=dynamic_masking is None)
+            check_record_format(
+                path, compression, seq_length, max_predictions_per_seq, need_masked_lm=dynamic_masking is None
+            )
 
     num_pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0
-    per_pipeline_batch = (input_context.get_per_replica_batch_size(batch_size)
-                          if input_context else batch_size)
+    per_pipeline_batch = input_context.get_per_replica_batch_size(batch_size) if input_context else batch_size
     shard_files = len(files) >= num_pipelines
 
     dataset = tf.data.Dataset.from_tensor_slices(tf.constant(files))
@@ -169,7 +169,8 @@ def pretraining_dataset(
         cycle_length=max(1, min(cycle_length, len(files))),
         num_parallel_calls=tf.data.AUTOTUNE,
         # Record sharding needs the same record order in every pipeline.
-        deterministic=seed is not None or not is_training or shard_records)
+        deterministic=seed is not None or not is_training or shard_records,
+    )
     if shard_records:
         # Same file order in every pipeline (files are not shuffled in this
         # mode), so taking every n-th record partitions the data.
@@ -177,15 +178,17 @@ def pretraining_dataset(
     if is_training:
         dataset = dataset.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.batch(per_pipeline_batch, drop_remainder=drop_remainder)
-    spec = pretraining_features.feature_spec(seq_length, max_predictions_per_seq,
-                                             masked_lm="optional" if dynamic_masking is not None else "required")
-    dataset = dataset.map(lambda records: _to_model_inputs(tf.io.parse_example(records, spec)),
-                          num_parallel_calls=tf.data.AUTOTUNE,
-                          deterministic=True)
+    spec = pretraining_features.feature_spec(
+        seq_length, max_predictions_per_seq, masked_lm="optional" if dynamic_masking is not None else "required"
+    )
+    dataset = dataset.map(
+        lambda records: _to_model_inputs(tf.io.parse_example(records, spec)),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
     if dynamic_masking is not None:
         mask_seed = None if seed is None else seed + pipeline_id
-        dataset = dynamic_masking_lib.apply_dynamic_masking(dataset,
-                                                            dynamic_masking,
-                                                            max_predictions_per_seq,
-                                                            seed=mask_seed)
+        dataset = dynamic_masking_lib.apply_dynamic_masking(
+            dataset, dynamic_masking, max_predictions_per_seq, seed=mask_seed
+        )
     return dataset.prefetch(tf.data.AUTOTUNE)

@@ -16,8 +16,9 @@ MASKED_LM_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights
 LABEL_FEATURES = ("next_sentence_labels",)
 
 FLOAT_FEATURES = ("masked_lm_weights",)
-INT_FEATURES = tuple(name for name in SEQUENCE_FEATURES + MASKED_LM_FEATURES + LABEL_FEATURES
-                     if name not in FLOAT_FEATURES)
+INT_FEATURES = tuple(
+    name for name in SEQUENCE_FEATURES + MASKED_LM_FEATURES + LABEL_FEATURES if name not in FLOAT_FEATURES
+)
 
 # How records without masked-LM features parse (dynamic masking, or an inspector of such files).
 MASKED_LM_MODES = ("required", "optional", "absent")
@@ -25,9 +26,11 @@ MASKED_LM_MODES = ("required", "optional", "absent")
 
 def feature_lengths(seq_length: int, max_predictions_per_seq: int) -> dict:
     """name -> number of values per record, for every feature."""
-    return {**{name: seq_length for name in SEQUENCE_FEATURES},
-            **{name: max_predictions_per_seq for name in MASKED_LM_FEATURES},
-            **{name: 1 for name in LABEL_FEATURES}}
+    return {
+        **{name: seq_length for name in SEQUENCE_FEATURES},
+        **{name: max_predictions_per_seq for name in MASKED_LM_FEATURES},
+        **{name: 1 for name in LABEL_FEATURES},
+    }
 
 
 def feature_spec(seq_length: int, max_predictions_per_seq: int, masked_lm: str = "required") -> dict:

@@ -38,7 +38,7 @@ def resolve_input_files(input_patterns: Union[str, Sequence[str]], deduplicate: 
 
 
 def detect_compression(path: str) -> str:
-    """"GZIP" or "" (none) from the first bytes of a TFRecord file.
+    """ "GZIP" or "" (none) from the first bytes of a TFRecord file.
 
     ZLIB is not detected: its 2-byte header also starts many plain record
     lengths. Pass compression="ZLIB" for such files.

@@ -37,9 +37,14 @@ class UnigramBaseline:
 
 
 def _batches(input_patterns, seq_length, max_predictions_per_seq):
-    return pretraining_dataset(input_patterns, batch_size=256, seq_length=seq_length,
-                               max_predictions_per_seq=max_predictions_per_seq, is_training=False,
-                               drop_remainder=False)
+    return pretraining_dataset(
+        input_patterns,
+        batch_size=256,
+        seq_length=seq_length,
+        max_predictions_per_seq=max_predictions_per_seq,
+        is_training=False,
+        drop_remainder=False,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +61,9 @@ def next_sentence_baseline(input_patterns, seq_length: int, max_predictions_per_
     if not counts.sum():
         raise ValueError(f"{input_patterns}: no records.")
     frequencies = counts[counts > 0] / counts.sum()
-    return NextSentenceBaseline(accuracy=float(frequencies.max()),
-                                loss=float(-(frequencies * np.log(frequencies)).sum()))
+    return NextSentenceBaseline(
+        accuracy=float(frequencies.max()), loss=float(-(frequencies * np.log(frequencies)).sum())
+    )
 
 
 def masked_token_counts(input_patterns, seq_length: int, max_predictions_per_seq: int, vocab_size: int) -> np.ndarray:
@@ -67,14 +73,16 @@ def masked_token_counts(input_patterns, seq_length: int, max_predictions_per_seq
         ids = batch["masked_lm_ids"].numpy().ravel()
         real = batch["masked_lm_weights"].numpy().ravel() > 0
         if ids[real].size and ids[real].max() >= vocab_size:
-            raise ValueError(f"{input_patterns}: masked-LM id {ids[real].max()} is outside a vocabulary of "
-                             f"{vocab_size}.")
+            raise ValueError(
+                f"{input_patterns}: masked-LM id {ids[real].max()} is outside a vocabulary of {vocab_size}."
+            )
         counts += np.bincount(ids[real], minlength=vocab_size)
     return counts
 
 
-def unigram_baseline(train_patterns, eval_patterns, seq_length: int, max_predictions_per_seq: int,
-                     vocab_size: int) -> UnigramBaseline:
+def unigram_baseline(
+    train_patterns, eval_patterns, seq_length: int, max_predictions_per_seq: int, vocab_size: int
+) -> UnigramBaseline:
     """The unigram baseline of the masked LM: fitted on `train_patterns`, scored on `eval_patterns`."""
     train = masked_token_counts(train_patterns, seq_length, max_predictions_per_seq, vocab_size)
     held_out = masked_token_counts(eval_patterns, seq_length, max_predictions_per_seq, vocab_size)
@@ -82,7 +90,10 @@ def unigram_baseline(train_patterns, eval_patterns, seq_length: int, max_predict
         raise ValueError(f"{eval_patterns}: no masked-LM predictions to score.")
     log_probs = np.log(train + 1.0) - np.log(train.sum() + vocab_size)
     most_frequent = int(np.argmax(train))
-    return UnigramBaseline(accuracy=float(held_out[most_frequent] / held_out.sum()),
-                           loss=float(-(held_out * log_probs).sum() / held_out.sum()),
-                           most_frequent_id=most_frequent, train_predictions=int(train.sum()),
-                           eval_predictions=int(held_out.sum()))
+    return UnigramBaseline(
+        accuracy=float(held_out[most_frequent] / held_out.sum()),
+        loss=float(-(held_out * log_probs).sum() / held_out.sum()),
+        most_frequent_id=most_frequent,
+        train_predictions=int(train.sum()),
+        eval_predictions=int(held_out.sum()),
+    )

@@ -6,9 +6,16 @@ offline.
 """
 
 from bert_tf.datasets import bundled
-from bert_tf.datasets.bundled import (CorpusDocument, corpus_documents_path, corpus_path,
-                                      corpus_sentence_dataset, read_corpus_documents,
-                                      read_sentiment, sentiment_dataset, sentiment_path,
-                                      sentiment_paths)
+from bert_tf.datasets.bundled import (
+    CorpusDocument,
+    corpus_documents_path,
+    corpus_path,
+    corpus_sentence_dataset,
+    read_corpus_documents,
+    read_sentiment,
+    sentiment_dataset,
+    sentiment_path,
+    sentiment_paths,
+)
 from bert_tf.datasets.bundled_corpus import BundledCorpus
 from bert_tf.datasets.bundled_sentiment import BundledSentiment

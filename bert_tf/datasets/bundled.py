@@ -13,6 +13,7 @@ The files are found relative to this package, which works for a checkout
 installed with `pip install -e .`; every function also takes `data_dir` to
 read a copy elsewhere.
 """
+
 import dataclasses
 import pathlib
 
@@ -48,7 +49,8 @@ def _existing(path):
         raise FileNotFoundError(
             f"Bundled data file not found: {path}. The bundled datasets live in data/ at the root "
             "of the bert_tf repository: install bert_tf from a checkout with `pip install -e .`, "
-            "or pass data_dir= pointing at a copy of that directory.")
+            "or pass data_dir= pointing at a copy of that directory."
+        )
     return path
 
 
@@ -154,12 +156,15 @@ def read_corpus_documents(data_dir=None):
     for row_number, (row, (first_line, sentences)) in enumerate(zip(rows[1:], blocks), start=2):
         fields = row.split("\t")
         if len(fields) != 4 or not fields[1].isdigit() or not fields[3].isdigit():
-            raise ValueError(f"{documents_path}:{row_number}: expected novel, chapter, heading, "
-                             f"num_sentences; found {row!r}")
+            raise ValueError(
+                f"{documents_path}:{row_number}: expected novel, chapter, heading, num_sentences; found {row!r}"
+            )
         novel, chapter, heading, num_sentences = fields
         if int(num_sentences) != len(sentences):
-            raise ValueError(f"{documents_path}:{row_number}: says {num_sentences} sentences, but the "
-                             f"document starting at {path}:{first_line} has {len(sentences)}")
+            raise ValueError(
+                f"{documents_path}:{row_number}: says {num_sentences} sentences, but the "
+                f"document starting at {path}:{first_line} has {len(sentences)}"
+            )
         documents.append(CorpusDocument(novel, int(chapter), heading, tuple(sentences)))
     return documents
 

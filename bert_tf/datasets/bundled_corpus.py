@@ -1,4 +1,5 @@
 """TFDS builder for the bundled Jane Austen corpus (no download)."""
+
 import numpy as np
 import tensorflow_datasets as tfds
 
@@ -32,12 +33,14 @@ class BundledCorpus(tfds.core.GeneratorBasedBuilder):
         return tfds.core.DatasetInfo(
             builder=self,
             description=_DESCRIPTION,
-            features=tfds.features.FeaturesDict({
-                "novel": tfds.features.Text(),
-                "chapter": tfds.features.Scalar(dtype=np.int32),
-                "heading": tfds.features.Text(),
-                "sentences": tfds.features.Sequence(tfds.features.Text()),
-            }),
+            features=tfds.features.FeaturesDict(
+                {
+                    "novel": tfds.features.Text(),
+                    "chapter": tfds.features.Scalar(dtype=np.int32),
+                    "heading": tfds.features.Text(),
+                    "sentences": tfds.features.Sequence(tfds.features.Text()),
+                }
+            ),
             homepage="https://github.com/juliasilge/janeaustenr",
             citation=_CITATION,
             # File order: tfds agrees with the plain readers (shuffle when reading).
@@ -53,5 +56,12 @@ class BundledCorpus(tfds.core.GeneratorBasedBuilder):
 
     def _generate_examples(self):
         for index, document in enumerate(bundled.read_corpus_documents()):
-            yield index, {"novel": document.novel, "chapter": document.chapter,
-                          "heading": document.heading, "sentences": list(document.sentences)}
+            yield (
+                index,
+                {
+                    "novel": document.novel,
+                    "chapter": document.chapter,
+                    "heading": document.heading,
+                    "sentences": list(document.sentences),
+                },
+            )

@@ -1,4 +1,5 @@
 """TFDS builder for the bundled fine foods sentiment set (no download)."""
+
 import tensorflow_datasets as tfds
 
 from bert_tf.datasets import bundled
@@ -31,10 +32,12 @@ class BundledSentiment(tfds.core.GeneratorBasedBuilder):
         return tfds.core.DatasetInfo(
             builder=self,
             description=_DESCRIPTION,
-            features=tfds.features.FeaturesDict({
-                "text": tfds.features.Text(),
-                "label": tfds.features.ClassLabel(names=list(bundled.SENTIMENT_LABEL_NAMES)),
-            }),
+            features=tfds.features.FeaturesDict(
+                {
+                    "text": tfds.features.Text(),
+                    "label": tfds.features.ClassLabel(names=list(bundled.SENTIMENT_LABEL_NAMES)),
+                }
+            ),
             supervised_keys=("text", "label"),
             homepage="https://modeldata.tidymodels.org",
             citation=_CITATION,

@@ -8,8 +8,21 @@ The encoder SavedModel works with `hub.KerasLayer(path, trainable=True)`
 and, through its flat `serving_default` signature, with TF Serving.
 """
 
-from bert_tf.export.encoder_module import (EncoderModule, MaskedLMModule, encoder_input_spec, flatten_outputs,
-                                           mlm_input_spec)
-from bert_tf.export.exporter import (ENCODER_SUBDIR, EXTRA_ASSETS_DIR, PREPROCESS_SUBDIR, atomic_directory,
-                                     export_encoder, export_model_dir, export_preprocessor, verify_encoder_export)
+from bert_tf.export.encoder_module import (
+    EncoderModule,
+    MaskedLMModule,
+    encoder_input_spec,
+    flatten_outputs,
+    mlm_input_spec,
+)
+from bert_tf.export.exporter import (
+    ENCODER_SUBDIR,
+    EXTRA_ASSETS_DIR,
+    PREPROCESS_SUBDIR,
+    atomic_directory,
+    export_encoder,
+    export_model_dir,
+    export_preprocessor,
+    verify_encoder_export,
+)
 from bert_tf.export.tfsm_layer import BertTFSMLayer, keras_variable_name, load_tfsm_layer

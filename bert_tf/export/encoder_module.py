@@ -54,8 +54,10 @@ def _tf_variables(keras_variables) -> list:
     for variable in keras_variables:
         value = getattr(variable, "value", variable)
         if not isinstance(value, tf.Variable):
-            raise TypeError(f"Variable {getattr(variable, 'path', variable)} is not backed by a tf.Variable; "
-                            "SavedModel export needs the TensorFlow backend.")
+            raise TypeError(
+                f"Variable {getattr(variable, 'path', variable)} is not backed by a tf.Variable; "
+                "SavedModel export needs the TensorFlow backend."
+            )
         if id(value) not in seen:
             seen.add(id(value))
             result.append(value)
@@ -101,6 +103,7 @@ class _ReusableModule(tf.__internal__.tracking.AutoTrackable):
 
     def serving_signature(self):
         """A concrete function with one named tensor per input and per (flattened) output."""
+
         def serve(**inputs):
             return flatten_outputs(self.__call__(inputs, training=False))
 
@@ -126,11 +129,12 @@ class MaskedLMModule(_ReusableModule):
         return mlm_input_spec()
 
     def _compute(self, inputs, training):
-        outputs = dict(self._encoder_module.__call__(
-            {name: inputs[name] for name in ENCODER_INPUT_NAMES}, training=training))
+        outputs = dict(
+            self._encoder_module.__call__({name: inputs[name] for name in ENCODER_INPUT_NAMES}, training=training)
+        )
         outputs["mlm_logits"] = tf.cast(
-            self._masked_lm(outputs["sequence_output"], inputs[MASKED_LM_POSITIONS], training=training),
-            tf.float32)
+            self._masked_lm(outputs["sequence_output"], inputs[MASKED_LM_POSITIONS], training=training), tf.float32
+        )
         return outputs
 
 

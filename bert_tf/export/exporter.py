@@ -56,15 +56,18 @@ def _check_destination(path: str, overwrite: bool) -> None:
         if not os.path.isdir(path):
             raise FileExistsError(f"Export path {path} exists and is not a directory.")
         if os.listdir(path) and not overwrite:
-            raise FileExistsError(f"Export directory {path} already exists and is not empty; "
-                                  "choose another one or pass overwrite=True (--overwrite).")
+            raise FileExistsError(
+                f"Export directory {path} already exists and is not empty; "
+                "choose another one or pass overwrite=True (--overwrite)."
+            )
 
 
 # --- encoder -------------------------------------------------------------------
 
 
-def _save_encoder(model: BertEncoder | BertPretrainer, path: str, vocab_file: str | None,
-                  include_mlm: bool, verify: bool) -> EncoderModule:
+def _save_encoder(
+    model: BertEncoder | BertPretrainer, path: str, vocab_file: str | None, include_mlm: bool, verify: bool
+) -> EncoderModule:
     module = EncoderModule(model, include_mlm=include_mlm)
     module.trace()
     tf.saved_model.save(module, path, signatures=module.signatures())
@@ -79,8 +82,15 @@ def _save_encoder(model: BertEncoder | BertPretrainer, path: str, vocab_file: st
     return module
 
 
-def export_encoder(model: BertEncoder | BertPretrainer, export_dir: str, *, vocab_file: str | None = None,
-                   include_mlm: bool = True, overwrite: bool = False, verify: bool = True) -> str:
+def export_encoder(
+    model: BertEncoder | BertPretrainer,
+    export_dir: str,
+    *,
+    vocab_file: str | None = None,
+    include_mlm: bool = True,
+    overwrite: bool = False,
+    verify: bool = True,
+) -> str:
     """Saves a Keras encoder as a TF Hub-style encoder SavedModel.
 
     Args:
@@ -112,24 +122,28 @@ def verify_encoder_export(model: BertEncoder | BertPretrainer, path: str, seq_le
     config = encoder.config
     seq_length = min(seq_length, config.max_position_embeddings)
     rng = np.random.default_rng(0)
-    inputs = {"input_word_ids": rng.integers(0, config.vocab_size, (2, seq_length)).astype(np.int32),
-              "input_mask": np.ones((2, seq_length), np.int32),
-              "input_type_ids": np.zeros((2, seq_length), np.int32)}
-    inputs["input_mask"][1, seq_length // 2:] = 0
-    inputs["input_type_ids"][0, seq_length // 2:] = 1
+    inputs = {
+        "input_word_ids": rng.integers(0, config.vocab_size, (2, seq_length)).astype(np.int32),
+        "input_mask": np.ones((2, seq_length), np.int32),
+        "input_type_ids": np.zeros((2, seq_length), np.int32),
+    }
+    inputs["input_mask"][1, seq_length // 2 :] = 0
+    inputs["input_type_ids"][0, seq_length // 2 :] = 1
     loaded = tf.saved_model.load(path)
     expected = flatten_outputs(encoder(inputs, training=False))
     got = flatten_outputs(loaded(inputs))
-    diffs = {name: float(np.max(np.abs(np.asarray(got[name]) - np.asarray(value))))
-             for name, value in expected.items()}
+    diffs = {name: float(np.max(np.abs(np.asarray(got[name]) - np.asarray(value)))) for name, value in expected.items()}
     if hasattr(loaded, "mlm") and isinstance(model, BertPretrainer):
         mlm_inputs = dict(inputs, masked_lm_positions=np.array([[1, 2], [3, 0]], np.int32))
-        diffs["mlm_logits"] = float(np.max(np.abs(
-            loaded.mlm(mlm_inputs)["mlm_logits"].numpy() - np.asarray(model(mlm_inputs)["mlm_logits"]))))
+        diffs["mlm_logits"] = float(
+            np.max(np.abs(loaded.mlm(mlm_inputs)["mlm_logits"].numpy() - np.asarray(model(mlm_inputs)["mlm_logits"])))
+        )
     worst = max(diffs, key=diffs.get)
     if diffs[worst] > VERIFY_TOLERANCE:
-        raise ValueError(f"The SavedModel written to {path} does not reproduce the Keras model: "
-                         f"max |difference| of {worst} is {diffs[worst]:.3g} > {VERIFY_TOLERANCE}.")
+        raise ValueError(
+            f"The SavedModel written to {path} does not reproduce the Keras model: "
+            f"max |difference| of {worst} is {diffs[worst]:.3g} > {VERIFY_TOLERANCE}."
+        )
     return diffs[worst]
 
 
@@ -138,12 +152,14 @@ def verify_encoder_export(model: BertEncoder | BertPretrainer, path: str, seq_le
 
 def _save_preprocessor(vocab_file: str, lower_case: bool, seq_length: int, path: str) -> None:
     from bert_tf.tokenization import BertPreprocessor, save_preprocessor  # tensorflow_text is heavy
+
     preprocessor = BertPreprocessor(vocab_file, lower_case=lower_case, default_seq_length=seq_length)
     save_preprocessor(preprocessor, path)
 
 
-def export_preprocessor(vocab_file: str, lower_case: bool, seq_length: int, export_dir: str, *,
-                        overwrite: bool = False) -> str:
+def export_preprocessor(
+    vocab_file: str, lower_case: bool, seq_length: int, export_dir: str, *, overwrite: bool = False
+) -> str:
     """Saves the TF Hub-style BERT preprocessing SavedModel for `vocab_file`.
 
     Args:
@@ -172,10 +188,19 @@ def _move_contents(source: str, destination: str) -> None:
 # --- from a model directory or checkpoint -----------------------------------------------
 
 
-def export_model_dir(model_dir: str | None, export_dir: str, *, checkpoint: str | None = None,
-                     bert_config_file: str | None = None, vocab_file: str | None = None,
-                     lower_case: bool = True, seq_length: int = 128, include_mlm: bool = True,
-                     overwrite: bool = False, verify: bool = True) -> dict:
+def export_model_dir(
+    model_dir: str | None,
+    export_dir: str,
+    *,
+    checkpoint: str | None = None,
+    bert_config_file: str | None = None,
+    vocab_file: str | None = None,
+    lower_case: bool = True,
+    seq_length: int = 128,
+    include_mlm: bool = True,
+    overwrite: bool = False,
+    verify: bool = True,
+) -> dict:
     """Exports a model directory (or explicit checkpoint files) as `encoder/` and `preprocess/`.
 
     Args:
@@ -213,8 +238,10 @@ def export_model_dir(model_dir: str | None, export_dir: str, *, checkpoint: str 
         _save_encoder(model, os.path.join(tmp_dir, ENCODER_SUBDIR), vocab_file, include_mlm, verify)
         _save_preprocessor(vocab_file, lower_case, seq_length, os.path.join(tmp_dir, PREPROCESS_SUBDIR))
     export_dir = os.path.abspath(export_dir)
-    return {"encoder": os.path.join(export_dir, ENCODER_SUBDIR),
-            "preprocess": os.path.join(export_dir, PREPROCESS_SUBDIR)}
+    return {
+        "encoder": os.path.join(export_dir, ENCODER_SUBDIR),
+        "preprocess": os.path.join(export_dir, PREPROCESS_SUBDIR),
+    }
 
 
 def _resolve(explicit: str | None, model_dir: str | None, name: str, argument: str) -> str:
@@ -235,18 +262,22 @@ def _check_file(path: str, argument: str) -> str:
 
 def _check_vocab(vocab_file: str, config: BertConfig, config_file: str) -> None:
     from bert_tf.tokenization.vocab import load_vocab, special_token_ids
+
     tokens = load_vocab(vocab_file)  # raises on empty, non-UTF-8 or repeated tokens
     special_token_ids(tokens, vocab_file)  # the preprocessor needs [CLS], [SEP], [PAD], ...
     size = len(tokens)
     if size > config.vocab_size:
         # Token ids >= vocab_size would index past the embedding table.
-        raise ValueError(f"Vocabulary file {vocab_file} has {size} tokens but {config_file} has "
-                         f"vocab_size={config.vocab_size}; they belong to different models.")
+        raise ValueError(
+            f"Vocabulary file {vocab_file} has {size} tokens but {config_file} has "
+            f"vocab_size={config.vocab_size}; they belong to different models."
+        )
 
 
 def _check_seq_length(seq_length: int, config: BertConfig | None = None) -> None:
     if isinstance(seq_length, bool) or not isinstance(seq_length, int) or seq_length < 2:
         raise ValueError(f"seq_length must be an integer >= 2 ([CLS] and [SEP]), got {seq_length!r}.")
     if config is not None and seq_length > config.max_position_embeddings:
-        raise ValueError(f"seq_length={seq_length} exceeds the model's max_position_embeddings="
-                         f"{config.max_position_embeddings}.")
+        raise ValueError(
+            f"seq_length={seq_length} exceeds the model's max_position_embeddings={config.max_position_embeddings}."
+        )

@@ -44,13 +44,23 @@ class BertTFSMLayer(keras.layers.TFSMLayer):
     def _add_existing_weight(self, weight):
         # Keras wraps the restored tf.Variable itself (it is not copied), so
         # training the layer trains the variables the SavedModel functions read.
-        variable = keras.Variable(initializer=weight, trainable=weight.trainable, dtype=weight.dtype,
-                                  shape=weight.shape, name=keras_variable_name(weight.name))
+        variable = keras.Variable(
+            initializer=weight,
+            trainable=weight.trainable,
+            dtype=weight.dtype,
+            shape=weight.shape,
+            name=keras_variable_name(weight.name),
+        )
         self._track_variable(variable)
 
 
-def load_tfsm_layer(path: str, call_endpoint: str = "__call__", call_training_endpoint: str | None = "call_training",
-                    trainable: bool = True, name: str | None = None) -> keras.layers.TFSMLayer:
+def load_tfsm_layer(
+    path: str,
+    call_endpoint: str = "__call__",
+    call_training_endpoint: str | None = "call_training",
+    trainable: bool = True,
+    name: str | None = None,
+) -> keras.layers.TFSMLayer:
     """An exported encoder (or any SavedModel) as a Keras 3 layer.
 
     Args:
@@ -72,12 +82,17 @@ def load_tfsm_layer(path: str, call_endpoint: str = "__call__", call_training_en
       model = keras.Model(inputs, logits)
     """
     if keras.backend.backend() != "tensorflow":
-        raise NotImplementedError(f"load_tfsm_layer needs the TensorFlow backend (KERAS_BACKEND=tensorflow); "
-                                  f"the current backend is {keras.backend.backend()!r}.")
-    layer = BertTFSMLayer(path, call_endpoint=call_endpoint, call_training_endpoint=call_training_endpoint,
-                          trainable=trainable, name=name)
+        raise NotImplementedError(
+            f"load_tfsm_layer needs the TensorFlow backend (KERAS_BACKEND=tensorflow); "
+            f"the current backend is {keras.backend.backend()!r}."
+        )
+    layer = BertTFSMLayer(
+        path, call_endpoint=call_endpoint, call_training_endpoint=call_training_endpoint, trainable=trainable, name=name
+    )
     bad = [w.name for w in layer.weights if _INVALID_NAME_CHARACTERS.search(w.name)]
     if bad:  # A Keras release that no longer calls _add_existing_weight would leave them unrenamed.
-        raise RuntimeError(f"TFSMLayer kept variable names Keras optimizers reject, e.g. {bad[:3]}; "
-                           f"this Keras version ({keras.__version__}) needs an update of {__name__}.")
+        raise RuntimeError(
+            f"TFSMLayer kept variable names Keras optimizers reject, e.g. {bad[:3]}; "
+            f"this Keras version ({keras.__version__}) needs an update of {__name__}."
+        )
     return layer

@@ -56,8 +56,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
         def dense(name):
             return keras.layers.Dense(
-                hidden_size, kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
-                dtype=self.dtype_policy, name=name)
+                hidden_size,
+                kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+                dtype=self.dtype_policy,
+                name=name,
+            )
 
         self.query = dense("query")
         self.key = dense("key")
@@ -81,8 +84,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             attention_bias = padding_attention_bias(input_mask)
         # Scaling the [batch, seq, hidden] query rather than the [batch, heads, seq, seq] scores
         # touches fewer numbers; with BERT's head size 64 the factor 1/8 is exact either way.
-        query = self._split_heads(self.query(hidden_states) * ops.cast(1.0 / math.sqrt(self.head_size),
-                                                                       self.compute_dtype))
+        query = self._split_heads(
+            self.query(hidden_states) * ops.cast(1.0 / math.sqrt(self.head_size), self.compute_dtype)
+        )
         key = self._split_heads(self.key(hidden_states))
         value = self._split_heads(self.value(hidden_states))
 
@@ -102,6 +106,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(num_heads=self.num_heads, hidden_size=self.hidden_size,
-                      dropout_rate=self.dropout_rate, initializer_range=self.initializer_range)
+        config.update(
+            num_heads=self.num_heads,
+            hidden_size=self.hidden_size,
+            dropout_rate=self.dropout_rate,
+            initializer_range=self.initializer_range,
+        )
         return config

@@ -28,8 +28,11 @@ class ClassificationHead(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
         self.dense = keras.layers.Dense(
-            num_classes, kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
-            dtype=self.dtype_policy, name="logits")
+            num_classes,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+            dtype=self.dtype_policy,
+            name="logits",
+        )
 
     def build(self, pooled_output_shape):
         self.dense.build(pooled_output_shape)
@@ -46,6 +49,7 @@ class ClassificationHead(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(num_classes=self.num_classes, dropout_rate=self.dropout_rate,
-                      initializer_range=self.initializer_range)
+        config.update(
+            num_classes=self.num_classes, dropout_rate=self.dropout_rate, initializer_range=self.initializer_range
+        )
         return config

@@ -21,8 +21,17 @@ class BertEmbeddings(keras.layers.Layer):
     to `token_embedding.embeddings`.
     """
 
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings, type_vocab_size,
-                 initializer_range=0.02, layer_norm_eps=1e-12, dropout_rate=0.1, **kwargs):
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings,
+        type_vocab_size,
+        initializer_range=0.02,
+        layer_norm_eps=1e-12,
+        dropout_rate=0.1,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
@@ -34,29 +43,37 @@ class BertEmbeddings(keras.layers.Layer):
 
         initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
         self.token_embedding = keras.layers.Embedding(
-            vocab_size, hidden_size, embeddings_initializer=initializer, dtype=self.dtype_policy,
-            name="word_embeddings")
+            vocab_size, hidden_size, embeddings_initializer=initializer, dtype=self.dtype_policy, name="word_embeddings"
+        )
         self.type_embedding = keras.layers.Embedding(
-            type_vocab_size, hidden_size, embeddings_initializer=initializer, dtype=self.dtype_policy,
-            name="token_type_embeddings")
+            type_vocab_size,
+            hidden_size,
+            embeddings_initializer=initializer,
+            dtype=self.dtype_policy,
+            name="token_type_embeddings",
+        )
         self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_eps, dtype=self.dtype_policy, name="layer_norm")
+            epsilon=layer_norm_eps, dtype=self.dtype_policy, name="layer_norm"
+        )
         self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
 
     def build(self, input_shape=None):
         self.token_embedding.build()
         self.type_embedding.build()
         self.position_embeddings = self.add_weight(
-            name="position_embeddings", shape=(self.max_position_embeddings, self.hidden_size),
-            initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range))
+            name="position_embeddings",
+            shape=(self.max_position_embeddings, self.hidden_size),
+            initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range),
+        )
         self.layer_norm.build((None, None, self.hidden_size))
         self.built = True
 
     def call(self, input_word_ids, input_type_ids, training=None):
         seq_length = ops.shape(input_word_ids)[1]
         position_embeddings = ops.cast(self.position_embeddings[:seq_length], self.compute_dtype)
-        embeddings = (self.token_embedding(input_word_ids) + self.type_embedding(input_type_ids)
-                      + position_embeddings[None, :, :])
+        embeddings = (
+            self.token_embedding(input_word_ids) + self.type_embedding(input_type_ids) + position_embeddings[None, :, :]
+        )
         return self.dropout(self.layer_norm(embeddings), training=training)
 
     def compute_output_shape(self, input_word_ids_shape, input_type_ids_shape=None):
@@ -64,8 +81,13 @@ class BertEmbeddings(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
-                      max_position_embeddings=self.max_position_embeddings,
-                      type_vocab_size=self.type_vocab_size, initializer_range=self.initializer_range,
-                      layer_norm_eps=self.layer_norm_eps, dropout_rate=self.dropout_rate)
+        config.update(
+            vocab_size=self.vocab_size,
+            hidden_size=self.hidden_size,
+            max_position_embeddings=self.max_position_embeddings,
+            type_vocab_size=self.type_vocab_size,
+            initializer_range=self.initializer_range,
+            layer_norm_eps=self.layer_norm_eps,
+            dropout_rate=self.dropout_rate,
+        )
         return config

@@ -29,8 +29,7 @@ class MaskedLMHead(keras.layers.Layer):
       float32 logits [batch, num_predictions, vocab_size].
     """
 
-    def __init__(self, token_embedding, activation="gelu", initializer_range=0.02,
-                 layer_norm_eps=1e-12, **kwargs):
+    def __init__(self, token_embedding, activation="gelu", initializer_range=0.02, layer_norm_eps=1e-12, **kwargs):
         super().__init__(**kwargs)
         self.token_embedding = token_embedding
         self.activation = activation
@@ -40,11 +39,15 @@ class MaskedLMHead(keras.layers.Layer):
         self.hidden_size = token_embedding.output_dim
 
         self.transform = keras.layers.Dense(
-            self.hidden_size, activation=get_activation(activation),
+            self.hidden_size,
+            activation=get_activation(activation),
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
-            dtype=self.dtype_policy, name="transform")
+            dtype=self.dtype_policy,
+            name="transform",
+        )
         self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_eps, dtype=self.dtype_policy, name="layer_norm")
+            epsilon=layer_norm_eps, dtype=self.dtype_policy, name="layer_norm"
+        )
 
     def build(self, sequence_output_shape=None, masked_lm_positions_shape=None):
         self.transform.build((None, None, self.hidden_size))
@@ -69,10 +72,12 @@ class MaskedLMHead(keras.layers.Layer):
 
     def compute_output_spec(self, sequence_output, masked_lm_positions):
         return keras.KerasTensor(
-            self.compute_output_shape(sequence_output.shape, masked_lm_positions.shape), dtype="float32")
+            self.compute_output_shape(sequence_output.shape, masked_lm_positions.shape), dtype="float32"
+        )
 
     def get_config(self):
         config = super().get_config()
-        config.update(activation=self.activation, initializer_range=self.initializer_range,
-                      layer_norm_eps=self.layer_norm_eps)
+        config.update(
+            activation=self.activation, initializer_range=self.initializer_range, layer_norm_eps=self.layer_norm_eps
+        )
         return config

@@ -20,8 +20,11 @@ class NextSentenceHead(keras.layers.Layer):
         super().__init__(**kwargs)
         self.initializer_range = initializer_range
         self.dense = keras.layers.Dense(
-            2, kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
-            dtype=self.dtype_policy, name="logits")
+            2,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+            dtype=self.dtype_policy,
+            name="logits",
+        )
 
     def build(self, pooled_output_shape):
         self.dense.build(pooled_output_shape)

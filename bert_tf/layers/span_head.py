@@ -19,8 +19,11 @@ class SpanHead(keras.layers.Layer):
         super().__init__(**kwargs)
         self.initializer_range = initializer_range
         self.dense = keras.layers.Dense(
-            2, kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
-            dtype=self.dtype_policy, name="logits")
+            2,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+            dtype=self.dtype_policy,
+            name="logits",
+        )
 
     def build(self, sequence_output_shape):
         self.dense.build(sequence_output_shape)

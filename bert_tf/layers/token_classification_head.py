@@ -26,8 +26,11 @@ class TokenClassificationHead(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
         self.dense = keras.layers.Dense(
-            num_labels, kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
-            dtype=self.dtype_policy, name="logits")
+            num_labels,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+            dtype=self.dtype_policy,
+            name="logits",
+        )
 
     def build(self, sequence_output_shape):
         self.dense.build(sequence_output_shape)
@@ -44,6 +47,7 @@ class TokenClassificationHead(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(num_labels=self.num_labels, dropout_rate=self.dropout_rate,
-                      initializer_range=self.initializer_range)
+        config.update(
+            num_labels=self.num_labels, dropout_rate=self.dropout_rate, initializer_range=self.initializer_range
+        )
         return config

@@ -22,9 +22,18 @@ class TransformerEncoderBlock(keras.layers.Layer):
       float [batch, seq_length, hidden_size].
     """
 
-    def __init__(self, hidden_size, num_heads, intermediate_size, activation="gelu",
-                 hidden_dropout_rate=0.1, attention_dropout_rate=0.1, initializer_range=0.02,
-                 layer_norm_eps=1e-12, **kwargs):
+    def __init__(
+        self,
+        hidden_size,
+        num_heads,
+        intermediate_size,
+        activation="gelu",
+        hidden_dropout_rate=0.1,
+        attention_dropout_rate=0.1,
+        initializer_range=0.02,
+        layer_norm_eps=1e-12,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.num_heads = num_heads
@@ -38,19 +47,29 @@ class TransformerEncoderBlock(keras.layers.Layer):
         initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
         policy = self.dtype_policy
         self.attention = MultiHeadSelfAttention(
-            num_heads, hidden_size, dropout_rate=attention_dropout_rate,
-            initializer_range=initializer_range, dtype=policy, name="attention")
+            num_heads,
+            hidden_size,
+            dropout_rate=attention_dropout_rate,
+            initializer_range=initializer_range,
+            dtype=policy,
+            name="attention",
+        )
         self.attention_dropout = Dropout(hidden_dropout_rate, dtype=policy, name="attention_output_dropout")
         self.attention_layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_eps, dtype=policy, name="attention_layer_norm")
+            epsilon=layer_norm_eps, dtype=policy, name="attention_layer_norm"
+        )
         self.intermediate_dense = keras.layers.Dense(
-            intermediate_size, activation=get_activation(activation), kernel_initializer=initializer,
-            dtype=policy, name="intermediate")
-        self.output_dense = keras.layers.Dense(
-            hidden_size, kernel_initializer=initializer, dtype=policy, name="output")
+            intermediate_size,
+            activation=get_activation(activation),
+            kernel_initializer=initializer,
+            dtype=policy,
+            name="intermediate",
+        )
+        self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=initializer, dtype=policy, name="output")
         self.output_dropout = Dropout(hidden_dropout_rate, dtype=policy, name="output_dropout")
         self.output_layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_eps, dtype=policy, name="output_layer_norm")
+            epsilon=layer_norm_eps, dtype=policy, name="output_layer_norm"
+        )
 
     def build(self, hidden_states_shape, input_mask_shape=None, attention_bias_shape=None):
         hidden_shape = (None, None, self.hidden_size)
@@ -62,8 +81,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.built = True
 
     def call(self, hidden_states, input_mask=None, attention_bias=None, training=None):
-        attention_output = self.attention(hidden_states, input_mask, attention_bias=attention_bias,
-                                          training=training)
+        attention_output = self.attention(hidden_states, input_mask, attention_bias=attention_bias, training=training)
         attention_output = self.attention_dropout(attention_output, training=training)
         hidden_states = self.attention_layer_norm(hidden_states + attention_output)
 
@@ -76,9 +94,14 @@ class TransformerEncoderBlock(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(hidden_size=self.hidden_size, num_heads=self.num_heads,
-                      intermediate_size=self.intermediate_size, activation=self.activation,
-                      hidden_dropout_rate=self.hidden_dropout_rate,
-                      attention_dropout_rate=self.attention_dropout_rate,
-                      initializer_range=self.initializer_range, layer_norm_eps=self.layer_norm_eps)
+        config.update(
+            hidden_size=self.hidden_size,
+            num_heads=self.num_heads,
+            intermediate_size=self.intermediate_size,
+            activation=self.activation,
+            hidden_dropout_rate=self.hidden_dropout_rate,
+            attention_dropout_rate=self.attention_dropout_rate,
+            initializer_range=self.initializer_range,
+            layer_norm_eps=self.layer_norm_eps,
+        )
         return config

@@ -36,9 +36,13 @@ class BertClassifier(Task):
     def __init__(self, encoder: BertEncoder, num_classes: int, dropout_rate=None, **kwargs):
         if dropout_rate is None:
             dropout_rate = encoder.config.hidden_dropout_prob
-        head = ClassificationHead(num_classes, dropout_rate=dropout_rate,
-                                  initializer_range=encoder.config.initializer_range,
-                                  dtype=encoder.dtype_policy, name="classifier")
+        head = ClassificationHead(
+            num_classes,
+            dropout_rate=dropout_rate,
+            initializer_range=encoder.config.initializer_range,
+            dtype=encoder.dtype_policy,
+            name="classifier",
+        )
         inputs = encoder_inputs()
         logits = head(encoder(inputs)["pooled_output"])
         super().__init__(inputs=inputs, outputs=logits, **kwargs)

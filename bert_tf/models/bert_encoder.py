@@ -14,8 +14,7 @@ ENCODER_INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
 def encoder_inputs(name_prefix: str = "") -> dict:
     """Symbolic int32 [batch, seq_length] inputs with TF Hub's BERT names."""
-    return {name: keras.Input(shape=(None,), dtype="int32", name=name_prefix + name)
-            for name in ENCODER_INPUT_NAMES}
+    return {name: keras.Input(shape=(None,), dtype="int32", name=name_prefix + name) for name in ENCODER_INPUT_NAMES}
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -57,21 +56,34 @@ class BertEncoder(keras.Model):
         initializer = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
 
         embeddings = BertEmbeddings(
-            vocab_size=config.vocab_size, hidden_size=config.hidden_size,
-            max_position_embeddings=config.max_position_embeddings, type_vocab_size=config.type_vocab_size,
-            initializer_range=config.initializer_range, layer_norm_eps=config.layer_norm_eps,
-            dropout_rate=config.hidden_dropout_prob, dtype=dtype, name="embeddings")
+            vocab_size=config.vocab_size,
+            hidden_size=config.hidden_size,
+            max_position_embeddings=config.max_position_embeddings,
+            type_vocab_size=config.type_vocab_size,
+            initializer_range=config.initializer_range,
+            layer_norm_eps=config.layer_norm_eps,
+            dropout_rate=config.hidden_dropout_prob,
+            dtype=dtype,
+            name="embeddings",
+        )
         blocks = [
             TransformerEncoderBlock(
-                hidden_size=config.hidden_size, num_heads=config.num_attention_heads,
-                intermediate_size=config.intermediate_size, activation=config.hidden_act,
+                hidden_size=config.hidden_size,
+                num_heads=config.num_attention_heads,
+                intermediate_size=config.intermediate_size,
+                activation=config.hidden_act,
                 hidden_dropout_rate=config.hidden_dropout_prob,
                 attention_dropout_rate=config.attention_probs_dropout_prob,
-                initializer_range=config.initializer_range, layer_norm_eps=config.layer_norm_eps,
-                dtype=dtype, name=f"transformer_layer_{i}")
-            for i in range(config.num_hidden_layers)]
-        pooler = keras.layers.Dense(config.hidden_size, activation="tanh", kernel_initializer=initializer,
-                                    dtype=dtype, name="pooler")
+                initializer_range=config.initializer_range,
+                layer_norm_eps=config.layer_norm_eps,
+                dtype=dtype,
+                name=f"transformer_layer_{i}",
+            )
+            for i in range(config.num_hidden_layers)
+        ]
+        pooler = keras.layers.Dense(
+            config.hidden_size, activation="tanh", kernel_initializer=initializer, dtype=dtype, name="pooler"
+        )
 
         inputs = encoder_inputs()
         hidden_states = embeddings(inputs["input_word_ids"], inputs["input_type_ids"])
@@ -82,8 +94,7 @@ class BertEncoder(keras.Model):
             hidden_states = block(hidden_states, attention_bias=attention_bias)
             encoder_outputs.append(hidden_states)
         pooled_output = pooler(hidden_states[:, 0, :])
-        outputs = {"sequence_output": hidden_states, "pooled_output": pooled_output,
-                   "encoder_outputs": encoder_outputs}
+        outputs = {"sequence_output": hidden_states, "pooled_output": pooled_output, "encoder_outputs": encoder_outputs}
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
         self.config = config
@@ -97,8 +108,12 @@ class BertEncoder(keras.Model):
         return self.embeddings.token_embedding
 
     def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable,
-                "dtype": keras.saving.serialize_keras_object(self.dtype_policy)}
+        return {
+            "config": self.config.to_dict(),
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.saving.serialize_keras_object(self.dtype_policy),
+        }
 
     @classmethod
     def from_config(cls, config):

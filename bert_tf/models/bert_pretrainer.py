@@ -43,10 +43,16 @@ class BertPretrainer(Task):
     def __init__(self, encoder: BertEncoder, **kwargs):
         config = encoder.config
         masked_lm = MaskedLMHead(
-            encoder.token_embedding, activation=config.hidden_act, initializer_range=config.initializer_range,
-            layer_norm_eps=config.layer_norm_eps, dtype=encoder.dtype_policy, name="masked_lm")
+            encoder.token_embedding,
+            activation=config.hidden_act,
+            initializer_range=config.initializer_range,
+            layer_norm_eps=config.layer_norm_eps,
+            dtype=encoder.dtype_policy,
+            name="masked_lm",
+        )
         next_sentence = NextSentenceHead(
-            initializer_range=config.initializer_range, dtype=encoder.dtype_policy, name="next_sentence")
+            initializer_range=config.initializer_range, dtype=encoder.dtype_policy, name="next_sentence"
+        )
 
         inputs = encoder_inputs()
         inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_lm_positions")
@@ -64,8 +70,9 @@ class BertPretrainer(Task):
     def checkpoint_items(self):
         """`encoder`, `masked_lm` and `next_sentence`: the model directory's layout, which
         `load_encoder` and `load_pretrainer` read."""
-        return self._checkpoint_mapping({ENCODER_KEY: self.encoder, MASKED_LM_KEY: self.masked_lm,
-                                         NEXT_SENTENCE_KEY: self.next_sentence})
+        return self._checkpoint_mapping(
+            {ENCODER_KEY: self.encoder, MASKED_LM_KEY: self.masked_lm, NEXT_SENTENCE_KEY: self.next_sentence}
+        )
 
 
 def sparse_cross_entropy_with_hits(labels, logits):
@@ -112,5 +119,10 @@ def pretraining_losses(features: dict, outputs: dict) -> dict:
     nsp_logits = ops.cast(outputs["nsp_logits"], "float32")
     nsp_loss = ops.mean(keras.losses.sparse_categorical_crossentropy(nsp_labels, nsp_logits, from_logits=True))
     nsp_accuracy = ops.mean(ops.cast(ops.equal(ops.argmax(nsp_logits, axis=-1), nsp_labels), "float32"))
-    return {"loss": mlm_loss + nsp_loss, "mlm_loss": mlm_loss, "nsp_loss": nsp_loss,
-            "mlm_accuracy": mlm_accuracy, "nsp_accuracy": nsp_accuracy}
+    return {
+        "loss": mlm_loss + nsp_loss,
+        "mlm_loss": mlm_loss,
+        "nsp_loss": nsp_loss,
+        "mlm_accuracy": mlm_accuracy,
+        "nsp_accuracy": nsp_accuracy,
+    }

@@ -16,11 +16,9 @@ class BertSpanLabeler(Task):
     """
 
     def __init__(self, encoder: BertEncoder, **kwargs):
-        head = SpanHead(initializer_range=encoder.config.initializer_range, dtype=encoder.dtype_policy,
-                        name="span")
+        head = SpanHead(initializer_range=encoder.config.initializer_range, dtype=encoder.dtype_policy, name="span")
         inputs = encoder_inputs()
         start_logits, end_logits = head(encoder(inputs)["sequence_output"])
-        super().__init__(inputs=inputs, outputs={"start_logits": start_logits, "end_logits": end_logits},
-                         **kwargs)
+        super().__init__(inputs=inputs, outputs={"start_logits": start_logits, "end_logits": end_logits}, **kwargs)
         self.encoder = encoder
         self.span = head

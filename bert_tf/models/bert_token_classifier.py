@@ -17,9 +17,13 @@ class BertTokenClassifier(Task):
     def __init__(self, encoder: BertEncoder, num_labels: int, dropout_rate=None, **kwargs):
         if dropout_rate is None:
             dropout_rate = encoder.config.hidden_dropout_prob
-        head = TokenClassificationHead(num_labels, dropout_rate=dropout_rate,
-                                       initializer_range=encoder.config.initializer_range,
-                                       dtype=encoder.dtype_policy, name="token_classifier")
+        head = TokenClassificationHead(
+            num_labels,
+            dropout_rate=dropout_rate,
+            initializer_range=encoder.config.initializer_range,
+            dtype=encoder.dtype_policy,
+            name="token_classifier",
+        )
         inputs = encoder_inputs()
         logits = head(encoder(inputs)["sequence_output"])
         super().__init__(inputs=inputs, outputs=logits, **kwargs)

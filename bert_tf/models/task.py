@@ -35,8 +35,11 @@ class Task(keras.Model):
         return self._checkpoint_mapping({ENCODER_KEY: self.encoder, TASK_MODEL_KEY: self})
 
     def get_config(self):
-        return {"encoder": keras.saving.serialize_keras_object(self.encoder), "name": self.name,
-                "trainable": self.trainable}
+        return {
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            "name": self.name,
+            "trainable": self.trainable,
+        }
 
     @classmethod
     def from_config(cls, config):

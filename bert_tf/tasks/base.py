@@ -21,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES as ENCODER_INPUT_KEYS  # noqa: F401 (re-exported)
+
 FEATURE_INDEX_KEY = "feature_index"
 
 
@@ -90,8 +91,10 @@ def with_feature_index(columns: dict, batch_size: int, training: bool) -> dict:
     columns[FEATURE_INDEX_KEY] = np.arange(size, dtype=np.int32)
     padding = 0 if training else -size % batch_size
     if padding:
-        columns = {name: np.concatenate([np.asarray(values), np.repeat(np.asarray(values)[:1], padding, axis=0)])
-                   for name, values in columns.items()}
+        columns = {
+            name: np.concatenate([np.asarray(values), np.repeat(np.asarray(values)[:1], padding, axis=0)])
+            for name, values in columns.items()
+        }
         columns[FEATURE_INDEX_KEY][size:] = -1
     return columns
 

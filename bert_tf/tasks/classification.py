@@ -37,8 +37,14 @@ class ClassificationTask(FinetuningTask):
 
     label_keys = ("label",)
 
-    def __init__(self, tokenizer, seq_length: int, label_list: Optional[Sequence[str]],
-                 sentence_pair: bool = False, dropout_rate: Optional[float] = None):
+    def __init__(
+        self,
+        tokenizer,
+        seq_length: int,
+        label_list: Optional[Sequence[str]],
+        sentence_pair: bool = False,
+        dropout_rate: Optional[float] = None,
+    ):
         self.tokenizer = tokenizer
         self.seq_length = seq_length
         self.label_list = list(label_list) if label_list is not None else None
@@ -66,8 +72,12 @@ class ClassificationTask(FinetuningTask):
         return 1 if self.is_regression else len(self.label_list)
 
     def config(self) -> dict:
-        return {"task": self.name, "label_list": self.label_list, "max_seq_length": self.seq_length,
-                "sentence_pair": self.sentence_pair}
+        return {
+            "task": self.name,
+            "label_list": self.label_list,
+            "max_seq_length": self.seq_length,
+            "sentence_pair": self.sentence_pair,
+        }
 
     def build_model(self, encoder):
         return BertClassifier(encoder, num_classes=self.num_outputs, dropout_rate=self.dropout_rate)
@@ -111,8 +121,9 @@ class ClassificationTask(FinetuningTask):
         try:
             return self.label_ids[str(example.label)]
         except KeyError:
-            raise DataError(f"{example.guid}: unknown label {example.label!r}; the labels are "
-                            f"{self.label_list}.") from None
+            raise DataError(
+                f"{example.guid}: unknown label {example.label!r}; the labels are {self.label_list}."
+            ) from None
 
     def dataset(self, features, batch_size, training, seed=None, input_context=None):
         import tensorflow as tf
@@ -139,8 +150,7 @@ class ClassificationTask(FinetuningTask):
 
     def evaluate(self, examples, predictions):
         if any(e.label is None for e in examples):
-            raise DataError(f"{next(e.guid for e in examples if e.label is None)}: evaluation example "
-                            "without a label.")
+            raise DataError(f"{next(e.guid for e in examples if e.label is None)}: evaluation example without a label.")
         if self.is_regression:
             return metrics_lib.regression_metrics([float(e.label) for e in examples], predictions["scores"])
         labels = [self._label_id(e) for e in examples]

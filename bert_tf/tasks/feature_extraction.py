@@ -45,7 +45,7 @@ def read_lines(input_file: str) -> tuple[list[str], list[Optional[str]]]:
     except FileNotFoundError:
         raise DataError(f"--input_file not found: {input_file}") from None
     except UnicodeDecodeError as e:
-        line = e.object[:e.start].count(b"\n") + 1
+        line = e.object[: e.start].count(b"\n") + 1
         raise DataError(f"--input_file: {input_file}:{line}: not valid UTF-8 ({e.reason}).") from None
     if lines and lines[-1] == "":
         lines.pop()
@@ -60,11 +60,21 @@ def read_lines(input_file: str) -> tuple[list[str], list[Optional[str]]]:
     return texts_a, texts_b
 
 
-def extract_features(input_file: str, output_file: str, *, model_dir: Optional[str] = None,
-                     init_checkpoint: Optional[str] = None, bert_config_file: Optional[str] = None,
-                     vocab_file: Optional[str] = None, layers: Sequence[int] = (-1, -2, -3, -4),
-                     max_seq_length: int = 128, batch_size: int = 32, do_lower_case: bool = True,
-                     strategy=None, jit_compile: bool = False) -> str:
+def extract_features(
+    input_file: str,
+    output_file: str,
+    *,
+    model_dir: Optional[str] = None,
+    init_checkpoint: Optional[str] = None,
+    bert_config_file: Optional[str] = None,
+    vocab_file: Optional[str] = None,
+    layers: Sequence[int] = (-1, -2, -3, -4),
+    max_seq_length: int = 128,
+    batch_size: int = 32,
+    do_lower_case: bool = True,
+    strategy=None,
+    jit_compile: bool = False,
+) -> str:
     """Writes the activations of `layers` for every line of `input_file` to `output_file`; returns its path.
 
     The model comes from `model_dir` (bert_config.json, vocab.txt, checkpoint)
@@ -96,21 +106,27 @@ def extract_features(input_file: str, output_file: str, *, model_dir: Optional[s
     except ValueError as e:
         raise ValueError(f"--bert_config_file={bert_config_file}: {e}") from None
     if max_seq_length > config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={max_seq_length} exceeds the model's max_position_embeddings "
-                         f"({config.max_position_embeddings}).")
+        raise ValueError(
+            f"--max_seq_length={max_seq_length} exceeds the model's max_position_embeddings "
+            f"({config.max_position_embeddings})."
+        )
     num_layers = config.num_hidden_layers
     layers = [int(layer) for layer in layers]
     bad = [layer for layer in layers if not -num_layers <= layer < num_layers]
     if bad or not layers:
-        raise ValueError(f"--layers {bad or layers} out of range: the model has {num_layers} layers "
-                         f"(use -{num_layers}..{num_layers - 1}; -1 is the last).")
+        raise ValueError(
+            f"--layers {bad or layers} out of range: the model has {num_layers} layers "
+            f"(use -{num_layers}..{num_layers - 1}; -1 is the last)."
+        )
 
     texts_a, texts_b = read_lines(input_file)
     cli.load_vocab(vocab_file, "vocab_file")  # errors naming the flag, file and line
     tokenizer = TaskTokenizer(vocab_file, lower_case=do_lower_case)
     if tokenizer.vocab_size != config.vocab_size:
-        raise ValueError(f"--vocab_file: {vocab_file} has {tokenizer.vocab_size} tokens but the model's "
-                         f"vocab_size is {config.vocab_size}.")
+        raise ValueError(
+            f"--vocab_file: {vocab_file} has {tokenizer.vocab_size} tokens but the model's "
+            f"vocab_size is {config.vocab_size}."
+        )
     strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():
         encoder = BertEncoder(config)
@@ -118,8 +134,10 @@ def extract_features(input_file: str, output_file: str, *, model_dir: Optional[s
 
     def model(inputs, training=False):
         outputs = encoder(inputs, training=training)["encoder_outputs"]
-        return {"layers": tf.stack([outputs[layer] for layer in layers], axis=2),
-                **{name: tf.cast(inputs[name], tf.float32) for name in inputs}}
+        return {
+            "layers": tf.stack([outputs[layer] for layer in layers], axis=2),
+            **{name: tf.cast(inputs[name], tf.float32) for name in inputs},
+        }
 
     has_pairs = any(b is not None for b in texts_b)
     columns = {"text_a": np.array(texts_a, dtype=str)}
@@ -135,8 +153,13 @@ def extract_features(input_file: str, output_file: str, *, model_dir: Optional[s
         for batch in iterate_outputs(model, dataset, strategy=strategy, jit_compile=jit_compile):
             mask = batch["input_mask"].astype(np.int32)
             batch["layers"] *= mask[:, :, None, None]
-            writer.write(batch[FEATURE_INDEX_KEY], batch["layers"], batch["input_word_ids"].astype(np.int32),
-                         mask, batch["input_type_ids"].astype(np.int32))
+            writer.write(
+                batch[FEATURE_INDEX_KEY],
+                batch["layers"],
+                batch["input_word_ids"].astype(np.int32),
+                mask,
+                batch["input_type_ids"].astype(np.int32),
+            )
         writer.close()
     except BaseException:
         writer.abort()
@@ -170,7 +193,6 @@ class _Writer:
 
 
 class _JsonlWriter(_Writer):
-
     def __init__(self, *args):
         super().__init__(*args)
         self.tmp_path = os.path.join(self.tmp_dir, "features.jsonl")
@@ -180,10 +202,15 @@ class _JsonlWriter(_Writer):
         for row, index in enumerate(indices.tolist()):
             features = []
             for position in range(int(mask[row].sum())):
-                features.append({
-                    "token": self.tokenizer.vocab[word_ids[row, position]],
-                    "layers": [{"index": layer, "values": [round(float(v), 6) for v in layer_values[row, position, i]]}
-                               for i, layer in enumerate(self.layers)]})
+                features.append(
+                    {
+                        "token": self.tokenizer.vocab[word_ids[row, position]],
+                        "layers": [
+                            {"index": layer, "values": [round(float(v), 6) for v in layer_values[row, position, i]]}
+                            for i, layer in enumerate(self.layers)
+                        ],
+                    }
+                )
             self.file.write(json.dumps({"linex_index": index, "features": features}) + "\n")
             self.written += 1
 
@@ -197,13 +224,15 @@ class _JsonlWriter(_Writer):
 
 
 class _NpyWriter(_Writer):
-
     def __init__(self, *args):
         super().__init__(*args)
         self.tmp_path = os.path.join(self.tmp_dir, "features.npy")
         self.array = np.lib.format.open_memmap(
-            self.tmp_path, mode="w+", dtype=np.float32,
-            shape=(self.num_lines, self.seq_length, len(self.layers), self.hidden_size))
+            self.tmp_path,
+            mode="w+",
+            dtype=np.float32,
+            shape=(self.num_lines, self.seq_length, len(self.layers), self.hidden_size),
+        )
 
     def write(self, indices, layer_values, word_ids, mask, type_ids):
         self.array[indices] = layer_values
@@ -216,18 +245,18 @@ class _NpyWriter(_Writer):
 
 
 class _NpzWriter(_Writer):
-
     def __init__(self, *args):
         super().__init__(*args)
         shape = (self.num_lines, self.seq_length)
-        self.arrays = {f"layer_{layer}": self._memmap(f"layer_{layer}", shape + (self.hidden_size,), np.float32)
-                       for layer in self.layers}
+        self.arrays = {
+            f"layer_{layer}": self._memmap(f"layer_{layer}", shape + (self.hidden_size,), np.float32)
+            for layer in self.layers
+        }
         for name in ENCODER_INPUT_KEYS:
             self.arrays[name] = self._memmap(name, shape, np.int32)
 
     def _memmap(self, name, shape, dtype):
-        return np.lib.format.open_memmap(os.path.join(self.tmp_dir, name + ".npy"), mode="w+", dtype=dtype,
-                                         shape=shape)
+        return np.lib.format.open_memmap(os.path.join(self.tmp_dir, name + ".npy"), mode="w+", dtype=dtype, shape=shape)
 
     def write(self, indices, layer_values, word_ids, mask, type_ids):
         for i, layer in enumerate(self.layers):

@@ -14,8 +14,9 @@ import tensorflow as tf
 from bert_tf.tasks.base import ENCODER_INPUT_KEYS, FEATURE_INDEX_KEY
 
 
-def iterate_outputs(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy | None = None,
-                    jit_compile: bool = False):
+def iterate_outputs(
+    model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy | None = None, jit_compile: bool = False
+):
     """Yields, per batch of `dataset`, a dict of numpy outputs (plus `feature_index`), rows in feature order.
 
     `model` is called as `model(inputs, training=False)` on the encoder inputs
@@ -41,16 +42,23 @@ def iterate_outputs(model, dataset: tf.data.Dataset, strategy: tf.distribute.Str
 
     for features in strategy.experimental_distribute_dataset(dataset):
         outputs = step(features)
-        batch = {name: np.concatenate([np.asarray(local) for local in strategy.experimental_local_results(value)])
-                 for name, value in outputs.items()}
+        batch = {
+            name: np.concatenate([np.asarray(local) for local in strategy.experimental_local_results(value)])
+            for name, value in outputs.items()
+        }
         indices = batch[FEATURE_INDEX_KEY]
         order = np.argsort(indices, kind="stable")
         order = order[indices[order] >= 0]  # drop the rows that pad the last batch
         yield {name: value[order] for name, value in batch.items()}
 
 
-def predict_outputs(model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy | None = None,
-                    jit_compile: bool = False, num_features: int | None = None) -> dict:
+def predict_outputs(
+    model,
+    dataset: tf.data.Dataset,
+    strategy: tf.distribute.Strategy | None = None,
+    jit_compile: bool = False,
+    num_features: int | None = None,
+) -> dict:
     """Model outputs for every element of `dataset`, as numpy arrays in feature order.
 
     Args:

@@ -92,8 +92,10 @@ class FinetuningTaskConfig:
             raise ValueError(f"--task must be one of {', '.join(TASKS)}, got {self.task!r}.")
         _check_positive_int("max_seq_length", self.max_seq_length)
         if self.task == "squad" and self.max_query_length + 3 >= self.max_seq_length:
-            raise ValueError(f"--max_seq_length ({self.max_seq_length}) must exceed --max_query_length "
-                             f"({self.max_query_length}) + 3.")
+            raise ValueError(
+                f"--max_seq_length ({self.max_seq_length}) must exceed --max_query_length "
+                f"({self.max_query_length}) + 3."
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,8 +182,11 @@ class FinetuningScheduleConfig:
     keep_checkpoint_max: int = 5
 
     def __post_init__(self):
-        for flag, value in (("train_batch_size", self.train_batch_size), ("eval_batch_size", self.eval_batch_size),
-                            ("predict_batch_size", self.predict_batch_size or 1)):
+        for flag, value in (
+            ("train_batch_size", self.train_batch_size),
+            ("eval_batch_size", self.eval_batch_size),
+            ("predict_batch_size", self.predict_batch_size or 1),
+        ):
             _check_positive_int(flag, value)
         if not 0.0 <= self.warmup_proportion <= 1.0:
             raise ValueError(f"--warmup_proportion must be in [0, 1], got {self.warmup_proportion}.")
@@ -200,12 +205,18 @@ class FinetuningScheduleConfig:
     def training_config(self, num_train_steps: int, jit_compile: bool = False):
         """The loop's `TrainingConfig` for `num_train_steps` steps (see `train_steps`)."""
         from bert_tf.training import TrainingConfig
+
         return TrainingConfig(
-            num_train_steps=num_train_steps, learning_rate=self.learning_rate,
-            num_warmup_steps=int(num_train_steps * self.warmup_proportion), weight_decay_rate=self.weight_decay_rate,
-            clip_norm=self.clip_norm, steps_per_loop=min(self.steps_per_loop, num_train_steps),
-            save_checkpoints_steps=self.save_checkpoints_steps, keep_checkpoint_max=self.keep_checkpoint_max,
-            jit_compile=jit_compile)
+            num_train_steps=num_train_steps,
+            learning_rate=self.learning_rate,
+            num_warmup_steps=int(num_train_steps * self.warmup_proportion),
+            weight_decay_rate=self.weight_decay_rate,
+            clip_norm=self.clip_norm,
+            steps_per_loop=min(self.steps_per_loop, num_train_steps),
+            save_checkpoints_steps=self.save_checkpoints_steps,
+            keep_checkpoint_max=self.keep_checkpoint_max,
+            jit_compile=jit_compile,
+        )
 
 
 # --- the job ----------------------------------------------------------------------
@@ -221,6 +232,7 @@ class _ModelSource:
 @dataclasses.dataclass
 class _Inputs:
     """What the job read and checked before TensorFlow is set up (examples and features per phase)."""
+
     output_dir: str
     source: _ModelSource
     task_object: object  # FinetuningTask
@@ -232,10 +244,18 @@ class _Inputs:
     predict_features: object = None
 
 
-def run_finetuning(task: FinetuningTaskConfig, output_dir: str, model: FinetuningModelConfig,
-                   data: FinetuningDataConfig, schedule: Optional[FinetuningScheduleConfig] = None,
-                   runtime: Optional[RuntimeConfig] = None, *, do_train: bool = False, do_eval: bool = False,
-                   do_predict: bool = False) -> dict:
+def run_finetuning(
+    task: FinetuningTaskConfig,
+    output_dir: str,
+    model: FinetuningModelConfig,
+    data: FinetuningDataConfig,
+    schedule: Optional[FinetuningScheduleConfig] = None,
+    runtime: Optional[RuntimeConfig] = None,
+    *,
+    do_train: bool = False,
+    do_eval: bool = False,
+    do_predict: bool = False,
+) -> dict:
     """Fine-tunes, evaluates and/or predicts; returns the evaluation metrics (empty without `do_eval`).
 
     Args:
@@ -258,8 +278,10 @@ def run_finetuning(task: FinetuningTaskConfig, output_dir: str, model: Finetunin
     if not (do_train or do_eval or do_predict):
         raise ValueError("At least one of --do_train, --do_eval and --do_predict must be set.")
     if data.tfds_name and task.task in ("token_classification", "squad"):
-        raise ValueError(f"--tfds_name is supported for classification and regression, not --task={task.task}; "
-                         "use --train_file/--eval_file/--predict_file.")
+        raise ValueError(
+            f"--tfds_name is supported for classification and regression, not --task={task.task}; "
+            "use --train_file/--eval_file/--predict_file."
+        )
     _check_data_sources(data, do_train, do_eval, do_predict)
     # Nothing is written to output_dir before every check passed.
     inputs = _read_inputs(task, os.path.abspath(output_dir), model, data, do_train, do_eval, do_predict)
@@ -283,22 +305,37 @@ def run_finetuning(task: FinetuningTaskConfig, output_dir: str, model: Finetunin
         if do_eval:
             results = _evaluate(inputs, trained, step, schedule.eval_batch_size, eval_strategy, runtime.jit_compile)
         if do_predict:
-            _predict_and_write(inputs, trained, schedule.predict_batch_size or schedule.eval_batch_size,
-                               eval_strategy, runtime.jit_compile)
+            _predict_and_write(
+                inputs,
+                trained,
+                schedule.predict_batch_size or schedule.eval_batch_size,
+                eval_strategy,
+                runtime.jit_compile,
+            )
         return results
 
 
-def _read_inputs(task: FinetuningTaskConfig, output_dir: str, model: FinetuningModelConfig,
-                 data: FinetuningDataConfig, do_train: bool, do_eval: bool, do_predict: bool) -> _Inputs:
+def _read_inputs(
+    task: FinetuningTaskConfig,
+    output_dir: str,
+    model: FinetuningModelConfig,
+    data: FinetuningDataConfig,
+    do_train: bool,
+    do_eval: bool,
+    do_predict: bool,
+) -> _Inputs:
     """Reads the model's config and vocabulary and all the data, and checks them; writes nothing."""
     reader = _DataSource(task.task, data, task.version_2_with_negative)
     saved_task_config = _read_task_config(output_dir)
     finetuned = _latest_checkpoint(output_dir)
-    source = _model_source(model, output_dir, need_init=do_train and finetuned is None,
-                           has_finetuned=finetuned is not None)
+    source = _model_source(
+        model, output_dir, need_init=do_train and finetuned is None, has_finetuned=finetuned is not None
+    )
     if task.max_seq_length > source.config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={task.max_seq_length} exceeds the model's max_position_embeddings "
-                         f"({source.config.max_position_embeddings}).")
+        raise ValueError(
+            f"--max_seq_length={task.max_seq_length} exceeds the model's max_position_embeddings "
+            f"({source.config.max_position_embeddings})."
+        )
     tokenizer = _tokenizer(source, model.do_lower_case)
 
     train_examples = reader.read("train", data.train_file) if do_train else None
@@ -317,20 +354,24 @@ def _read_inputs(task: FinetuningTaskConfig, output_dir: str, model: FinetuningM
         inputs.eval_features = task_object.featurize(inputs.eval_examples, training=False)
     if do_predict:
         inputs.predict_examples = reader.read("predict", data.predict_file)
-        inputs.predict_features = task_object.featurize([_without_label(e) for e in inputs.predict_examples],
-                                                        training=False)
+        inputs.predict_features = task_object.featurize(
+            [_without_label(e) for e in inputs.predict_examples], training=False
+        )
     return inputs
 
 
 def _tokenizer(source: _ModelSource, do_lower_case: bool):
     from bert_tf.tasks.task_tokenizer import TaskTokenizer
+
     cli.load_vocab(source.vocab_file, "vocab_file")  # errors naming the flag, file and line
     tokenizer = TaskTokenizer(source.vocab_file, lower_case=do_lower_case)
     if tokenizer.vocab_size != source.config.vocab_size:
         # Pretraining and conversion refuse this too: ids past vocab_size have no embedding, and a
         # smaller vocabulary means the ids are not those the model was trained with.
-        raise ValueError(f"--vocab_file: {source.vocab_file} has {tokenizer.vocab_size} tokens but the model's "
-                         f"vocab_size is {source.config.vocab_size}.")
+        raise ValueError(
+            f"--vocab_file: {source.vocab_file} has {tokenizer.vocab_size} tokens but the model's "
+            f"vocab_size is {source.config.vocab_size}."
+        )
     return tokenizer
 
 
@@ -354,7 +395,8 @@ def _evaluate(inputs: _Inputs, model, step, batch_size, strategy, jit_compile) -
         raise NonFiniteMetricError(
             "evaluation gave non-finite metrics: "
             + ", ".join(f"{k}={results[k]}" for k in non_finite)
-            + f" (step {step}); the model diverged or the evaluation data is degenerate.")
+            + f" (step {step}); the model diverged or the evaluation data is degenerate."
+        )
     return results
 
 
@@ -367,6 +409,7 @@ def _predict_and_write(inputs: _Inputs, model, batch_size, strategy, jit_compile
 
 def tf_default_strategy():
     import tensorflow as tf
+
     return tf.distribute.get_strategy()
 
 
@@ -376,8 +419,11 @@ def tf_default_strategy():
 def _check_data_sources(data: FinetuningDataConfig, do_train, do_eval, do_predict):
     if data.tfds_name:
         return  # FinetuningDataConfig refuses files besides it.
-    for wanted, flag, value in ((do_train, "train_file", data.train_file), (do_eval, "eval_file", data.eval_file),
-                                (do_predict, "predict_file", data.predict_file)):
+    for wanted, flag, value in (
+        (do_train, "train_file", data.train_file),
+        (do_eval, "eval_file", data.eval_file),
+        (do_predict, "predict_file", data.predict_file),
+    ):
         if wanted and not value:
             raise ValueError(f"--do_{flag.split('_')[0]} needs --{flag} (or --tfds_name).")
         if wanted and not os.path.isfile(value):
@@ -389,6 +435,7 @@ def _check_data_sources(data: FinetuningDataConfig, do_train, do_eval, do_predic
 
 def _latest_checkpoint(directory: str) -> Optional[str]:
     import tensorflow as tf
+
     return tf.train.latest_checkpoint(directory)
 
 
@@ -405,18 +452,24 @@ def _check_resumable(output_dir, saved_task_config, source: _ModelSource, task_o
         for key in ("task", "label_list"):
             saved, wanted = saved_task_config.get(key), task_object.config().get(key)
             if saved != wanted:
-                raise ValueError(f"--output_dir={output_dir} holds a fine-tuned model with {key} {saved!r}, not "
-                                 f"{wanted!r}; use another --output_dir.")
+                raise ValueError(
+                    f"--output_dir={output_dir} holds a fine-tuned model with {key} {saved!r}, not "
+                    f"{wanted!r}; use another --output_dir."
+                )
     config_path = os.path.join(output_dir, CONFIG_NAME)
     if os.path.exists(config_path) and BertConfig.from_json_file(config_path) != source.config:
-        raise ValueError(f"--output_dir={output_dir} holds a fine-tuned model of another config ({config_path} "
-                         "differs); use another --output_dir.")
+        raise ValueError(
+            f"--output_dir={output_dir} holds a fine-tuned model of another config ({config_path} "
+            "differs); use another --output_dir."
+        )
     vocab_path = os.path.join(output_dir, VOCAB_NAME)
     if os.path.exists(vocab_path) and os.path.abspath(source.vocab_file) != vocab_path:
         with open(vocab_path, "rb") as saved, open(source.vocab_file, "rb") as wanted:
             if saved.read() != wanted.read():
-                raise ValueError(f"--vocab_file={source.vocab_file} differs from {vocab_path} of the fine-tuned "
-                                 "model in --output_dir; use another --output_dir.")
+                raise ValueError(
+                    f"--vocab_file={source.vocab_file} differs from {vocab_path} of the fine-tuned "
+                    "model in --output_dir; use another --output_dir."
+                )
 
 
 def _read_task_config(output_dir: str) -> Optional[dict]:
@@ -451,8 +504,9 @@ def _model_source(model: FinetuningModelConfig, output_dir, need_init, has_finet
     if not vocab_file:
         raise ValueError("--vocab_file is needed (or a --model_dir holding vocab.txt).")
     if not os.path.isfile(vocab_file):
-        raise ValueError(f"Vocabulary file not found: {vocab_file} (--vocab_file or the model directory's "
-                         f"{VOCAB_NAME}).")
+        raise ValueError(
+            f"Vocabulary file not found: {vocab_file} (--vocab_file or the model directory's {VOCAB_NAME})."
+        )
     try:
         config = BertConfig.from_json_file(bert_config_file)
     except ValueError as e:
@@ -483,16 +537,24 @@ class _DataSource:
         self.label_names = None
         self.regression = task == "regression"
         if tfds_name:
-            default_a, default_b, default_eval = readers.tfds_defaults(tfds_name) if text_a_column is None \
+            default_a, default_b, default_eval = (
+                readers.tfds_defaults(tfds_name)
+                if text_a_column is None
                 else (text_a_column, text_b_column, "validation")
-            self.splits = {"train": data.tfds_train_split, "eval": data.tfds_eval_split or default_eval,
-                           "predict": data.tfds_predict_split or "test"}
+            )
+            self.splits = {
+                "train": data.tfds_train_split,
+                "eval": data.tfds_eval_split or default_eval,
+                "predict": data.tfds_predict_split or "test",
+            }
             self.text_a = text_a_column or default_a
             self.text_b = text_b_column if text_b_column is not None else default_b
             self.label = label_column or "label"
             if task == "classification" and self.text_b:
-                raise ValueError(f"{tfds_name} has sentence pairs ({self.text_a!r}, {self.text_b!r}); use "
-                                 "--task=sentence_pair_classification.")
+                raise ValueError(
+                    f"{tfds_name} has sentence pairs ({self.text_a!r}, {self.text_b!r}); use "
+                    "--task=sentence_pair_classification."
+                )
             if task == "sentence_pair_classification" and not self.text_b:
                 raise ValueError(f"{tfds_name} has single sentences; use --task=classification.")
             self.label_names = readers.read_tfds_label_names(tfds_name, tfds_data_dir, self.label)
@@ -513,22 +575,40 @@ class _DataSource:
         require_labels = phase != "predict"
         if self.tfds_name:
             examples, _ = readers.read_tfds_text_examples(
-                self.tfds_name, self.splits[phase], self.tfds_data_dir, self.text_a,
-                self.text_b if self.sentence_pair else None, self.label)
+                self.tfds_name,
+                self.splits[phase],
+                self.tfds_data_dir,
+                self.text_a,
+                self.text_b if self.sentence_pair else None,
+                self.label,
+            )
             if require_labels and any(e.label is None for e in examples):
-                raise DataError(f"{self.tfds_name} split {self.splits[phase]!r} has unlabelled examples "
-                                "(GLUE test splits do); evaluate on a labelled split (--tfds_eval_split).")
+                raise DataError(
+                    f"{self.tfds_name} split {self.splits[phase]!r} has unlabelled examples "
+                    "(GLUE test splits do); evaluate on a labelled split (--tfds_eval_split)."
+                )
             return examples
         if self.task == "squad":
-            return readers.read_squad(path, is_training=phase == "train",
-                                      version_2_with_negative=self.version_2_with_negative)
+            return readers.read_squad(
+                path, is_training=phase == "train", version_2_with_negative=self.version_2_with_negative
+            )
         if self.task == "token_classification":
-            return readers.read_conll(path, word_column=self.conll_word_column,
-                                      label_column=self.conll_label_column, require_labels=require_labels)
+            return readers.read_conll(
+                path,
+                word_column=self.conll_word_column,
+                label_column=self.conll_label_column,
+                require_labels=require_labels,
+            )
         return readers.read_text_examples(
-            path, self.text_a, self.text_b if self.sentence_pair else None, self.label,
-            file_format=self.file_format, has_header=self.has_header, regression=self.regression,
-            require_labels=require_labels)
+            path,
+            self.text_a,
+            self.text_b if self.sentence_pair else None,
+            self.label,
+            file_format=self.file_format,
+            has_header=self.has_header,
+            regression=self.regression,
+            require_labels=require_labels,
+        )
 
 
 def _resolve_labels(task, label_list, saved_task_config, data: _DataSource, train_examples):
@@ -553,16 +633,26 @@ def _resolve_labels(task, label_list, saved_task_config, data: _DataSource, trai
 def _build_task(task: FinetuningTaskConfig, tokenizer, labels, sentence_pair):
     if task.task in ("classification", "sentence_pair_classification", "regression"):
         from bert_tf.tasks.classification import ClassificationTask
-        return ClassificationTask(tokenizer, task.max_seq_length, labels, sentence_pair=sentence_pair,
-                                  dropout_rate=task.dropout_rate)
+
+        return ClassificationTask(
+            tokenizer, task.max_seq_length, labels, sentence_pair=sentence_pair, dropout_rate=task.dropout_rate
+        )
     if task.task == "token_classification":
         from bert_tf.tasks.tagging import TaggingTask
+
         return TaggingTask(tokenizer, task.max_seq_length, labels, dropout_rate=task.dropout_rate)
     from bert_tf.tasks.squad import SquadTask
-    return SquadTask(tokenizer, task.max_seq_length, doc_stride=task.doc_stride,
-                     max_query_length=task.max_query_length, max_answer_length=task.max_answer_length,
-                     n_best_size=task.n_best_size, version_2_with_negative=task.version_2_with_negative,
-                     null_score_diff_threshold=task.null_score_diff_threshold)
+
+    return SquadTask(
+        tokenizer,
+        task.max_seq_length,
+        doc_stride=task.doc_stride,
+        max_query_length=task.max_query_length,
+        max_answer_length=task.max_answer_length,
+        n_best_size=task.n_best_size,
+        version_2_with_negative=task.version_2_with_negative,
+        null_score_diff_threshold=task.null_score_diff_threshold,
+    )
 
 
 # --- model, training, prediction --------------------------------------------------
@@ -575,6 +665,7 @@ def _checkpoint_items(model):
 
 def _build_model(task_object, config):
     from bert_tf.models import BertEncoder
+
     return task_object.build_model(BertEncoder(config))
 
 
@@ -590,20 +681,32 @@ def _train(inputs: _Inputs, strategy, schedule: FinetuningScheduleConfig, runtim
     num_features = _num_features(features)
     num_train_steps = schedule.train_steps(num_features)
     config = schedule.training_config(num_train_steps, jit_compile=runtime.jit_compile)
-    logging.info("***** Training: %d examples, %d features, batch size %d, %d steps *****",
-                 len(inputs.train_examples), num_features, schedule.train_batch_size, num_train_steps)
+    logging.info(
+        "***** Training: %d examples, %d features, batch size %d, %d steps *****",
+        len(inputs.train_examples),
+        num_features,
+        schedule.train_batch_size,
+        num_train_steps,
+    )
 
     def dataset_fn(input_context):
         batch_size = input_context.get_per_replica_batch_size(schedule.train_batch_size)
-        return task_object.dataset(features, batch_size, training=True, seed=runtime.seed,
-                                   input_context=input_context)
+        return task_object.dataset(features, batch_size, training=True, seed=runtime.seed, input_context=input_context)
 
     def init_fn(model):
         restore(model.encoder, source.init_checkpoint)
         logging.info("Initialised the encoder from %s.", source.init_checkpoint)
 
-    result = train(strategy, lambda: _build_model(task_object, source.config), task_object.compute_loss,
-                   dataset_fn, inputs.output_dir, config, checkpoint_items_fn=_checkpoint_items, init_fn=init_fn)
+    result = train(
+        strategy,
+        lambda: _build_model(task_object, source.config),
+        task_object.compute_loss,
+        dataset_fn,
+        inputs.output_dir,
+        config,
+        checkpoint_items_fn=_checkpoint_items,
+        init_fn=init_fn,
+    )
     return result.model, result.step
 
 
@@ -612,16 +715,18 @@ def _restore_finetuned(task_object, source: _ModelSource, strategy, output_dir):
 
     latest = _latest_checkpoint(output_dir)
     if latest is None:
-        raise ValueError(f"--output_dir {output_dir} holds no fine-tuned checkpoint to evaluate or predict with; "
-                         "add --do_train.")
+        raise ValueError(
+            f"--output_dir {output_dir} holds no fine-tuned checkpoint to evaluate or predict with; add --do_train."
+        )
     with strategy.scope():
         model = _build_model(task_object, source.config)
     status = tf.train.Checkpoint(**_checkpoint_items(model)).read(latest)
     try:
         status.assert_existing_objects_matched()
     except AssertionError as e:
-        raise ValueError(f"{latest} does not match a {task_object.name} model with these settings "
-                         f"(labels, config): {e}") from None
+        raise ValueError(
+            f"{latest} does not match a {task_object.name} model with these settings (labels, config): {e}"
+        ) from None
     status.expect_partial()
     step = int(latest.rsplit("-", 1)[-1]) if latest.rsplit("-", 1)[-1].isdigit() else 0
     logging.info("Restored the fine-tuned model from %s.", latest)
@@ -632,8 +737,9 @@ def _predict(task_object, model, examples, features, batch_size, strategy, jit_c
     from bert_tf.tasks.inference import predict_outputs
 
     dataset = task_object.dataset(features, batch_size, training=False)
-    outputs = predict_outputs(model, dataset, strategy=strategy, jit_compile=jit_compile,
-                              num_features=_num_features(features))
+    outputs = predict_outputs(
+        model, dataset, strategy=strategy, jit_compile=jit_compile, num_features=_num_features(features)
+    )
     return task_object.postprocess(examples, features, outputs)
 
 

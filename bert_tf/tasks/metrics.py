@@ -41,8 +41,9 @@ def f1_score(labels, predictions, positive_label=1) -> float:
 def macro_f1_score(labels, predictions, num_classes: int) -> float:
     """Unweighted mean of the per-class F1 over classes that occur in labels or predictions."""
     labels, predictions = _same_length(labels, predictions)
-    scores = [f1_score(labels, predictions, c) for c in range(num_classes)
-              if np.any(labels == c) or np.any(predictions == c)]
+    scores = [
+        f1_score(labels, predictions, c) for c in range(num_classes) if np.any(labels == c) or np.any(predictions == c)
+    ]
     return float(np.mean(scores)) if scores else 0.0
 
 
@@ -63,8 +64,9 @@ def matthews_corrcoef(labels, predictions) -> float:
     true_counts = confusion.sum(axis=1)
     predicted_counts = confusion.sum(axis=0)
     numerator = correct * total - np.dot(true_counts, predicted_counts)
-    denominator = np.sqrt(total ** 2 - np.dot(predicted_counts, predicted_counts)) * np.sqrt(
-        total ** 2 - np.dot(true_counts, true_counts))
+    denominator = np.sqrt(total**2 - np.dot(predicted_counts, predicted_counts)) * np.sqrt(
+        total**2 - np.dot(true_counts, true_counts)
+    )
     if denominator == 0:
         return 0.0
     return float(numerator / denominator)
@@ -72,8 +74,7 @@ def matthews_corrcoef(labels, predictions) -> float:
 
 def classification_metrics(labels, predictions, num_classes: int) -> dict:
     """accuracy, matthews_corrcoef, and f1 (binary, class 1) or macro_f1 (more classes)."""
-    results = {"accuracy": accuracy(labels, predictions),
-               "matthews_corrcoef": matthews_corrcoef(labels, predictions)}
+    results = {"accuracy": accuracy(labels, predictions), "matthews_corrcoef": matthews_corrcoef(labels, predictions)}
     if num_classes == 2:
         results["f1"] = f1_score(labels, predictions, positive_label=1)
     else:
@@ -106,7 +107,7 @@ def rankdata(values) -> np.ndarray:
         end = start
         while end + 1 < len(values) and sorted_values[end + 1] == sorted_values[start]:
             end += 1
-        ranks[order[start:end + 1]] = (start + end) / 2.0 + 1.0
+        ranks[order[start : end + 1]] = (start + end) / 2.0 + 1.0
         start = end + 1
     return ranks
 
@@ -119,9 +120,11 @@ def spearman_correlation(x, y) -> float:
 
 def regression_metrics(labels, predictions) -> dict:
     labels, predictions = _same_length(labels, predictions, dtype=np.float64)
-    return {"pearson": pearson_correlation(labels, predictions),
-            "spearman": spearman_correlation(labels, predictions),
-            "mse": float(np.mean((labels - predictions) ** 2)) if len(labels) else 0.0}
+    return {
+        "pearson": pearson_correlation(labels, predictions),
+        "spearman": spearman_correlation(labels, predictions),
+        "mse": float(np.mean((labels - predictions) ** 2)) if len(labels) else 0.0,
+    }
 
 
 # --- tagging ----------------------------------------------------------------
@@ -173,8 +176,7 @@ def get_entities(tags: Sequence[str]) -> list[tuple[str, int, int]]:
     return entities
 
 
-def entity_metrics(label_sequences: Iterable[Sequence[str]],
-                   predicted_sequences: Iterable[Sequence[str]]) -> dict:
+def entity_metrics(label_sequences: Iterable[Sequence[str]], predicted_sequences: Iterable[Sequence[str]]) -> dict:
     """Micro-averaged entity precision/recall/F1 and per-type F1 over sentences."""
     label_sequences, predicted_sequences = list(label_sequences), list(predicted_sequences)
     if len(label_sequences) != len(predicted_sequences):
@@ -188,8 +190,11 @@ def entity_metrics(label_sequences: Iterable[Sequence[str]],
     results = _precision_recall_f1(true_entities, predicted_entities)
     types = sorted({e[1] for e in true_entities | predicted_entities})
     results["per_type_f1"] = {
-        t: _precision_recall_f1({e for e in true_entities if e[1] == t},
-                                {e for e in predicted_entities if e[1] == t})["f1"] for t in types}
+        t: _precision_recall_f1({e for e in true_entities if e[1] == t}, {e for e in predicted_entities if e[1] == t})[
+            "f1"
+        ]
+        for t in types
+    }
     return results
 
 
@@ -207,10 +212,13 @@ def tagging_metrics(label_sequences, predicted_sequences) -> dict:
     results = entity_metrics(label_sequences, predicted_sequences)
     flat_labels = [t for s in label_sequences for t in s]
     flat_predictions = [t for s in predicted_sequences for t in s]
-    results = {"token_accuracy": accuracy(np.array(flat_labels, dtype=object),
-                                          np.array(flat_predictions, dtype=object)),
-               "entity_precision": results["precision"], "entity_recall": results["recall"],
-               "entity_f1": results["f1"], "per_type_f1": results["per_type_f1"]}
+    results = {
+        "token_accuracy": accuracy(np.array(flat_labels, dtype=object), np.array(flat_predictions, dtype=object)),
+        "entity_precision": results["precision"],
+        "entity_recall": results["recall"],
+        "entity_f1": results["f1"],
+        "per_type_f1": results["per_type_f1"],
+    }
     return results
 
 
@@ -247,8 +255,11 @@ def squad_f1(gold: str, prediction: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def squad_metrics(gold_answers: Mapping[str, Sequence[str]], predictions: Mapping[str, str],
-                  no_answer_probabilities: Mapping[str, float] | None = None) -> dict:
+def squad_metrics(
+    gold_answers: Mapping[str, Sequence[str]],
+    predictions: Mapping[str, str],
+    no_answer_probabilities: Mapping[str, float] | None = None,
+) -> dict:
     """SQuAD v1.1/v2.0 scores (percentages, as the official scripts print them).
 
     Args:
@@ -281,8 +292,11 @@ def squad_metrics(gold_answers: Mapping[str, Sequence[str]], predictions: Mappin
         qids = list(qids)
         if not qids:
             return {"exact_match": 0.0, "f1": 0.0, "total": 0}
-        return {"exact_match": 100.0 * sum(exact_scores[q] for q in qids) / len(qids),
-                "f1": 100.0 * sum(f1_scores[q] for q in qids) / len(qids), "total": len(qids)}
+        return {
+            "exact_match": 100.0 * sum(exact_scores[q] for q in qids) / len(qids),
+            "f1": 100.0 * sum(f1_scores[q] for q in qids) / len(qids),
+            "total": len(qids),
+        }
 
     results = summary(gold_answers)
     answerable = [q for q in gold_answers if has_answer[q]]
@@ -299,9 +313,12 @@ def squad_metrics(gold_answers: Mapping[str, Sequence[str]], predictions: Mappin
     return results
 
 
-def best_no_answer_threshold(scores: Mapping[str, float], has_answer: Mapping[str, bool],
-                             predictions: Mapping[str, str],
-                             no_answer_probabilities: Mapping[str, float]) -> tuple[float, float]:
+def best_no_answer_threshold(
+    scores: Mapping[str, float],
+    has_answer: Mapping[str, bool],
+    predictions: Mapping[str, str],
+    no_answer_probabilities: Mapping[str, float],
+) -> tuple[float, float]:
     """The score (in %) and threshold when answers with a no-answer score above it become "".
 
     Sweeps the questions by increasing no-answer score, as the official v2.0

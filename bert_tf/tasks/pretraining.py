@@ -46,7 +46,8 @@ def resolve_bert_config(bert_config_file: Optional[str] = None, preset: Optional
     given = [name for name, value in (("--bert_config_file", bert_config_file), ("--preset", preset)) if value]
     if len(given) != 1:
         raise PretrainingArgumentError(
-            f"Give exactly one of --bert_config_file and --preset (got {', '.join(given) or 'neither'}).")
+            f"Give exactly one of --bert_config_file and --preset (got {', '.join(given) or 'neither'})."
+        )
     try:
         if preset:
             return BertConfig.from_preset(preset)
@@ -86,8 +87,10 @@ class PretrainingDataConfig:
         for name in ("max_seq_length", "max_predictions_per_seq", "train_batch_size", "eval_batch_size"):
             _check_int(name, getattr(self, name))
         if self.max_predictions_per_seq > self.max_seq_length:
-            raise PretrainingArgumentError(f"--max_predictions_per_seq={self.max_predictions_per_seq} exceeds "
-                                           f"--max_seq_length={self.max_seq_length}.")
+            raise PretrainingArgumentError(
+                f"--max_predictions_per_seq={self.max_predictions_per_seq} exceeds "
+                f"--max_seq_length={self.max_seq_length}."
+            )
         if not 0.0 < self.masked_lm_prob < 1.0:
             raise PretrainingArgumentError(f"--masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}.")
 
@@ -122,24 +125,37 @@ class PretrainingScheduleConfig:
             _check_int(name, getattr(self, name), minimum=0)
         if self.num_warmup_steps > self.num_train_steps:
             raise PretrainingArgumentError(
-                f"--num_warmup_steps={self.num_warmup_steps} exceeds --num_train_steps={self.num_train_steps}.")
+                f"--num_warmup_steps={self.num_warmup_steps} exceeds --num_train_steps={self.num_train_steps}."
+            )
         if not self.learning_rate > 0:
             raise PretrainingArgumentError(f"--learning_rate must be positive, got {self.learning_rate}.")
 
     def training_config(self, jit_compile: bool = False) -> training.TrainingConfig:
         """The loop's `TrainingConfig` (BERT's optimizer: decay 0.01, clipping at norm 1.0)."""
         return training.TrainingConfig(
-            num_train_steps=self.num_train_steps, learning_rate=self.learning_rate,
-            num_warmup_steps=self.num_warmup_steps, steps_per_loop=self.steps_per_loop,
-            save_checkpoints_steps=self.save_checkpoints_steps, keep_checkpoint_max=self.keep_checkpoint_max,
-            eval_every_steps=self.eval_every_steps or None, max_eval_steps=self.max_eval_steps or None,
-            jit_compile=jit_compile)
+            num_train_steps=self.num_train_steps,
+            learning_rate=self.learning_rate,
+            num_warmup_steps=self.num_warmup_steps,
+            steps_per_loop=self.steps_per_loop,
+            save_checkpoints_steps=self.save_checkpoints_steps,
+            keep_checkpoint_max=self.keep_checkpoint_max,
+            eval_every_steps=self.eval_every_steps or None,
+            max_eval_steps=self.max_eval_steps or None,
+            jit_compile=jit_compile,
+        )
 
 
-def run_pretraining(output_dir: str, model: BertConfig, data: PretrainingDataConfig,
-                    schedule: Optional[PretrainingScheduleConfig] = None, runtime: Optional[RuntimeConfig] = None,
-                    *, vocab_file: Optional[str] = None, init_checkpoint: Optional[str] = None,
-                    loop_callback: Optional[Callable] = None) -> training.TrainingResult:
+def run_pretraining(
+    output_dir: str,
+    model: BertConfig,
+    data: PretrainingDataConfig,
+    schedule: Optional[PretrainingScheduleConfig] = None,
+    runtime: Optional[RuntimeConfig] = None,
+    *,
+    vocab_file: Optional[str] = None,
+    init_checkpoint: Optional[str] = None,
+    loop_callback: Optional[Callable] = None,
+) -> training.TrainingResult:
     """Pretrains (or resumes pretraining) a BERT in `output_dir`.
 
     Args:
@@ -166,19 +182,37 @@ def run_pretraining(output_dir: str, model: BertConfig, data: PretrainingDataCon
     runtime = runtime if runtime is not None else RuntimeConfig(seed=DEFAULT_SEED)
     train_files, eval_files = _check_arguments(output_dir, model, data, vocab_file)
     # TensorFlow state: determinism, precision, then the strategy before any op runs.
-    with training_runtime(runtime, batch_sizes={"train_batch_size": data.train_batch_size,
-                                                "eval_batch_size": data.eval_batch_size},
-                          error=PretrainingArgumentError) as strategy:
+    with training_runtime(
+        runtime,
+        batch_sizes={"train_batch_size": data.train_batch_size, "eval_batch_size": data.eval_batch_size},
+        error=PretrainingArgumentError,
+    ) as strategy:
         _check_records(data, train_files, eval_files)
         init_checkpoint = _find_init_checkpoint(init_checkpoint)
         masking = _dynamic_masking(data, vocab_file)
-        logging.info("Strategy %s: %d replica(s), %d worker(s); global batch %d (%d per replica).",
-                     runtime.distribution_strategy, strategy.num_replicas_in_sync, training.num_workers(strategy),
-                     data.train_batch_size, data.train_batch_size // strategy.num_replicas_in_sync)
+        logging.info(
+            "Strategy %s: %d replica(s), %d worker(s); global batch %d (%d per replica).",
+            runtime.distribution_strategy,
+            strategy.num_replicas_in_sync,
+            training.num_workers(strategy),
+            data.train_batch_size,
+            data.train_batch_size // strategy.num_replicas_in_sync,
+        )
         if training.is_chief(strategy):
             _prepare_output_dir(output_dir, model, vocab_file)
-        return _train(strategy, output_dir, model, data, schedule, runtime, train_files, eval_files, masking,
-                      init_checkpoint, loop_callback)
+        return _train(
+            strategy,
+            output_dir,
+            model,
+            data,
+            schedule,
+            runtime,
+            train_files,
+            eval_files,
+            masking,
+            init_checkpoint,
+            loop_callback,
+        )
 
 
 # --- checks before TensorFlow runs ----------------------------------------------------
@@ -191,7 +225,8 @@ def _check_arguments(output_dir, config: BertConfig, data: PretrainingDataConfig
     if data.max_seq_length > config.max_position_embeddings:
         raise PretrainingArgumentError(
             f"--max_seq_length={data.max_seq_length} exceeds the model's max_position_embeddings="
-            f"{config.max_position_embeddings}.")
+            f"{config.max_position_embeddings}."
+        )
     if vocab_file:
         _check_vocab(vocab_file, config)
     if data.dynamic_masking and not vocab_file:
@@ -204,6 +239,7 @@ def _check_arguments(output_dir, config: BertConfig, data: PretrainingDataConfig
 
 def _resolve_files(flag: str, patterns: str) -> list[str]:
     from bert_tf.data.pretraining_dataset import resolve_input_files
+
     try:
         return list(resolve_input_files(patterns))
     except ValueError as e:
@@ -213,6 +249,7 @@ def _resolve_files(flag: str, patterns: str) -> list[str]:
 def _check_vocab(vocab_file: str, config: BertConfig) -> None:
     """The vocabulary must be readable, hold the special tokens and match the config's vocab_size."""
     from bert_tf.tokenization.vocab import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN, special_token_ids
+
     try:
         vocab = cli.load_vocab(vocab_file, "vocab_file")
         # [CLS]/[SEP] frame every record; [MASK] is what masked-LM inputs hold.
@@ -221,13 +258,14 @@ def _check_vocab(vocab_file: str, config: BertConfig) -> None:
         raise PretrainingArgumentError(f"--vocab_file: {e}") from None
     if len(vocab) != config.vocab_size:
         raise PretrainingArgumentError(
-            f"--vocab_file={vocab_file} has {len(vocab)} tokens but the BERT config has vocab_size="
-            f"{config.vocab_size}.")
+            f"--vocab_file={vocab_file} has {len(vocab)} tokens but the BERT config has vocab_size={config.vocab_size}."
+        )
 
 
 def _check_output_dir(output_dir: str, config: BertConfig, vocab_file: str | None) -> None:
     """Refuses to resume a run of another model or vocabulary; writes nothing."""
     from bert_tf.checkpoints.model_dir import CONFIG_NAME, VOCAB_NAME
+
     config_path = os.path.join(output_dir, CONFIG_NAME)
     if os.path.exists(config_path):
         try:
@@ -237,12 +275,14 @@ def _check_output_dir(output_dir: str, config: BertConfig, vocab_file: str | Non
         if existing != config:
             raise PretrainingArgumentError(
                 f"--output_dir={output_dir} holds a run of another model ({config_path} differs from the "
-                "requested config); use a new --output_dir or the same config to resume.")
+                "requested config); use a new --output_dir or the same config to resume."
+            )
     vocab_path = os.path.join(output_dir, VOCAB_NAME)
     if vocab_file and os.path.exists(vocab_path) and not _same_bytes(vocab_file, vocab_path):
         raise PretrainingArgumentError(
             f"--vocab_file={vocab_file} differs from {vocab_path} of the run being resumed; use a new "
-            "--output_dir or the same vocabulary.")
+            "--output_dir or the same vocabulary."
+        )
 
 
 def _same_bytes(path_a: str, path_b: str) -> bool:
@@ -256,11 +296,17 @@ def _same_bytes(path_a: str, path_b: str) -> bool:
 def _check_records(data: PretrainingDataConfig, train_files: list[str], eval_files: list[str] | None) -> None:
     """The first record of every file has the shapes of `data`; neither file set is empty."""
     from bert_tf.data.pretraining_dataset import check_record_format, detect_compression
+
     for flag, files in (("input_file", train_files), ("eval_input_file", eval_files or [])):
         for path in files:
             try:
-                check_record_format(path, detect_compression(path), data.max_seq_length,
-                                    data.max_predictions_per_seq, need_masked_lm=not data.dynamic_masking)
+                check_record_format(
+                    path,
+                    detect_compression(path),
+                    data.max_seq_length,
+                    data.max_predictions_per_seq,
+                    need_masked_lm=not data.dynamic_masking,
+                )
             except ValueError as e:
                 raise PretrainingArgumentError(f"--{flag}: {e}") from None
         # An endless (repeated) dataset of no records would wait forever for its first batch.
@@ -272,6 +318,7 @@ def _find_init_checkpoint(init_checkpoint: str | None) -> str | None:
     if not init_checkpoint:
         return init_checkpoint
     from bert_tf.checkpoints import model_dir as model_dir_lib
+
     try:
         return model_dir_lib.find_checkpoint(init_checkpoint)
     except FileNotFoundError as e:
@@ -283,6 +330,7 @@ def _dynamic_masking(data: PretrainingDataConfig, vocab_file: str | None):
     if not data.dynamic_masking:
         return None
     from bert_tf.data import DynamicMaskingConfig
+
     try:
         return DynamicMaskingConfig.from_vocab_file(vocab_file, masked_lm_prob=data.masked_lm_prob)
     except ValueError as e:
@@ -295,6 +343,7 @@ def _dynamic_masking(data: PretrainingDataConfig, vocab_file: str | None):
 def _prepare_output_dir(output_dir: str, config: BertConfig, vocab_file: str | None) -> None:
     """Writes bert_config.json and vocab.txt (after `_check_output_dir` passed)."""
     from bert_tf.checkpoints.model_dir import CONFIG_NAME, VOCAB_NAME
+
     os.makedirs(output_dir, exist_ok=True)
     config_path = os.path.join(output_dir, CONFIG_NAME)
     if not os.path.exists(config_path):
@@ -304,9 +353,19 @@ def _prepare_output_dir(output_dir: str, config: BertConfig, vocab_file: str | N
         file_io.copy_file(vocab_file, vocab_path)
 
 
-def _train(strategy, output_dir, config: BertConfig, data: PretrainingDataConfig,
-           schedule: PretrainingScheduleConfig, runtime: RuntimeConfig, train_files, eval_files, masking,
-           init_checkpoint, loop_callback):
+def _train(
+    strategy,
+    output_dir,
+    config: BertConfig,
+    data: PretrainingDataConfig,
+    schedule: PretrainingScheduleConfig,
+    runtime: RuntimeConfig,
+    train_files,
+    eval_files,
+    masking,
+    init_checkpoint,
+    loop_callback,
+):
     """Runs the loop; a corrupt record met while training is a `PretrainingArgumentError` naming the file."""
     import tensorflow as tf
 
@@ -318,16 +377,33 @@ def _train(strategy, output_dir, config: BertConfig, data: PretrainingDataConfig
     data_seed = seed if runtime.deterministic else None
 
     def train_dataset_fn(input_context):
-        return pretraining_dataset(train_files, data.train_batch_size, data.max_seq_length,
-                                   data.max_predictions_per_seq, is_training=True, input_context=input_context,
-                                   shuffle_buffer_size=data.shuffle_buffer_size, seed=data_seed,
-                                   dynamic_masking=masking, check_files=False)
+        return pretraining_dataset(
+            train_files,
+            data.train_batch_size,
+            data.max_seq_length,
+            data.max_predictions_per_seq,
+            is_training=True,
+            input_context=input_context,
+            shuffle_buffer_size=data.shuffle_buffer_size,
+            seed=data_seed,
+            dynamic_masking=masking,
+            check_files=False,
+        )
 
     def eval_dataset_fn(input_context):
         # Evaluation masks (when drawn) use a fixed seed, so evaluations are comparable.
-        return pretraining_dataset(eval_files, data.eval_batch_size, data.max_seq_length,
-                                   data.max_predictions_per_seq, is_training=False, input_context=input_context,
-                                   seed=seed, dynamic_masking=masking, drop_remainder=False, check_files=False)
+        return pretraining_dataset(
+            eval_files,
+            data.eval_batch_size,
+            data.max_seq_length,
+            data.max_predictions_per_seq,
+            is_training=False,
+            input_context=input_context,
+            seed=seed,
+            dynamic_masking=masking,
+            drop_remainder=False,
+            check_files=False,
+        )
 
     def init_fn(model):
         if not init_checkpoint:
@@ -341,9 +417,16 @@ def _train(strategy, output_dir, config: BertConfig, data: PretrainingDataConfig
 
     try:
         return training.train(
-            strategy, lambda: BertPretrainer(BertEncoder(config)), pretraining_losses, train_dataset_fn,
-            output_dir, schedule.training_config(jit_compile=runtime.jit_compile),
-            eval_dataset_fn=eval_dataset_fn if eval_files else None, init_fn=init_fn, loop_callback=loop_callback)
+            strategy,
+            lambda: BertPretrainer(BertEncoder(config)),
+            pretraining_losses,
+            train_dataset_fn,
+            output_dir,
+            schedule.training_config(jit_compile=runtime.jit_compile),
+            eval_dataset_fn=eval_dataset_fn if eval_files else None,
+            init_fn=init_fn,
+            loop_callback=loop_callback,
+        )
     except tf.errors.DataLossError:
         # The first record of every file was checked; a file damaged further on fails here,
         # after the last checkpoint was written, which stays as it was.
@@ -352,17 +435,19 @@ def _train(strategy, output_dir, config: BertConfig, data: PretrainingDataConfig
             raise
         latest = tf.train.latest_checkpoint(output_dir)
         raise PretrainingArgumentError(
-            f"{where}; training stopped, the latest checkpoint ({latest or 'none'}) is kept.") from None
+            f"{where}; training stopped, the latest checkpoint ({latest or 'none'}) is kept."
+        ) from None
 
 
 def _find_corrupt_record(files: list[str]) -> str | None:
-    """"<file>: ..." for the first file that does not read to its end, or None.
+    """ "<file>: ..." for the first file that does not read to its end, or None.
 
     Only called after training failed on a DataLossError, whose message names
     no file.
     """
     import tensorflow as tf
     from bert_tf.data.pretraining_dataset import detect_compression
+
     for path in files:
         count = 0
         try:

@@ -37,8 +37,10 @@ def infer_text_format(path: str, file_format: Optional[str] = None) -> str:
     extension = os.path.splitext(path)[1].lower().lstrip(".")
     extension = {"txt": "tsv", "json": "jsonl", "ndjson": "jsonl"}.get(extension, extension)
     if extension not in TEXT_FORMATS:
-        raise DataError(f"Cannot tell the format of {path} from its extension; name it .tsv, .csv or .jsonl "
-                        "or give the format explicitly.")
+        raise DataError(
+            f"Cannot tell the format of {path} from its extension; name it .tsv, .csv or .jsonl "
+            "or give the format explicitly."
+        )
     return extension
 
 
@@ -65,13 +67,13 @@ def _rows(path: str, file_format: str):
                     except json.JSONDecodeError as e:
                         raise DataError(f"{path}:{line_number}: not a valid JSON line ({e.msg}).") from None
                     if not isinstance(record, dict):
-                        raise DataError(f"{path}:{line_number}: expected a JSON object, got "
-                                        f"{type(record).__name__}.")
+                        raise DataError(f"{path}:{line_number}: expected a JSON object, got {type(record).__name__}.")
                     yield line_number, record
             else:
                 # GLUE's TSVs contain unbalanced quotes; TSV is read without quoting.
-                reader = (csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if file_format == "tsv"
-                          else csv.reader(f))
+                reader = (
+                    csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if file_format == "tsv" else csv.reader(f)
+                )
                 for row in reader:
                     if not any(cell.strip() for cell in row):
                         continue
@@ -87,17 +89,25 @@ def _column_index(path, column, header, role):
     if isinstance(column, int) or (isinstance(column, str) and column.lstrip("-").isdigit()):
         return int(column)
     if header is None:
-        raise DataError(f"{path}: {role} column {column!r} is a name but the file has no header; "
-                        "give a 0-based column index instead.")
+        raise DataError(
+            f"{path}: {role} column {column!r} is a name but the file has no header; "
+            "give a 0-based column index instead."
+        )
     if column not in header:
         raise DataError(f"{path}: no {role} column {column!r}; the header has {header}.")
     return header.index(column)
 
 
-def read_text_examples(path: str, text_a_column: Column, text_b_column: Column = None,
-                       label_column: Column = None, file_format: Optional[str] = None,
-                       has_header: bool = True, regression: bool = False,
-                       require_labels: bool = True) -> list[TextExample]:
+def read_text_examples(
+    path: str,
+    text_a_column: Column,
+    text_b_column: Column = None,
+    label_column: Column = None,
+    file_format: Optional[str] = None,
+    has_header: bool = True,
+    regression: bool = False,
+    require_labels: bool = True,
+) -> list[TextExample]:
     """Reads sentence (pair) examples from a TSV, CSV or JSONL file.
 
     Args:
@@ -130,8 +140,7 @@ def read_text_examples(path: str, text_a_column: Column, text_b_column: Column =
                     if role == "label" and not require_labels and not examples:
                         labelled = False
                         continue
-                    raise DataError(f"{path}:{line_number}: no {role} key {column!r}; the record has "
-                                    f"{sorted(row)}.")
+                    raise DataError(f"{path}:{line_number}: no {role} key {column!r}; the record has {sorted(row)}.")
                 values[role] = row[column]
         else:
             if indices is None:
@@ -143,17 +152,24 @@ def read_text_examples(path: str, text_a_column: Column, text_b_column: Column =
                         labelled = -len(row) <= int(label_column) < len(row)
                     else:
                         labelled = header is not None and label_column in header
-                indices = {role: _column_index(path, column, header, role)
-                           for role, column in (("text_a", text_a_column), ("text_b", text_b_column),
-                                                ("label", label_column if labelled else None))
-                           if column is not None}
+                indices = {
+                    role: _column_index(path, column, header, role)
+                    for role, column in (
+                        ("text_a", text_a_column),
+                        ("text_b", text_b_column),
+                        ("label", label_column if labelled else None),
+                    )
+                    if column is not None
+                }
                 if has_header:
                     continue
             values = {}
             for role, index in indices.items():
                 if not -len(row) <= index < len(row):
-                    raise DataError(f"{path}:{line_number}: row has {len(row)} fields, no {role} column "
-                                    f"{index} (check the delimiter and the column flags).")
+                    raise DataError(
+                        f"{path}:{line_number}: row has {len(row)} fields, no {role} column "
+                        f"{index} (check the delimiter and the column flags)."
+                    )
                 values[role] = row[index]
         for role in ("text_a", "text_b"):
             if role in values and not isinstance(values[role], str):
@@ -161,8 +177,9 @@ def read_text_examples(path: str, text_a_column: Column, text_b_column: Column =
         label = values.get("label")
         if label is not None:
             label = _parse_label(path, line_number, label, regression)
-        examples.append(TextExample(guid=f"{name}:{line_number}", text_a=values["text_a"],
-                                    text_b=values.get("text_b"), label=label))
+        examples.append(
+            TextExample(guid=f"{name}:{line_number}", text_a=values["text_a"], text_b=values.get("text_b"), label=label)
+        )
     if not examples:
         raise DataError(f"{path}: no examples.")
     return examples
@@ -194,8 +211,13 @@ def label_list_from_examples(examples: Sequence[TextExample]) -> list[str]:
 # --- CoNLL-style tagging files ----------------------------------------------
 
 
-def read_conll(path: str, word_column: int = 0, label_column: Optional[int] = -1,
-               delimiter: Optional[str] = None, require_labels: bool = True) -> list[TaggingExample]:
+def read_conll(
+    path: str,
+    word_column: int = 0,
+    label_column: Optional[int] = -1,
+    delimiter: Optional[str] = None,
+    require_labels: bool = True,
+) -> list[TaggingExample]:
     """Reads one word per line with its tag in a column; blank lines end sentences.
 
     `-DOCSTART-` lines are skipped. With `label_column=None` (or
@@ -209,8 +231,11 @@ def read_conll(path: str, word_column: int = 0, label_column: Optional[int] = -1
 
     def finish():
         if words:
-            examples.append(TaggingExample(guid=f"{name}:{start_line}", words=tuple(words),
-                                           labels=tuple(labels) if labelled else None))
+            examples.append(
+                TaggingExample(
+                    guid=f"{name}:{start_line}", words=tuple(words), labels=tuple(labels) if labelled else None
+                )
+            )
         words.clear()
         labels.clear()
 
@@ -232,8 +257,10 @@ def read_conll(path: str, word_column: int = 0, label_column: Optional[int] = -1
                 needed = [word_column] + ([label_column] if labelled else [])
                 for index in needed:
                     if not -len(fields) <= index < len(fields):
-                        raise DataError(f"{path}:{line_number}: line has {len(fields)} column(s), no column "
-                                        f"{index} (expected word and tag columns).")
+                        raise DataError(
+                            f"{path}:{line_number}: line has {len(fields)} column(s), no column "
+                            f"{index} (expected word and tag columns)."
+                        )
                 if labelled and len(fields) < 2:
                     raise DataError(f"{path}:{line_number}: line has no tag column.")
                 words.append(fields[word_column])
@@ -248,7 +275,7 @@ def read_conll(path: str, word_column: int = 0, label_column: Optional[int] = -1
 
 
 def tag_list_from_examples(examples: Sequence[TaggingExample]) -> list[str]:
-    """"O" first, then the other tags sorted by entity type and prefix."""
+    """ "O" first, then the other tags sorted by entity type and prefix."""
     tags = {t for e in examples for t in (e.labels or ())}
     rest = sorted(tags - {"O"}, key=lambda t: (t[2:] if t[1:2] == "-" else t, t))
     return (["O"] if "O" in tags else []) + rest
@@ -296,23 +323,34 @@ def read_squad(path: str, is_training: bool = False, version_2_with_negative: bo
                     text = _field(answer, "text", str, answer_where)
                     start = _field(answer, "answer_start", int, answer_where)
                     if not 0 <= start <= len(context):
-                        raise DataError(f"{answer_where}: answer_start {start} is outside the context "
-                                        f"({len(context)} characters).")
+                        raise DataError(
+                            f"{answer_where}: answer_start {start} is outside the context ({len(context)} characters)."
+                        )
                     answers.append(SquadAnswer(text=text, start_char=start))
                 if is_training and not is_impossible:
                     if not answers:
-                        raise DataError(f"{qa_where}: a training question needs an answer"
-                                        + ("" if version_2_with_negative else
-                                           " (pass version_2_with_negative for SQuAD v2.0 data)") + ".")
+                        raise DataError(
+                            f"{qa_where}: a training question needs an answer"
+                            + ("" if version_2_with_negative else " (pass version_2_with_negative for SQuAD v2.0 data)")
+                            + "."
+                        )
                     first = answers[0]
-                    found = context[first.start_char:first.start_char + len(first.text)]
+                    found = context[first.start_char : first.start_char + len(first.text)]
                     if " ".join(found.split()) != " ".join(first.text.split()):
-                        logging.warning("%s: answer %r not found at character %d; skipping.", qa_where,
-                                        first.text, first.start_char)
+                        logging.warning(
+                            "%s: answer %r not found at character %d; skipping.", qa_where, first.text, first.start_char
+                        )
                         skipped += 1
                         continue
-                examples.append(SquadExample(qas_id=qas_id, question=question, context=context,
-                                             answers=tuple(answers), is_impossible=is_impossible))
+                examples.append(
+                    SquadExample(
+                        qas_id=qas_id,
+                        question=question,
+                        context=context,
+                        answers=tuple(answers),
+                        is_impossible=is_impossible,
+                    )
+                )
     if skipped:
         logging.warning("%s: skipped %d training question(s) with misplaced answers.", path, skipped)
     if not examples:
@@ -356,13 +394,21 @@ def tfds_defaults(name: str) -> tuple:
     """(text_a feature, text_b feature, evaluation split) of a known TFDS text dataset."""
     base = name.split(":")[0]
     if base not in TFDS_TEXT_DATASETS:
-        raise DataError(f"No default text features for TFDS dataset {name!r}; known: "
-                        f"{sorted(TFDS_TEXT_DATASETS)}. Give the text columns explicitly.")
+        raise DataError(
+            f"No default text features for TFDS dataset {name!r}; known: "
+            f"{sorted(TFDS_TEXT_DATASETS)}. Give the text columns explicitly."
+        )
     return TFDS_TEXT_DATASETS[base]
 
 
-def read_tfds_text_examples(name: str, split: str, data_dir: Optional[str], text_a_key: Optional[str] = None,
-                            text_b_key: Optional[str] = None, label_key: str = "label") -> tuple:
+def read_tfds_text_examples(
+    name: str,
+    split: str,
+    data_dir: Optional[str],
+    text_a_key: Optional[str] = None,
+    text_b_key: Optional[str] = None,
+    label_key: str = "label",
+) -> tuple:
     """Reads a TFDS text classification/regression split that is already on disk.
 
     Args:
@@ -383,17 +429,21 @@ def read_tfds_text_examples(name: str, split: str, data_dir: Optional[str], text
         text_a_key, default_b, _ = tfds_defaults(name)
         text_b_key = text_b_key or default_b
     try:
-        dataset, info = tfds.load(name, split=split, data_dir=data_dir, with_info=True, download=False,
-                                  shuffle_files=False)
+        dataset, info = tfds.load(
+            name, split=split, data_dir=data_dir, with_info=True, download=False, shuffle_files=False
+        )
     except Exception as e:  # tfds raises AssertionError/ValueError/DatasetNotFoundError variously
-        raise DataError(f"Cannot load TFDS dataset {name!r} split {split!r} from data_dir={data_dir!r} "
-                        f"(nothing is downloaded; prepare it with `tfds build {name} --data_dir=...`): "
-                        f"{type(e).__name__}: {e}") from None
+        raise DataError(
+            f"Cannot load TFDS dataset {name!r} split {split!r} from data_dir={data_dir!r} "
+            f"(nothing is downloaded; prepare it with `tfds build {name} --data_dir=...`): "
+            f"{type(e).__name__}: {e}"
+        ) from None
     features = info.features
     for role, key in (("text_a", text_a_key), ("text_b", text_b_key), ("label", label_key)):
         if key is not None and key not in features:
-            raise DataError(f"TFDS dataset {name!r} has no {role} feature {key!r}; its features are "
-                            f"{sorted(features.keys())}.")
+            raise DataError(
+                f"TFDS dataset {name!r} has no {role} feature {key!r}; its features are {sorted(features.keys())}."
+            )
     label_feature = features[label_key]
     label_names = list(label_feature.names) if hasattr(label_feature, "names") else None
 
@@ -404,9 +454,14 @@ def read_tfds_text_examples(name: str, split: str, data_dir: Optional[str], text
             label = float(label)
         else:
             label = None if int(label) < 0 else label_names[int(label)]
-        examples.append(TextExample(
-            guid=f"{name}:{split}:{index}", text_a=_decode(record[text_a_key]),
-            text_b=_decode(record[text_b_key]) if text_b_key else None, label=label))
+        examples.append(
+            TextExample(
+                guid=f"{name}:{split}:{index}",
+                text_a=_decode(record[text_a_key]),
+                text_b=_decode(record[text_b_key]) if text_b_key else None,
+                label=label,
+            )
+        )
     if not examples:
         raise DataError(f"TFDS dataset {name!r} split {split!r} is empty.")
     return examples, label_names
@@ -423,10 +478,12 @@ def read_tfds_label_names(name: str, data_dir: Optional[str], label_key: str = "
     try:
         features = tfds.builder(name, data_dir=data_dir).info.features
     except Exception as e:  # unknown name, missing metadata
-        raise DataError(f"Cannot read the metadata of TFDS dataset {name!r} from data_dir={data_dir!r}: "
-                        f"{type(e).__name__}: {e}") from None
+        raise DataError(
+            f"Cannot read the metadata of TFDS dataset {name!r} from data_dir={data_dir!r}: {type(e).__name__}: {e}"
+        ) from None
     if label_key not in features:
-        raise DataError(f"TFDS dataset {name!r} has no label feature {label_key!r}; its features are "
-                        f"{sorted(features.keys())}.")
+        raise DataError(
+            f"TFDS dataset {name!r} has no label feature {label_key!r}; its features are {sorted(features.keys())}."
+        )
     feature = features[label_key]
     return list(feature.names) if hasattr(feature, "names") else None

@@ -40,11 +40,23 @@ class SquadTask(FinetuningTask):
     name = "squad"
     label_keys = ("start_positions", "end_positions")
 
-    def __init__(self, tokenizer, seq_length: int = 384, doc_stride: int = 128, max_query_length: int = 64,
-                 max_answer_length: int = 30, n_best_size: int = 20, version_2_with_negative: bool = False,
-                 null_score_diff_threshold: float = 0.0):
-        for flag, value in (("doc_stride", doc_stride), ("max_query_length", max_query_length),
-                            ("max_answer_length", max_answer_length), ("n_best_size", n_best_size)):
+    def __init__(
+        self,
+        tokenizer,
+        seq_length: int = 384,
+        doc_stride: int = 128,
+        max_query_length: int = 64,
+        max_answer_length: int = 30,
+        n_best_size: int = 20,
+        version_2_with_negative: bool = False,
+        null_score_diff_threshold: float = 0.0,
+    ):
+        for flag, value in (
+            ("doc_stride", doc_stride),
+            ("max_query_length", max_query_length),
+            ("max_answer_length", max_answer_length),
+            ("n_best_size", n_best_size),
+        ):
             if value < 1:
                 raise ValueError(f"{flag} must be positive, got {value}.")
         if max_query_length + 3 >= seq_length:
@@ -59,9 +71,13 @@ class SquadTask(FinetuningTask):
         self.null_score_diff_threshold = null_score_diff_threshold
 
     def config(self) -> dict:
-        return {"task": self.name, "max_seq_length": self.seq_length, "doc_stride": self.doc_stride,
-                "max_query_length": self.max_query_length,
-                "version_2_with_negative": self.version_2_with_negative}
+        return {
+            "task": self.name,
+            "max_seq_length": self.seq_length,
+            "doc_stride": self.doc_stride,
+            "max_query_length": self.max_query_length,
+            "version_2_with_negative": self.version_2_with_negative,
+        }
 
     def build_model(self, encoder):
         return BertSpanLabeler(encoder)
@@ -72,36 +88,46 @@ class SquadTask(FinetuningTask):
             logits = ops.cast(outputs[logits_key], "float32")
             positions = ops.cast(ops.reshape(features[key], (-1,)), "int32")
             losses.append(ops.mean(keras.losses.sparse_categorical_crossentropy(positions, logits, from_logits=True)))
-            accuracies.append(ops.mean(ops.cast(
-                ops.equal(ops.cast(ops.argmax(logits, axis=-1), "int32"), positions), "float32")))
-        return {"loss": (losses[0] + losses[1]) / 2.0, "start_accuracy": accuracies[0],
-                "end_accuracy": accuracies[1]}
+            accuracies.append(
+                ops.mean(ops.cast(ops.equal(ops.cast(ops.argmax(logits, axis=-1), "int32"), positions), "float32"))
+            )
+        return {"loss": (losses[0] + losses[1]) / 2.0, "start_accuracy": accuracies[0], "end_accuracy": accuracies[1]}
 
     def featurize(self, examples: Sequence[SquadExample], training: bool) -> SquadFeatures:
-        return featurize_squad(examples, self.tokenizer, self.seq_length, self.doc_stride, self.max_query_length,
-                               is_training=training)
+        return featurize_squad(
+            examples, self.tokenizer, self.seq_length, self.doc_stride, self.max_query_length, is_training=training
+        )
 
     def dataset(self, features, batch_size, training, seed=None, input_context=None):
         return numpy_dataset(features.inputs, batch_size, training, seed, input_context)
 
     def postprocess(self, examples, features, outputs) -> SquadPredictions:
-        return postprocess_squad(examples, features, outputs["start_logits"], outputs["end_logits"],
-                                 n_best_size=self.n_best_size, max_answer_length=self.max_answer_length,
-                                 version_2_with_negative=self.version_2_with_negative,
-                                 null_score_diff_threshold=self.null_score_diff_threshold)
+        return postprocess_squad(
+            examples,
+            features,
+            outputs["start_logits"],
+            outputs["end_logits"],
+            n_best_size=self.n_best_size,
+            max_answer_length=self.max_answer_length,
+            version_2_with_negative=self.version_2_with_negative,
+            null_score_diff_threshold=self.null_score_diff_threshold,
+        )
 
     def evaluate(self, examples, predictions: SquadPredictions):
         gold = {}
         for example in examples:
             gold[example.qas_id] = [] if example.is_impossible else [a.text for a in example.answers]
-        return metrics_lib.squad_metrics(gold, predictions.answers,
-                                         predictions.null_odds if self.version_2_with_negative else None)
+        return metrics_lib.squad_metrics(
+            gold, predictions.answers, predictions.null_odds if self.version_2_with_negative else None
+        )
 
     def write_predictions(self, examples, predictions: SquadPredictions, output_dir, prefix):
         """`{prefix}predictions.json` (id -> text), `{prefix}nbest_predictions.json`, and for
         v2.0 `{prefix}null_odds.json` (the input of the official script's --na-prob-file)."""
-        paths = [os.path.join(output_dir, f"{prefix}predictions.json"),
-                 os.path.join(output_dir, f"{prefix}nbest_predictions.json")]
+        paths = [
+            os.path.join(output_dir, f"{prefix}predictions.json"),
+            os.path.join(output_dir, f"{prefix}nbest_predictions.json"),
+        ]
         write_json_atomic(paths[0], predictions.answers)
         write_json_atomic(paths[1], predictions.nbest)
         if self.version_2_with_negative:

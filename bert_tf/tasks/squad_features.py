@@ -99,8 +99,14 @@ def answer_piece_span(context: _TokenizedContext, start_char: int, end_char: int
     return None if first is None else (first, last)
 
 
-def featurize_squad(examples: Sequence[SquadExample], tokenizer, seq_length: int, doc_stride: int,
-                    max_query_length: int, is_training: bool) -> SquadFeatures:
+def featurize_squad(
+    examples: Sequence[SquadExample],
+    tokenizer,
+    seq_length: int,
+    doc_stride: int,
+    max_query_length: int,
+    is_training: bool,
+) -> SquadFeatures:
     """Turns SQuAD examples into windowed features (see `SquadFeatures`).
 
     Args:
@@ -112,8 +118,10 @@ def featurize_squad(examples: Sequence[SquadExample], tokenizer, seq_length: int
         located in the pieces are skipped with a warning.
     """
     if max_query_length + 3 >= seq_length:
-        raise ValueError(f"max_seq_length ({seq_length}) must exceed max_query_length ({max_query_length}) + 3 "
-                         "to leave room for the context.")
+        raise ValueError(
+            f"max_seq_length ({seq_length}) must exceed max_query_length ({max_query_length}) + 3 "
+            "to leave room for the context."
+        )
     if doc_stride < 1:
         raise ValueError(f"doc_stride must be positive, got {doc_stride}.")
     contexts = _tokenize_contexts(sorted({e.context for e in examples}), tokenizer)
@@ -130,8 +138,9 @@ def featurize_squad(examples: Sequence[SquadExample], tokenizer, seq_length: int
             answer = example.answers[0]
             answer_span = answer_piece_span(context, answer.start_char, answer.start_char + len(answer.text))
             if answer_span is None:
-                logging.warning("SQuAD question %s: answer %r covers no context piece; skipping.",
-                                example.qas_id, answer.text)
+                logging.warning(
+                    "SQuAD question %s: answer %r covers no context piece; skipping.", example.qas_id, answer.text
+                )
                 skipped += 1
                 continue
         room = seq_length - len(query) - 3
@@ -144,7 +153,7 @@ def featurize_squad(examples: Sequence[SquadExample], tokenizer, seq_length: int
             char_end = np.full(seq_length, -1, np.int32)
             max_context = np.zeros(seq_length, bool)
             ids[0] = tokenizer.cls_id
-            ids[1:1 + len(query)] = query
+            ids[1 : 1 + len(query)] = query
             ids[1 + len(query)] = tokenizer.sep_id
             for i in range(window_length):
                 piece = window_start + i
@@ -154,7 +163,7 @@ def featurize_squad(examples: Sequence[SquadExample], tokenizer, seq_length: int
                 best = max(range(len(windows)), key=lambda w: -1.0 if scores[w] is None else scores[w])
                 max_context[offset + i] = best == window_number
             ids[offset + window_length] = tokenizer.sep_id
-            types[offset:offset + window_length + 1] = 1
+            types[offset : offset + window_length + 1] = 1
             length = offset + window_length + 1
             mask = np.zeros(seq_length, np.int32)
             mask[:length] = 1
@@ -176,11 +185,14 @@ def featurize_squad(examples: Sequence[SquadExample], tokenizer, seq_length: int
         logging.warning("Skipped %d SQuAD training question(s) whose answer could not be located.", skipped)
     if not word_ids:
         raise ValueError("No SQuAD features: every question was skipped.")
-    inputs = {"input_word_ids": np.stack(word_ids), "input_mask": np.stack(masks),
-              "input_type_ids": np.stack(type_ids)}
+    inputs = {"input_word_ids": np.stack(word_ids), "input_mask": np.stack(masks), "input_type_ids": np.stack(type_ids)}
     if is_training:
         inputs["start_positions"] = np.asarray(starts, np.int32)
         inputs["end_positions"] = np.asarray(ends, np.int32)
-    return SquadFeatures(inputs=inputs, example_index=np.asarray(example_indices, np.int32),
-                         char_start=np.stack(char_starts), char_end=np.stack(char_ends),
-                         is_max_context=np.stack(max_contexts))
+    return SquadFeatures(
+        inputs=inputs,
+        example_index=np.asarray(example_indices, np.int32),
+        char_start=np.stack(char_starts),
+        char_end=np.stack(char_ends),
+        is_max_context=np.stack(max_contexts),
+    )

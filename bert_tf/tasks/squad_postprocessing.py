@@ -42,10 +42,16 @@ def _softmax(scores):
     return exp / exp.sum()
 
 
-def postprocess_squad(examples: Sequence[SquadExample], features: SquadFeatures, start_logits: np.ndarray,
-                      end_logits: np.ndarray, n_best_size: int = 20, max_answer_length: int = 30,
-                      version_2_with_negative: bool = False,
-                      null_score_diff_threshold: float = 0.0) -> SquadPredictions:
+def postprocess_squad(
+    examples: Sequence[SquadExample],
+    features: SquadFeatures,
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    n_best_size: int = 20,
+    max_answer_length: int = 30,
+    version_2_with_negative: bool = False,
+    null_score_diff_threshold: float = 0.0,
+) -> SquadPredictions:
     """Answers for `examples` from the logits of `features` (float [N, seq_length] each, feature order)."""
     if len(start_logits) != len(features) or len(end_logits) != len(features):
         raise ValueError(f"Got logits for {len(start_logits)}/{len(end_logits)} features, expected {len(features)}.")
@@ -69,8 +75,15 @@ def postprocess_squad(examples: Sequence[SquadExample], features: SquadFeatures,
                 for e in _top_indices(ends, n_best_size):
                     if char_start[e] < 0 or e < s or e - s + 1 > max_answer_length:
                         continue
-                    candidates.append((float(starts[s] + ends[e]), float(starts[s]), float(ends[e]),
-                                       int(char_start[s]), int(char_end[e])))
+                    candidates.append(
+                        (
+                            float(starts[s] + ends[e]),
+                            float(starts[s]),
+                            float(ends[e]),
+                            int(char_start[s]),
+                            int(char_end[e]),
+                        )
+                    )
         candidates.sort(key=lambda c: -c[0])
 
         nbest, seen = [], set()
@@ -86,7 +99,7 @@ def postprocess_squad(examples: Sequence[SquadExample], features: SquadFeatures,
         if version_2_with_negative and null_score is not None:
             nbest.append({"text": "", "score": null_score, "start_logit": None, "end_logit": None})
             nbest.sort(key=lambda c: -c["score"])
-            nbest = nbest[:max(n_best_size, 1)]
+            nbest = nbest[: max(n_best_size, 1)]
         if not nbest:
             nbest.append({"text": "", "score": 0.0, "start_logit": 0.0, "end_logit": 0.0})
         for entry, probability in zip(nbest, _softmax([c["score"] for c in nbest])):

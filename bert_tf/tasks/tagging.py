@@ -120,14 +120,19 @@ class TaggingTask(FinetuningTask):
         if labelled:
             inputs["label_ids"] = np.asarray(rows["label_ids"], np.int32)
         word_index = np.asarray(rows["word_index"], np.int32)
-        return TaggingFeatures(inputs=inputs, example_index=np.asarray(rows["example_index"], np.int32),
-                               word_index=np.where(word_index == -2, -1, word_index))
+        return TaggingFeatures(
+            inputs=inputs,
+            example_index=np.asarray(rows["example_index"], np.int32),
+            word_index=np.where(word_index == -2, -1, word_index),
+        )
 
     def _tag_id(self, example: TaggingExample, word_number: int) -> int:
         tag = example.labels[word_number]
         if tag not in self.tag_ids:
-            raise DataError(f"{example.guid}: word {word_number + 1} ({example.words[word_number]!r}) has unknown "
-                            f"tag {tag!r}; the tags are {self.tag_list}.")
+            raise DataError(
+                f"{example.guid}: word {word_number + 1} ({example.words[word_number]!r}) has unknown "
+                f"tag {tag!r}; the tags are {self.tag_list}."
+            )
         return self.tag_ids[tag]
 
     def _append(self, rows, example_index, piece_ids, labels, words):
@@ -135,7 +140,8 @@ class TaggingTask(FinetuningTask):
         padding = self.seq_length - len(piece_ids) - 2
         tokenizer = self.tokenizer
         rows["input_word_ids"].append(
-            [tokenizer.cls_id] + piece_ids + [tokenizer.sep_id] + [tokenizer.pad_id] * padding)
+            [tokenizer.cls_id] + piece_ids + [tokenizer.sep_id] + [tokenizer.pad_id] * padding
+        )
         rows["label_ids"].append([IGNORED_LABEL] + labels + [IGNORED_LABEL] * (padding + 1))
         rows["word_index"].append([-1] + words + [-1] + [-2] * padding)
         rows["example_index"].append(example_index)

@@ -46,7 +46,7 @@ class TaskTokenizer:
         """Piece ids of each text (no [CLS]/[SEP]), computed in batches."""
         results = []
         for start in range(0, len(texts), _CHUNK):
-            chunk = tf.constant(list(texts[start:start + _CHUNK]), dtype=tf.string)
+            chunk = tf.constant(list(texts[start : start + _CHUNK]), dtype=tf.string)
             results.extend(_ragged_to_lists(self.tokenizer(chunk)))
         return results
 
@@ -58,7 +58,7 @@ class TaskTokenizer:
         """
         results = []
         for start in range(0, len(words), _CHUNK):
-            chunk = tf.constant(list(words[start:start + _CHUNK]), dtype=tf.string)
+            chunk = tf.constant(list(words[start : start + _CHUNK]), dtype=tf.string)
             basic = _ragged_to_lists(self.tokenizer.basic_tokenizer(chunk))
             pieces = _ragged_to_lists(self.tokenizer.tokenize_words(chunk))
             for basic_words, word_pieces in zip(basic, pieces):
@@ -88,8 +88,13 @@ class TaskTokenizer:
         cls_id, sep_id, pad_id = self.cls_id, self.sep_id, self.pad_id
 
         def pack_segments(segments):
-            packed = bert_pack_inputs(segments, seq_length=seq_length, start_of_sequence_id=cls_id,
-                                      end_of_segment_id=sep_id, padding_id=pad_id)
+            packed = bert_pack_inputs(
+                segments,
+                seq_length=seq_length,
+                start_of_sequence_id=cls_id,
+                end_of_segment_id=sep_id,
+                padding_id=pad_id,
+            )
             return {k: tf.cast(v, tf.int32) for k, v in packed.items()}
 
         # Only TF ops, no Python control flow on tensors: skipping AutoGraph's source

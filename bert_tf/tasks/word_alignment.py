@@ -56,8 +56,9 @@ def _normalized_chars(word: str, lower_case: bool) -> tuple[str, list[int]]:
     return "".join(chars), sources
 
 
-def piece_char_spans(word: str, basic_words: Sequence[str], pieces: Sequence[Sequence[str]],
-                     lower_case: bool) -> list[tuple[int, int]]:
+def piece_char_spans(
+    word: str, basic_words: Sequence[str], pieces: Sequence[Sequence[str]], lower_case: bool
+) -> list[tuple[int, int]]:
     """[start, end) character spans in `word` of each of its WordPieces.
 
     Args:
@@ -78,9 +79,9 @@ def piece_char_spans(word: str, basic_words: Sequence[str], pieces: Sequence[Seq
     normalized, sources = _normalized_chars(word, lower_case)
     piece_starts, position = [], 0
     for basic_word, word_pieces in zip(basic_words, pieces):
-        if not basic_word or normalized[position:position + len(basic_word)] != basic_word:
+        if not basic_word or normalized[position : position + len(basic_word)] != basic_word:
             return whole
-        texts = [p[len(_SUFFIX):] if i and p.startswith(_SUFFIX) else p for i, p in enumerate(word_pieces)]
+        texts = [p[len(_SUFFIX) :] if i and p.startswith(_SUFFIX) else p for i, p in enumerate(word_pieces)]
         if "".join(texts) == basic_word and all(texts):
             offset = position
             for text in texts:
@@ -96,6 +97,6 @@ def piece_char_spans(word: str, basic_words: Sequence[str], pieces: Sequence[Seq
     # zero-width marks) stay with the piece before them.
     spans = []
     for index, start in enumerate(piece_starts):
-        following = [s for s in piece_starts[index + 1:] if s > start]
+        following = [s for s in piece_starts[index + 1 :] if s > start]
         spans.append((start, following[0] if following else len(word)))
     return spans

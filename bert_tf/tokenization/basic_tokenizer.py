@@ -35,8 +35,8 @@ from bert_tf.tokenization import lowercase
 def _transcode(texts):
     # Invalid bytes become U+FFFD, which the cleaning step deletes.
     return tf.strings.unicode_transcode(
-        texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD,
-        replace_control_characters=False)
+        texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD, replace_control_characters=False
+    )
 
 
 class BasicTokenizer(tf.Module):
@@ -101,8 +101,7 @@ class BasicTokenizer(tf.Module):
         # all the same, and unlike deleting NUL now it cannot join the two
         # halves of a preserved token.
         texts = tf.strings.regex_replace(texts, "\\x00", "\ufffd")
-        pieces = tf_text.regex_split(texts, self._preserved_pattern,
-                                     keep_delim_regex_pattern=self._preserved_pattern)
+        pieces = tf_text.regex_split(texts, self._preserved_pattern, keep_delim_regex_pattern=self._preserved_pattern)
         flat = tf.strings.regex_replace(pieces.flat_values, self._removed_pattern, "")
         if not self.lower_case:
             # NFC before the whitespace split, as in the reference.
@@ -113,8 +112,7 @@ class BasicTokenizer(tf.Module):
         normalized = self._normalize(flat_words) if self.lower_case else flat_words
         normalized = tf.where(preserved, "", normalized)
         split = _split(normalized, self._punctuation_split)
-        kept = tf.RaggedTensor.from_row_lengths(
-            tf.boolean_mask(flat_words, preserved), tf.cast(preserved, tf.int64))
+        kept = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(flat_words, preserved), tf.cast(preserved, tf.int64))
         split = tf.concat([split, kept], axis=1)
         per_piece = words.with_flat_values(split).merge_dims(1, 2)
         return pieces.with_flat_values(per_piece).merge_dims(1, 2)

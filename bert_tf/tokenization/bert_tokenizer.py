@@ -72,8 +72,8 @@ class BertTokenizer(tf.Module):
         # (the WordPiece model itself is a constant built from the list).
         self.vocab_file = tf.saved_model.Asset(vocab_file)
         self.basic_tokenizer = BasicTokenizer(
-            lower_case=lower_case,
-            preserved_tokens=vocab_lib.SPECIAL_TOKENS if preserve_special_tokens else ())
+            lower_case=lower_case, preserved_tokens=vocab_lib.SPECIAL_TOKENS if preserve_special_tokens else ()
+        )
         try:
             # Linear-time WordPiece (LinMaxMatch); with no_pretokenization it
             # gives the same pieces as the original greedy longest-match-first.
@@ -85,7 +85,8 @@ class BertTokenizer(tf.Module):
                 max_bytes_per_word=4 * MAX_CHARS_PER_WORD,
                 token_out_type=tf.int32,
                 unknown_token=vocab_lib.UNK_TOKEN,
-                no_pretokenization=True)
+                no_pretokenization=True,
+            )
         except Exception as e:  # the builder raises plain RuntimeErrors
             raise ValueError(f"Cannot build a WordPiece model from {vocab_file!r}: {e}") from e
 

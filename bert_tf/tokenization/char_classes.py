@@ -54,8 +54,7 @@ def is_whitespace(char):
     splits with `str.split()`, which also breaks on the few other characters
     Python considers space (U+2028, U+2029) that survive cleaning.
     """
-    return (char in " \t\n\r" or unicodedata.category(char) == "Zs"
-            or (char.isspace() and not is_removed(char)))
+    return char in " \t\n\r" or unicodedata.category(char) == "Zs" or (char.isspace() and not is_removed(char))
 
 
 def is_punctuation(char):
@@ -71,17 +70,45 @@ def is_nonspacing_mark(char):
     return unicodedata.category(char) == "Mn"
 
 
-_CATEGORIES = ("Cc", "Cf", "Cn", "Co", "Cs", "Ll", "Lm", "Lo", "Lt", "Lu", "Mc", "Me", "Mn",
-               "Nd", "Nl", "No", "Pc", "Pd", "Pe", "Pf", "Pi", "Po", "Ps", "Sc", "Sk", "Sm",
-               "So", "Zl", "Zp", "Zs")
+_CATEGORIES = (
+    "Cc",
+    "Cf",
+    "Cn",
+    "Co",
+    "Cs",
+    "Ll",
+    "Lm",
+    "Lo",
+    "Lt",
+    "Lu",
+    "Mc",
+    "Me",
+    "Mn",
+    "Nd",
+    "Nl",
+    "No",
+    "Pc",
+    "Pd",
+    "Pe",
+    "Pf",
+    "Pi",
+    "Po",
+    "Ps",
+    "Sc",
+    "Sk",
+    "Sm",
+    "So",
+    "Zl",
+    "Zp",
+    "Zs",
+)
 
 
 @functools.lru_cache(maxsize=None)
 def _masks():
     index = {name: i for i, name in enumerate(_CATEGORIES)}
     category = unicodedata.category
-    codes = np.asarray(list(map(index.__getitem__, map(category, map(chr, range(_NUM_CODE_POINTS))))),
-                       dtype=np.int8)
+    codes = np.asarray(list(map(index.__getitem__, map(category, map(chr, range(_NUM_CODE_POINTS))))), dtype=np.int8)
     names = np.asarray(_CATEGORIES)
     cats = names[codes]
     major = names.astype("<U1")[codes]
@@ -93,8 +120,12 @@ def _masks():
     space = np.zeros(_NUM_CODE_POINTS, bool)
     space[:0x3001] = [chr(cp).isspace() for cp in range(0x3001)]
     whitespace = np.isin(cps, [32, 9, 10, 13]) | (cats == "Zs") | (space & ~removed)
-    ascii_punct = (((cps >= 33) & (cps <= 47)) | ((cps >= 58) & (cps <= 64))
-                   | ((cps >= 91) & (cps <= 96)) | ((cps >= 123) & (cps <= 126)))
+    ascii_punct = (
+        ((cps >= 33) & (cps <= 47))
+        | ((cps >= 58) & (cps <= 64))
+        | ((cps >= 91) & (cps <= 96))
+        | ((cps >= 123) & (cps <= 126))
+    )
     masks = {
         "removed": removed,
         "whitespace": whitespace,
@@ -111,7 +142,7 @@ def kept_code_points(include_cjk=True):
     keep = ~_masks()["removed"] & ~((cps >= _SURROGATES[0]) & (cps < _SURROGATES[1]))
     if not include_cjk:
         for lo, hi in CJK_RANGES:
-            keep[lo:hi + 1] = False
+            keep[lo : hi + 1] = False
     return cps[keep].tolist()
 
 

@@ -45,7 +45,8 @@ def lowercase_fixups():
         if len(expected) != 1:
             raise NotImplementedError(
                 f"ICU and Python lower-case U+{ord(char):04X} differently and "
-                f"Python maps it to several characters ({expected!r})")
+                f"Python maps it to several characters ({expected!r})"
+            )
         keys.append(ord(char))
         values.append(ord(expected))
     if keys:

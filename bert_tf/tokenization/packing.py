@@ -33,9 +33,12 @@ def _batch_size_checks(segments):
         if len(set(sizes)) > 1:
             raise ValueError(f"Segments have different batch sizes: {sizes}")
         return []
-    return [tf.debugging.assert_equal(segment.nrows(), segments[0].nrows(),
-                                      message=f"Segment {i} has a different batch size than segment 0")
-            for i, segment in enumerate(segments[1:], start=1)]
+    return [
+        tf.debugging.assert_equal(
+            segment.nrows(), segments[0].nrows(), message=f"Segment {i} has a different batch size than segment 0"
+        )
+        for i, segment in enumerate(segments[1:], start=1)
+    ]
 
 
 def _after(checks, segment):
@@ -43,8 +46,9 @@ def _after(checks, segment):
     if not checks:
         return segment
     with tf.control_dependencies(checks):
-        return tf.RaggedTensor.from_row_splits(tf.identity(segment.values),
-                                               tf.identity(segment.row_splits), validate=False)
+        return tf.RaggedTensor.from_row_splits(
+            tf.identity(segment.values), tf.identity(segment.row_splits), validate=False
+        )
 
 
 def bert_pack_inputs(segments, seq_length, start_of_sequence_id, end_of_segment_id, padding_id):
@@ -78,20 +82,26 @@ def bert_pack_inputs(segments, seq_length, start_of_sequence_id, end_of_segment_
     num_special = len(segments) + 1
     if isinstance(seq_length, int):
         if seq_length < num_special:
-            raise ValueError(f"seq_length={seq_length} leaves no room for [CLS] and "
-                             f"{len(segments)} [SEP] token(s); need at least {num_special}")
+            raise ValueError(
+                f"seq_length={seq_length} leaves no room for [CLS] and "
+                f"{len(segments)} [SEP] token(s); need at least {num_special}"
+            )
         seq_length = tf.constant(seq_length, tf.int32)
     else:
         seq_length = tf.cast(seq_length, tf.int32)
-        checks.append(tf.debugging.assert_greater_equal(
-            seq_length, num_special,
-            message=f"seq_length leaves no room for [CLS] and {len(segments)} [SEP] token(s)"))
+        checks.append(
+            tf.debugging.assert_greater_equal(
+                seq_length,
+                num_special,
+                message=f"seq_length leaves no room for [CLS] and {len(segments)} [SEP] token(s)",
+            )
+        )
     segments = [_after(checks, s) for s in segments]
     trimmed = tf_text.RoundRobinTrimmer(max_seq_length=seq_length - num_special).trim(segments)
     word_ids, type_ids = tf_text.combine_segments(
-        trimmed, start_of_sequence_id=start_of_sequence_id, end_of_segment_id=end_of_segment_id)
-    input_word_ids, input_mask = tf_text.pad_model_inputs(
-        word_ids, max_seq_length=seq_length, pad_value=padding_id)
+        trimmed, start_of_sequence_id=start_of_sequence_id, end_of_segment_id=end_of_segment_id
+    )
+    input_word_ids, input_mask = tf_text.pad_model_inputs(word_ids, max_seq_length=seq_length, pad_value=padding_id)
     input_type_ids, _ = tf_text.pad_model_inputs(type_ids, max_seq_length=seq_length, pad_value=0)
     return {
         "input_word_ids": tf.cast(input_word_ids, tf.int32),

@@ -1,13 +1,13 @@
 """BertPreprocessor: the TF Hub `bert_en_uncased_preprocess` interface as a SavedModel.
 
-    pre = BertPreprocessor("vocab.txt", lower_case=True)
-    save_preprocessor(pre, "export/preprocess")
+pre = BertPreprocessor("vocab.txt", lower_case=True)
+save_preprocessor(pre, "export/preprocess")
 
-    loaded = tf.saved_model.load("export/preprocess")   # or hub.load / hub.KerasLayer
-    loaded(tf.constant(["hello world"]))                # dict at seq_length 128
-    a, b = loaded.tokenize(s1), loaded.tokenize(s2)     # ragged [batch, (pieces)]
-    loaded.bert_pack_inputs([a, b], seq_length=64)      # any length, even after export
-    loaded.tokenize.get_special_tokens_dict()
+loaded = tf.saved_model.load("export/preprocess")   # or hub.load / hub.KerasLayer
+loaded(tf.constant(["hello world"]))                # dict at seq_length 128
+a, b = loaded.tokenize(s1), loaded.tokenize(s2)     # ragged [batch, (pieces)]
+loaded.bert_pack_inputs([a, b], seq_length=64)      # any length, even after export
+loaded.tokenize.get_special_tokens_dict()
 """
 
 import os
@@ -48,11 +48,13 @@ class TokenizeModule(tf.Module):
 class PackInputsModule(tf.Module):
     """`preprocessor.bert_pack_inputs(inputs, seq_length=default)`; see `bert_pack_inputs`."""
 
-    def __init__(self, start_of_sequence_id, end_of_segment_id, padding_id, default_seq_length,
-                 name="bert_pack_inputs"):
+    def __init__(
+        self, start_of_sequence_id, end_of_segment_id, padding_id, default_seq_length, name="bert_pack_inputs"
+    ):
         super().__init__(name=name)
-        self._ids = dict(start_of_sequence_id=start_of_sequence_id,
-                         end_of_segment_id=end_of_segment_id, padding_id=padding_id)
+        self._ids = dict(
+            start_of_sequence_id=start_of_sequence_id, end_of_segment_id=end_of_segment_id, padding_id=padding_id
+        )
         self.default_seq_length = int(default_seq_length)
 
     @tf.function
@@ -102,19 +104,17 @@ class BertPreprocessor(tf.Module):
     ([[2, 5, 3, 6, 3, 0]], [[0, 0, 0, 1, 1, 0]])
     """
 
-    def __init__(self, vocab_file, lower_case=True, default_seq_length=128,
-                 preserve_special_tokens=False, name=None):
+    def __init__(self, vocab_file, lower_case=True, default_seq_length=128, preserve_special_tokens=False, name=None):
         super().__init__(name=name)
         if int(default_seq_length) < 2:
             raise ValueError(f"default_seq_length must be at least 2, got {default_seq_length}")
-        tokenizer = BertTokenizer(vocab_file, lower_case=lower_case,
-                                  preserve_special_tokens=preserve_special_tokens)
+        tokenizer = BertTokenizer(vocab_file, lower_case=lower_case, preserve_special_tokens=preserve_special_tokens)
         special = tokenizer.get_special_tokens_dict()
         self.vocab_file = tokenizer.vocab_file
         self.tokenize = TokenizeModule(tokenizer)
         self.bert_pack_inputs = PackInputsModule(
-            special["start_of_sequence_id"], special["end_of_segment_id"], special["padding_id"],
-            default_seq_length)
+            special["start_of_sequence_id"], special["end_of_segment_id"], special["padding_id"], default_seq_length
+        )
 
     @tf.function(input_signature=[_STRINGS_SPEC])
     def __call__(self, strings):

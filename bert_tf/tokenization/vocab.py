@@ -44,15 +44,15 @@ def load_vocab(vocab_file):
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(
-            f"Vocabulary file {vocab_file!r} is not valid UTF-8 (byte {e.start})") from e
+        raise ValueError(f"Vocabulary file {vocab_file!r} is not valid UTF-8 (byte {e.start})") from e
     if not text:
         raise ValueError(f"Vocabulary file {vocab_file!r} is empty")
     if "\r" in text:
         line = text[: text.index("\r")].count("\n") + 1
         raise ValueError(
             f"Vocabulary file {vocab_file!r} contains a carriage return on line {line}; "
-            "vocabulary files must use '\\n' line endings")
+            "vocabulary files must use '\\n' line endings"
+        )
     tokens = text.split("\n")
     if tokens[-1] == "":
         tokens.pop()
@@ -60,8 +60,8 @@ def load_vocab(vocab_file):
     for index, token in enumerate(tokens):
         if token in seen:
             raise ValueError(
-                f"Vocabulary file {vocab_file!r} repeats token {token!r} "
-                f"on lines {seen[token] + 1} and {index + 1}")
+                f"Vocabulary file {vocab_file!r} repeats token {token!r} on lines {seen[token] + 1} and {index + 1}"
+            )
         seen[token] = index
     return tokens
 
@@ -85,7 +85,8 @@ def special_token_ids(vocab, vocab_file="<vocab>", required=SPECIAL_TOKENS):
     if missing:
         raise ValueError(
             f"Vocabulary file {vocab_file!r} lacks the special token(s) "
-            f"{', '.join(missing)}; BERT needs {', '.join(required)}")
+            f"{', '.join(missing)}; BERT needs {', '.join(required)}"
+        )
     return {t: index[t] for t in SPECIAL_TOKENS if t in index}
 
 

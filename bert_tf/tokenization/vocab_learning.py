@@ -29,22 +29,30 @@ def count_words(texts, lower_case=True, batch_size=1024):
     """
     if not isinstance(texts, tf.data.Dataset):
         strings = texts
-        texts = tf.data.Dataset.from_generator(
-            lambda: iter(strings), output_signature=tf.TensorSpec([], tf.string))
+        texts = tf.data.Dataset.from_generator(lambda: iter(strings), output_signature=tf.TensorSpec([], tf.string))
     tokenizer = BasicTokenizer(lower_case=lower_case)
-    words = (texts.batch(batch_size)
-             .map(lambda t: tokenizer(t).flat_values, num_parallel_calls=tf.data.AUTOTUNE,
-                  deterministic=True)
-             .prefetch(tf.data.AUTOTUNE))
+    words = (
+        texts.batch(batch_size)
+        .map(lambda t: tokenizer(t).flat_values, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        .prefetch(tf.data.AUTOTUNE)
+    )
     counts = collections.Counter()
     for batch in words.as_numpy_iterator():
         counts.update(batch.tolist())
     return collections.Counter({w.decode("utf-8"): c for w, c in counts.items()})
 
 
-def learn_vocab(word_counts, vocab_size, reserved_tokens=vocab_lib.SPECIAL_TOKENS,
-                min_count=10, max_unique_chars=1000, max_word_length=50,
-                num_iterations=4, max_input_words=5_000_000, slack_ratio=0.05):
+def learn_vocab(
+    word_counts,
+    vocab_size,
+    reserved_tokens=vocab_lib.SPECIAL_TOKENS,
+    min_count=10,
+    max_unique_chars=1000,
+    max_word_length=50,
+    num_iterations=4,
+    max_input_words=5_000_000,
+    slack_ratio=0.05,
+):
     """Learns a WordPiece vocabulary of at most `vocab_size` tokens.
 
     Args:
@@ -64,33 +72,43 @@ def learn_vocab(word_counts, vocab_size, reserved_tokens=vocab_lib.SPECIAL_TOKEN
     """
     reserved_tokens = list(reserved_tokens)
     if vocab_size <= len(reserved_tokens):
-        raise ValueError(f"vocab_size={vocab_size} leaves no room after the "
-                         f"{len(reserved_tokens)} reserved tokens")
+        raise ValueError(f"vocab_size={vocab_size} leaves no room after the {len(reserved_tokens)} reserved tokens")
     if not word_counts:
         raise ValueError("No words to learn a vocabulary from (empty input)")
     tokens = learner.learn(
-        dict(word_counts), vocab_size, reserved_tokens,
-        upper_thresh=int(1e7), lower_thresh=min_count, num_iterations=num_iterations,
-        max_input_tokens=max_input_words, max_token_length=max_word_length,
-        max_unique_chars=max_unique_chars, slack_ratio=slack_ratio,
-        include_joiner_token=True, joiner=vocab_lib.SUFFIX_INDICATOR)
+        dict(word_counts),
+        vocab_size,
+        reserved_tokens,
+        upper_thresh=int(1e7),
+        lower_thresh=min_count,
+        num_iterations=num_iterations,
+        max_input_tokens=max_input_words,
+        max_token_length=max_word_length,
+        max_unique_chars=max_unique_chars,
+        slack_ratio=slack_ratio,
+        include_joiner_token=True,
+        joiner=vocab_lib.SUFFIX_INDICATOR,
+    )
     tokens = _with_whole_alphabet(list(tokens), word_counts, reserved_tokens, max_word_length, max_unique_chars)
     if len(tokens) <= vocab_size:
         return tokens
+
     # The learner can overshoot when its threshold search ends early. Every
     # character and its "##" form must stay (without them words become
     # [UNK]); drop the least frequent longer pieces, which come last.
     def is_char_level(token):
-        body = token[len(vocab_lib.SUFFIX_INDICATOR):] if token.startswith(vocab_lib.SUFFIX_INDICATOR) else token
+        body = token[len(vocab_lib.SUFFIX_INDICATOR) :] if token.startswith(vocab_lib.SUFFIX_INDICATOR) else token
         return len(body) == 1
+
     required = [t for t in tokens if t in reserved_tokens or is_char_level(t)]
     if len(required) > vocab_size:
         raise ValueError(
             f"vocab_size={vocab_size} is too small for the {len(required)} reserved and "
-            "single-character tokens; raise it or lower max_unique_chars")
+            "single-character tokens; raise it or lower max_unique_chars"
+        )
     required_set = set(required)
     optional = [t for t in tokens if t not in required_set]
-    keep = required_set | set(optional[:vocab_size - len(required)])
+    keep = required_set | set(optional[: vocab_size - len(required)])
     return [t for t in tokens if t in keep]
 
 
@@ -102,7 +120,8 @@ def _with_whole_alphabet(tokens, word_counts, reserved_tokens, max_word_length, 
     those words become [UNK].
     """
     alphabet = learner.get_allowed_chars(
-        [(w, c) for w, c in word_counts.items() if len(w) <= max_word_length], max_unique_chars)
+        [(w, c) for w, c in word_counts.items() if len(w) <= max_word_length], max_unique_chars
+    )
     present = set(tokens)
     missing = []
     for char in sorted(alphabet):
@@ -112,4 +131,4 @@ def _with_whole_alphabet(tokens, word_counts, reserved_tokens, max_word_length, 
     if not missing:
         return tokens
     # The learner lists the reserved tokens first; the characters go right after them.
-    return tokens[:len(reserved_tokens)] + missing + tokens[len(reserved_tokens):]
+    return tokens[: len(reserved_tokens)] + missing + tokens[len(reserved_tokens) :]

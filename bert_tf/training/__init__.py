@@ -5,11 +5,23 @@ it trains are backend-independent Keras.
 """
 
 from bert_tf.training.determinism import enable_determinism
-from bert_tf.training.distribution import (STRATEGIES, TPUNotFoundError, get_strategy, is_chief, num_workers,
-                                           worker_index)
-from bert_tf.training.loop import (EVAL_RESULTS_NAME, SUMMARIES_DIR, NonFiniteLossError, TrainingConfig,
-                                   TrainingResult, default_forward, train)
+from bert_tf.training.distribution import (
+    STRATEGIES,
+    TPUNotFoundError,
+    get_strategy,
+    is_chief,
+    num_workers,
+    worker_index,
+)
+from bert_tf.training.loop import (
+    EVAL_RESULTS_NAME,
+    SUMMARIES_DIR,
+    NonFiniteLossError,
+    TrainingConfig,
+    TrainingResult,
+    default_forward,
+    train,
+)
 from bert_tf.training.optimization import AdamWeightDecay, WarmupPolynomialDecay, create_optimizer
-from bert_tf.training.precision import (PRECISION_POLICIES, DynamicLossScale, needs_loss_scaling,
-                                        set_precision_policy)
+from bert_tf.training.precision import PRECISION_POLICIES, DynamicLossScale, needs_loss_scaling, set_precision_policy
 from bert_tf.training.runtime import JobArgumentError, RuntimeConfig, training_runtime

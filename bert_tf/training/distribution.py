@@ -28,8 +28,9 @@ class TPUNotFoundError(RuntimeError):
     """The TPU address resolved, but no TPU system could be initialised there."""
 
 
-def get_strategy(name: str = "one_device", *, num_gpus: int | None = None,
-                 tpu: str | None = None) -> tf.distribute.Strategy:
+def get_strategy(
+    name: str = "one_device", *, num_gpus: int | None = None, tpu: str | None = None
+) -> tf.distribute.Strategy:
     """Creates the named strategy.
 
     Args:
@@ -58,8 +59,10 @@ def get_strategy(name: str = "one_device", *, num_gpus: int | None = None,
         # collective ops can no longer be configured.
         gpus = tf.config.list_physical_devices("GPU")
         if num_gpus is not None and num_gpus != len(gpus):
-            raise ValueError(f"multi_worker_mirrored uses every local GPU ({len(gpus)} visible); num_gpus={num_gpus} "
-                             "cannot be honoured. Restrict the GPUs with CUDA_VISIBLE_DEVICES instead.")
+            raise ValueError(
+                f"multi_worker_mirrored uses every local GPU ({len(gpus)} visible); num_gpus={num_gpus} "
+                "cannot be honoured. Restrict the GPUs with CUDA_VISIBLE_DEVICES instead."
+            )
         _check_tf_config()
         return tf.distribute.MultiWorkerMirroredStrategy()
 
@@ -93,9 +96,11 @@ def _check_tf_config() -> None:
         raise ValueError(f"The TF_CONFIG environment variable is not valid JSON: {e}.") from None
     cluster, task = config.get("cluster"), config.get("task")
     if not isinstance(cluster, dict) or not isinstance(task, dict):
-        raise ValueError("TF_CONFIG must hold a 'cluster' dict and a 'task' dict, "
-                         f"e.g. {{'cluster': {{'worker': ['host:port', ...]}}, 'task': {{'type': 'worker', "
-                         f"'index': 0}}}}; got {raw!r}.")
+        raise ValueError(
+            "TF_CONFIG must hold a 'cluster' dict and a 'task' dict, "
+            f"e.g. {{'cluster': {{'worker': ['host:port', ...]}}, 'task': {{'type': 'worker', "
+            f"'index': 0}}}}; got {raw!r}."
+        )
     task_type, index = task.get("type"), task.get("index")
     if task_type not in cluster or not isinstance(index, int) or not 0 <= index < len(cluster[task_type]):
         raise ValueError(f"TF_CONFIG task {task!r} is not in its cluster {cluster!r}.")

@@ -165,10 +165,15 @@ class TrainingConfig:
         for name in ("eval_every_steps", "max_eval_steps"):
             if getattr(self, name) is not None:
                 _check_positive_int(name, getattr(self, name))
-        if isinstance(self.num_warmup_steps, bool) or not isinstance(self.num_warmup_steps, int) \
-                or not 0 <= self.num_warmup_steps <= self.num_train_steps:
-            raise ValueError(f"TrainingConfig.num_warmup_steps must be an integer in [0, num_train_steps="
-                             f"{self.num_train_steps}], got {self.num_warmup_steps!r}.")
+        if (
+            isinstance(self.num_warmup_steps, bool)
+            or not isinstance(self.num_warmup_steps, int)
+            or not 0 <= self.num_warmup_steps <= self.num_train_steps
+        ):
+            raise ValueError(
+                f"TrainingConfig.num_warmup_steps must be an integer in [0, num_train_steps="
+                f"{self.num_train_steps}], got {self.num_warmup_steps!r}."
+            )
         if not self.learning_rate > 0:
             raise ValueError(f"TrainingConfig.learning_rate must be positive, got {self.learning_rate!r}.")
         if self.weight_decay_rate < 0:
@@ -208,14 +213,34 @@ def model_checkpoint_items(model) -> dict:
     return model.checkpoint_items
 
 
-def train(strategy: tf.distribute.Strategy, model_fn: Callable[[], keras.Model], loss_fn: Callable,
-          train_dataset_fn: Callable, model_dir: str, config: TrainingConfig, *,
-          eval_dataset_fn: Callable | None = None, checkpoint_items_fn: Callable = model_checkpoint_items,
-          forward_fn: Callable = default_forward, init_fn: Callable | None = None,
-          loop_callback: Callable | None = None) -> TrainingResult:
+def train(
+    strategy: tf.distribute.Strategy,
+    model_fn: Callable[[], keras.Model],
+    loss_fn: Callable,
+    train_dataset_fn: Callable,
+    model_dir: str,
+    config: TrainingConfig,
+    *,
+    eval_dataset_fn: Callable | None = None,
+    checkpoint_items_fn: Callable = model_checkpoint_items,
+    forward_fn: Callable = default_forward,
+    init_fn: Callable | None = None,
+    loop_callback: Callable | None = None,
+) -> TrainingResult:
     """Trains (or resumes training) until `config.num_train_steps`; see the module docstring."""
-    trainer = _Trainer(strategy, model_fn, loss_fn, train_dataset_fn, model_dir, config, eval_dataset_fn,
-                       checkpoint_items_fn, forward_fn, init_fn, loop_callback)
+    trainer = _Trainer(
+        strategy,
+        model_fn,
+        loss_fn,
+        train_dataset_fn,
+        model_dir,
+        config,
+        eval_dataset_fn,
+        checkpoint_items_fn,
+        forward_fn,
+        init_fn,
+        loop_callback,
+    )
     return trainer.run()
 
 
@@ -224,14 +249,26 @@ class _RandomState(tf.Module):
 
     def __init__(self, model):
         super().__init__(name="rng")
-        self.seed_states = [v for v in model.variables
-                            if isinstance(v, keras.Variable) and v.path.endswith("seed_generator_state")]
+        self.seed_states = [
+            v for v in model.variables if isinstance(v, keras.Variable) and v.path.endswith("seed_generator_state")
+        ]
 
 
 class _Trainer:
-
-    def __init__(self, strategy, model_fn, loss_fn, train_dataset_fn, model_dir, config, eval_dataset_fn,
-                 checkpoint_items_fn, forward_fn, init_fn, loop_callback):
+    def __init__(
+        self,
+        strategy,
+        model_fn,
+        loss_fn,
+        train_dataset_fn,
+        model_dir,
+        config,
+        eval_dataset_fn,
+        checkpoint_items_fn,
+        forward_fn,
+        init_fn,
+        loop_callback,
+    ):
         self.strategy = strategy
         self.loss_fn = loss_fn
         self.train_dataset_fn = train_dataset_fn
@@ -257,10 +294,17 @@ class _Trainer:
             if not self.variables:
                 raise ValueError("The model has no trainable variables.")
             self.optimizer = create_optimizer(
-                self.variables, config.learning_rate, config.num_train_steps, config.num_warmup_steps,
-                weight_decay_rate=config.weight_decay_rate, clip_norm=config.clip_norm, epsilon=config.adam_epsilon)
-            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step",
-                                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                self.variables,
+                config.learning_rate,
+                config.num_train_steps,
+                config.num_warmup_steps,
+                weight_decay_rate=config.weight_decay_rate,
+                clip_norm=config.clip_norm,
+                epsilon=config.adam_epsilon,
+            )
+            self.step = tf.Variable(
+                0, dtype=tf.int64, trainable=False, name="step", aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA
+            )
             self.loss_scale = DynamicLossScale() if needs_loss_scaling(self.model) else None
         self.rng = _RandomState(self.model)
 
@@ -275,9 +319,11 @@ class _Trainer:
     # --- data -----------------------------------------------------------------
 
     def _input_context(self):
-        return tf.distribute.InputContext(num_input_pipelines=self.num_workers,
-                                          input_pipeline_id=self.worker_index,
-                                          num_replicas_in_sync=self.num_replicas)
+        return tf.distribute.InputContext(
+            num_input_pipelines=self.num_workers,
+            input_pipeline_id=self.worker_index,
+            num_replicas_in_sync=self.num_replicas,
+        )
 
     def _make_train_iterator(self, resume_step: int, iterator_checkpoint: str | None):
         element_spec = {}
@@ -288,14 +334,18 @@ class _Trainer:
                 if not isinstance(dataset, tf.data.Dataset):
                     raise TypeError(f"train_dataset_fn must return a tf.data.Dataset, got {type(dataset).__name__}.")
                 if dataset.cardinality() != tf.data.INFINITE_CARDINALITY:
-                    logging.warning("The training dataset is finite (cardinality %d); training stops with an "
-                                    "OutOfRangeError when it runs out. Repeat it.", int(dataset.cardinality()))
+                    logging.warning(
+                        "The training dataset is finite (cardinality %d); training stops with an "
+                        "OutOfRangeError when it runs out. Repeat it.",
+                        int(dataset.cardinality()),
+                    )
                 element_spec["spec"] = dataset.element_spec
                 # Each step takes one per-replica batch for each replica this pipeline feeds.
                 skip = skip_steps * (input_context.num_replicas_in_sync // input_context.num_input_pipelines)
                 if skip:
-                    logging.info("Fast-forwarding the training data by %d per-replica batches (step %d).",
-                                 skip, skip_steps)
+                    logging.info(
+                        "Fast-forwarding the training data by %d per-replica batches (step %d).", skip, skip_steps
+                    )
                 # Always a skip op, even of 0: a saved iterator state only restores into the same pipeline.
                 return dataset.skip(skip)
 
@@ -310,9 +360,12 @@ class _Trainer:
             status = tf.train.Checkpoint(train_iterator=iterator).read(iterator_checkpoint)
             status.assert_existing_objects_matched()
         except (tf.errors.OpError, AssertionError, ValueError) as e:
-            logging.warning("Could not restore the training data position from %s (%s): the input pipeline "
-                            "differs from the one that saved it. Fast-forwarding instead.", iterator_checkpoint,
-                            str(e).splitlines()[0])
+            logging.warning(
+                "Could not restore the training data position from %s (%s): the input pipeline "
+                "differs from the one that saved it. Fast-forwarding instead.",
+                iterator_checkpoint,
+                str(e).splitlines()[0],
+            )
             return make(resume_step), element_spec["spec"]
         status.expect_partial()
         logging.info("Restored the training data position from %s.", iterator_checkpoint)
@@ -326,7 +379,8 @@ class _Trainer:
             return batches[0]
         local = self.local_replicas
         return self.strategy.experimental_distribute_values_from_function(
-            lambda ctx: batches[ctx.replica_id_in_sync_group % local])
+            lambda ctx: batches[ctx.replica_id_in_sync_group % local]
+        )
 
     # --- checkpoints ------------------------------------------------------------
 
@@ -346,8 +400,10 @@ class _Trainer:
             status = tf.train.Checkpoint(**self.state_items).read(latest)
             status.assert_existing_objects_matched()
         except (AssertionError, ValueError) as e:
-            raise ValueError(f"Cannot resume from {latest}: it does not match this model and optimizer "
-                             f"({e}). Use a new output directory, or the same configuration.") from None
+            raise ValueError(
+                f"Cannot resume from {latest}: it does not match this model and optimizer "
+                f"({e}). Use a new output directory, or the same configuration."
+            ) from None
         status.expect_partial()
         step = int(self.step.numpy())
         logging.info("Resumed from %s (step %d).", latest, step)
@@ -357,8 +413,7 @@ class _Trainer:
             own = os.path.join(self._checkpoint_dir(), f"{CHECKPOINT_PREFIX}-{step}")
             if not tf.io.gfile.exists(own + ".index"):
                 own = None
-        if own is not None and not any(name.startswith("train_iterator/")
-                                       for name, _ in tf.train.list_variables(own)):
+        if own is not None and not any(name.startswith("train_iterator/") for name, _ in tf.train.list_variables(own)):
             own = None
         if own is None and step > 0 and not self.use_tpu:
             logging.warning("No saved data position for this worker at step %d; fast-forwarding instead.", step)
@@ -425,8 +480,7 @@ class _Trainer:
             bad_loss = tf.constant(0.0)
             for _ in tf.range(num_steps):
                 metrics, batch_examples = strategy.run(replica_step, args=(self._next_batch(iterator),))
-                means = {name: strategy.reduce(tf.distribute.ReduceOp.MEAN, metrics[name], axis=None)
-                         for name in names}
+                means = {name: strategy.reduce(tf.distribute.ReduceOp.MEAN, metrics[name], axis=None) for name in names}
                 self.step.assign_add(1)
                 steps_run += 1
                 examples += strategy.reduce(tf.distribute.ReduceOp.SUM, batch_examples, axis=None)
@@ -495,8 +549,10 @@ class _Trainer:
             weight = tf.constant(0.0)
             for batch in eval_dataset:
                 sums, batch_weight = strategy.run(replica_eval, args=(batch,))
-                totals = {name: totals[name] + strategy.reduce(tf.distribute.ReduceOp.SUM, sums[name], axis=None)
-                          for name in names}
+                totals = {
+                    name: totals[name] + strategy.reduce(tf.distribute.ReduceOp.SUM, sums[name], axis=None)
+                    for name in names
+                }
                 weight += strategy.reduce(tf.distribute.ReduceOp.SUM, batch_weight, axis=None)
             return totals, weight
 
@@ -537,9 +593,12 @@ class _Trainer:
         items = dict(self.state_items)
         if not self.use_tpu:
             items["train_iterator"] = iterator
-        manager = tf.train.CheckpointManager(tf.train.Checkpoint(**items), self._checkpoint_dir(),
-                                             max_to_keep=config.keep_checkpoint_max,
-                                             checkpoint_name=CHECKPOINT_PREFIX)
+        manager = tf.train.CheckpointManager(
+            tf.train.Checkpoint(**items),
+            self._checkpoint_dir(),
+            max_to_keep=config.keep_checkpoint_max,
+            checkpoint_name=CHECKPOINT_PREFIX,
+        )
         train_writer = self.eval_writer = tf.summary.create_noop_writer()
         if self.is_chief:
             summaries = os.path.join(self.model_dir, SUMMARIES_DIR)
@@ -550,25 +609,29 @@ class _Trainer:
         train_metrics, eval_metrics = {}, None
         last_saved = step  # the checkpoint just restored, or nothing trained yet
         while step < config.num_train_steps:
-            num_steps = min(config.steps_per_loop, config.num_train_steps - step,
-                            _until_multiple(step, config.save_checkpoints_steps))
+            num_steps = min(
+                config.steps_per_loop,
+                config.num_train_steps - step,
+                _until_multiple(step, config.save_checkpoints_steps),
+            )
             if self.eval_dataset_fn is not None and config.eval_every_steps:
                 num_steps = min(num_steps, _until_multiple(step, config.eval_every_steps))
             start = time.time()
-            sums, steps_run, examples, bad_step, bad_loss = self.train_loop(
-                iterator, tf.constant(num_steps, tf.int64))
+            sums, steps_run, examples, bad_step, bad_loss = self.train_loop(iterator, tf.constant(num_steps, tf.int64))
             elapsed = time.time() - start
             if int(bad_step) >= 0:
                 raise NonFiniteLossError(
                     f"Non-finite training loss ({float(bad_loss)}) at step {int(bad_step)}; training stopped "
                     f"without saving. The last good checkpoint is "
                     f"{manager.latest_checkpoint or '(none: no checkpoint was written yet)'}. "
-                    "Try a lower learning rate, more warm-up, or float32.")
+                    "Try a lower learning rate, more warm-up, or float32."
+                )
             steps_run = int(steps_run)
             step += steps_run
             train_metrics = {name: float(value) / steps_run for name, value in sums.items()}
-            train_metrics["learning_rate"] = float(self.optimizer.learning_rate_at(
-                tf.maximum(self.optimizer.iterations - 1, 0)))
+            train_metrics["learning_rate"] = float(
+                self.optimizer.learning_rate_at(tf.maximum(self.optimizer.iterations - 1, 0))
+            )
             train_metrics["examples_per_second"] = float(examples) / max(elapsed, 1e-9)
             if self.loss_scale is not None:
                 train_metrics["loss_scale"] = float(self.loss_scale.scale.numpy())
@@ -577,8 +640,12 @@ class _Trainer:
             if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
                 self._save(manager, step)
                 last_saved = step
-            if (self.eval_dataset_fn is not None and config.eval_every_steps
-                    and step % config.eval_every_steps == 0 and step < config.num_train_steps):
+            if (
+                self.eval_dataset_fn is not None
+                and config.eval_every_steps
+                and step % config.eval_every_steps == 0
+                and step < config.num_train_steps
+            ):
                 eval_metrics = self.evaluate()
                 self._record_eval(step, eval_metrics)
             if self.loop_callback is not None:
@@ -589,9 +656,13 @@ class _Trainer:
         if self.eval_dataset_fn is not None:
             eval_metrics = self.evaluate()
             self._record_eval(step, eval_metrics)
-        return TrainingResult(model=self.model, step=step, train_metrics=train_metrics,
-                              eval_metrics=eval_metrics,
-                              checkpoint=tf.train.latest_checkpoint(self.model_dir))
+        return TrainingResult(
+            model=self.model,
+            step=step,
+            train_metrics=train_metrics,
+            eval_metrics=eval_metrics,
+            checkpoint=tf.train.latest_checkpoint(self.model_dir),
+        )
 
     def _save(self, manager, step):
         path = manager.save(checkpoint_number=step)
@@ -599,8 +670,7 @@ class _Trainer:
 
     def _log_progress(self, step, metrics, seconds_per_step):
         eta = _format_duration((self.config.num_train_steps - step) * seconds_per_step)
-        logging.info("step %d/%d | %s | ETA %s", step, self.config.num_train_steps,
-                     _format_metrics(metrics), eta)
+        logging.info("step %d/%d | %s | ETA %s", step, self.config.num_train_steps, _format_metrics(metrics), eta)
 
 
 def _until_multiple(step: int, interval: int) -> int:
@@ -630,8 +700,7 @@ def _format_duration(seconds: float) -> str:
 
 def _write_scalars(writer, step: int, values: dict) -> None:
     """TensorBoard scalars via `tf.summary.write`: unlike `tf.summary.scalar`, it needs no tensorboard package."""
-    metadata = tf.compat.v1.SummaryMetadata(
-        plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars"))
+    metadata = tf.compat.v1.SummaryMetadata(plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars"))
     with writer.as_default(step=step):
         for name, value in values.items():
             tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata)

@@ -51,15 +51,22 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     in the original BERT).
     """
 
-    def __init__(self, learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0,
-                 end_learning_rate: float = 0.0, power: float = 1.0):
+    def __init__(
+        self,
+        learning_rate: float,
+        num_train_steps: int,
+        num_warmup_steps: int = 0,
+        end_learning_rate: float = 0.0,
+        power: float = 1.0,
+    ):
         if learning_rate < 0:
             raise ValueError(f"learning_rate must be >= 0, got {learning_rate}.")
         if num_train_steps <= 0:
             raise ValueError(f"num_train_steps must be positive, got {num_train_steps}.")
         if not 0 <= num_warmup_steps <= num_train_steps:
-            raise ValueError(f"num_warmup_steps must be in [0, num_train_steps={num_train_steps}], "
-                             f"got {num_warmup_steps}.")
+            raise ValueError(
+                f"num_warmup_steps must be in [0, num_train_steps={num_train_steps}], got {num_warmup_steps}."
+            )
         self.learning_rate = float(learning_rate)
         self.num_train_steps = int(num_train_steps)
         self.num_warmup_steps = int(num_warmup_steps)
@@ -69,17 +76,22 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     def __call__(self, step):
         step = tf.cast(step, tf.float32)
         progress = tf.minimum(step, float(self.num_train_steps)) / float(self.num_train_steps)
-        decayed = ((self.learning_rate - self.end_learning_rate) * tf.pow(1.0 - progress, self.power)
-                   + self.end_learning_rate)
+        decayed = (self.learning_rate - self.end_learning_rate) * tf.pow(
+            1.0 - progress, self.power
+        ) + self.end_learning_rate
         if self.num_warmup_steps == 0:
             return decayed
         warmup = self.learning_rate * step / float(self.num_warmup_steps)
         return tf.where(step < float(self.num_warmup_steps), warmup, decayed)
 
     def get_config(self):
-        return {"learning_rate": self.learning_rate, "num_train_steps": self.num_train_steps,
-                "num_warmup_steps": self.num_warmup_steps, "end_learning_rate": self.end_learning_rate,
-                "power": self.power}
+        return {
+            "learning_rate": self.learning_rate,
+            "num_train_steps": self.num_train_steps,
+            "num_warmup_steps": self.num_warmup_steps,
+            "end_learning_rate": self.end_learning_rate,
+            "power": self.power,
+        }
 
 
 def variable_name(variable) -> str:
@@ -117,12 +129,19 @@ class AdamWeightDecay(tf.Module):
       bias_correction: False for the original BERT update, True for Adam's.
     """
 
-    def __init__(self, variables: Sequence, learning_rate: float | Callable = 1e-4,
-                 weight_decay_rate: float = 0.01, beta_1: float = 0.9, beta_2: float = 0.999,
-                 epsilon: float = 1e-6,
-                 exclude_from_weight_decay: Sequence[str] = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
-                 clip_norm: float | None = 1.0, bias_correction: bool = False,
-                 name: str = "adam_weight_decay"):
+    def __init__(
+        self,
+        variables: Sequence,
+        learning_rate: float | Callable = 1e-4,
+        weight_decay_rate: float = 0.01,
+        beta_1: float = 0.9,
+        beta_2: float = 0.999,
+        epsilon: float = 1e-6,
+        exclude_from_weight_decay: Sequence[str] = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+        clip_norm: float | None = 1.0,
+        bias_correction: bool = False,
+        name: str = "adam_weight_decay",
+    ):
         super().__init__(name=name)
         variables = list(variables)
         if not variables:
@@ -140,13 +159,16 @@ class AdamWeightDecay(tf.Module):
 
         self._variables = _Untracked(_tf_variable(v) for v in variables)
         self.variable_names = [variable_name(v) for v in variables]
-        self.decay_mask = [self.weight_decay_rate > 0 and not any(
-            re.search(pattern, name) for pattern in self.exclude_from_weight_decay)
-            for name in self.variable_names]
+        self.decay_mask = [
+            self.weight_decay_rate > 0
+            and not any(re.search(pattern, name) for pattern in self.exclude_from_weight_decay)
+            for name in self.variable_names
+        ]
 
         strategy = tf.distribute.get_strategy()
-        self.iterations = tf.Variable(0, dtype=tf.int64, trainable=False, name="iterations",
-                                      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        self.iterations = tf.Variable(
+            0, dtype=tf.int64, trainable=False, name="iterations", aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA
+        )
         self.m, self.v = [], []
         for var, var_name in zip(self._variables.items, self.variable_names):
             slot_name = var_name.split(":")[0].replace("/", "_")
@@ -203,13 +225,22 @@ class AdamWeightDecay(tf.Module):
         extended = strategy.extended
         conditional = () if apply_update is None else (apply_update,)
         for var, grad, m, v, decay in zip(self._variables.items, grads, self.m, self.v, self.decay_mask):
-            extended.update(var, self._update_variable, args=(grad, learning_rate, step) + conditional,
-                            kwargs={"m": m, "v": v, "decay": decay}, group=False)
+            extended.update(
+                var,
+                self._update_variable,
+                args=(grad, learning_rate, step) + conditional,
+                kwargs={"m": m, "v": v, "decay": decay},
+                group=False,
+            )
         if apply_update is None:
             extended.update(self.iterations, lambda iterations: iterations.assign_add(1), group=False)
         else:
-            extended.update(self.iterations, lambda iterations, apply: iterations.assign_add(tf.cast(apply, tf.int64)),
-                            args=(apply_update,), group=False)
+            extended.update(
+                self.iterations,
+                lambda iterations, apply: iterations.assign_add(tf.cast(apply, tf.int64)),
+                args=(apply_update,),
+                group=False,
+            )
 
     def _update_variable(self, var, grad, learning_rate, step, apply_update=None, *, m, v, decay):
         next_m = self.beta_1 * m + (1.0 - self.beta_1) * grad
@@ -233,10 +264,24 @@ class AdamWeightDecay(tf.Module):
         return var.assign_sub(tf.where(apply_update, learning_rate * update, tf.zeros_like(update)))
 
 
-def create_optimizer(variables: Sequence, learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0,
-                     weight_decay_rate: float = 0.01, clip_norm: float | None = 1.0, epsilon: float = 1e-6,
-                     end_learning_rate: float = 0.0, bias_correction: bool = False) -> AdamWeightDecay:
+def create_optimizer(
+    variables: Sequence,
+    learning_rate: float,
+    num_train_steps: int,
+    num_warmup_steps: int = 0,
+    weight_decay_rate: float = 0.01,
+    clip_norm: float | None = 1.0,
+    epsilon: float = 1e-6,
+    end_learning_rate: float = 0.0,
+    bias_correction: bool = False,
+) -> AdamWeightDecay:
     """BERT's optimizer for `variables`: AdamW + warm-up and linear decay to 0."""
     schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps, end_learning_rate)
-    return AdamWeightDecay(variables, learning_rate=schedule, weight_decay_rate=weight_decay_rate,
-                           epsilon=epsilon, clip_norm=clip_norm, bias_correction=bias_correction)
+    return AdamWeightDecay(
+        variables,
+        learning_rate=schedule,
+        weight_decay_rate=weight_decay_rate,
+        epsilon=epsilon,
+        clip_norm=clip_norm,
+        bias_correction=bias_correction,
+    )

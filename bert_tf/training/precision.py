@@ -40,7 +40,7 @@ class DynamicLossScale(tf.Module):
       growth_interval: consecutive finite steps before the scale doubles.
     """
 
-    def __init__(self, initial_scale: float = 2.0 ** 15, growth_interval: int = 2000, name: str = "loss_scale"):
+    def __init__(self, initial_scale: float = 2.0**15, growth_interval: int = 2000, name: str = "loss_scale"):
         super().__init__(name=name)
         if initial_scale <= 0:
             raise ValueError(f"initial_scale must be positive, got {initial_scale}.")
@@ -50,8 +50,7 @@ class DynamicLossScale(tf.Module):
         # Every replica computes the same new value from all-reduced gradients.
         aggregation = tf.VariableAggregation.ONLY_FIRST_REPLICA
         self.scale = tf.Variable(float(initial_scale), trainable=False, name="scale", aggregation=aggregation)
-        self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="good_steps",
-                                      aggregation=aggregation)
+        self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="good_steps", aggregation=aggregation)
 
     def scale_loss(self, loss):
         return loss * tf.cast(self.scale, loss.dtype)

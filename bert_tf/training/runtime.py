@@ -58,22 +58,28 @@ class RuntimeConfig:
         strategy = self.distribution_strategy
         if strategy not in distribution.STRATEGIES:
             raise JobArgumentError(
-                f"--distribution_strategy={strategy!r}: expected one of {', '.join(distribution.STRATEGIES)}.")
+                f"--distribution_strategy={strategy!r}: expected one of {', '.join(distribution.STRATEGIES)}."
+            )
         if strategy == "tpu" and not self.tpu:
-            raise JobArgumentError("--distribution_strategy=tpu needs --tpu (a TPU name, grpc://host:port "
-                                   "or 'local').")
+            raise JobArgumentError("--distribution_strategy=tpu needs --tpu (a TPU name, grpc://host:port or 'local').")
         if self.tpu and strategy != "tpu":
             raise JobArgumentError(f"--tpu={self.tpu!r} is only used with --distribution_strategy=tpu.")
         if self.mixed_precision not in PRECISION_POLICIES:
             raise JobArgumentError(
-                f"--mixed_precision={self.mixed_precision!r}: expected one of {', '.join(PRECISION_POLICIES)}.")
+                f"--mixed_precision={self.mixed_precision!r}: expected one of {', '.join(PRECISION_POLICIES)}."
+            )
         if self.deterministic and self.seed is None:
             raise JobArgumentError("--deterministic needs a --seed.")
 
 
 @contextlib.contextmanager
-def training_runtime(runtime: RuntimeConfig, *, batch_sizes: Optional[Mapping[str, int]] = None,
-                     error: type = JobArgumentError, always_seed: bool = False) -> Iterator:
+def training_runtime(
+    runtime: RuntimeConfig,
+    *,
+    batch_sizes: Optional[Mapping[str, int]] = None,
+    error: type = JobArgumentError,
+    always_seed: bool = False,
+) -> Iterator:
     """Sets up seeds, the dtype policy and the strategy of `runtime`; yields the strategy.
 
     Args:
@@ -97,15 +103,18 @@ def training_runtime(runtime: RuntimeConfig, *, batch_sizes: Optional[Mapping[st
     set_precision_policy(runtime.mixed_precision)
     try:
         try:
-            strategy = distribution.get_strategy(runtime.distribution_strategy, num_gpus=runtime.num_gpus,
-                                                 tpu=runtime.tpu)
+            strategy = distribution.get_strategy(
+                runtime.distribution_strategy, num_gpus=runtime.num_gpus, tpu=runtime.tpu
+            )
         except ValueError as e:
             raise error(f"--distribution_strategy={runtime.distribution_strategy}: {e}") from None
         replicas = strategy.num_replicas_in_sync
         for name, value in (batch_sizes or {}).items():
             if value % replicas:
-                raise error(f"--{name}={value} is not divisible by the {replicas} replicas of the "
-                            f"{runtime.distribution_strategy} strategy.")
+                raise error(
+                    f"--{name}={value} is not divisible by the {replicas} replicas of the "
+                    f"{runtime.distribution_strategy} strategy."
+                )
         yield strategy
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)

@@ -24,8 +24,7 @@ LABELS = [1, 0, 1, 0, 1, 0, 1, 0]
 
 def vocab_from_texts(texts, max_words=300):
     """Special tokens, then the most frequent lower-cased words and punctuation of `texts`."""
-    counts = collections.Counter(
-        token for text in texts for token in re.findall(r"\w+|[^\w\s]", text.lower()))
+    counts = collections.Counter(token for text in texts for token in re.findall(r"\w+|[^\w\s]", text.lower()))
     return SPECIAL_TOKENS + [token for token, _ in counts.most_common(max_words)]
 
 
@@ -37,8 +36,15 @@ def write_vocab(tokens, path):
 
 def tiny_config(vocab_size, max_position_embeddings=64):
     from bert_tf import BertConfig
-    return BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                      intermediate_size=64, max_position_embeddings=max_position_embeddings)
+
+    return BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=max_position_embeddings,
+    )
 
 
 def write_tiny_model_dir(path, texts=SENTENCES, with_heads=True, seed=0):
@@ -72,5 +78,11 @@ def legacy_keras_env(**extra):
 def run_legacy_keras_script(script, *args, timeout=300):
     """Runs `tests/helpers/<script>` under tf_keras; returns the CompletedProcess (output captured)."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), script)
-    return subprocess.run([sys.executable, path, *map(str, args)], env=legacy_keras_env(), cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, path, *map(str, args)],
+        env=legacy_keras_env(),
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

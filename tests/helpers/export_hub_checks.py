@@ -33,9 +33,11 @@ def max_diff(a, b):
 
 
 def output_diffs(outputs, reference, prefix=""):
-    diffs = {"sequence_output": max_diff(outputs["sequence_output"], reference[prefix + "sequence_output"]),
-             "pooled_output": max_diff(outputs["pooled_output"], reference[prefix + "pooled_output"]),
-             "default": max_diff(outputs["default"], reference[prefix + "pooled_output"])}
+    diffs = {
+        "sequence_output": max_diff(outputs["sequence_output"], reference[prefix + "sequence_output"]),
+        "pooled_output": max_diff(outputs["pooled_output"], reference[prefix + "pooled_output"]),
+        "default": max_diff(outputs["default"], reference[prefix + "pooled_output"]),
+    }
     for i, layer in enumerate(outputs["encoder_outputs"]):
         diffs[f"encoder_outputs_{i}"] = max_diff(layer, reference[f"{prefix}encoder_outputs_{i}"])
     return diffs
@@ -57,8 +59,7 @@ def check_encoder_layer(spec, reference):
         "num_frozen_trainable_weights": len(frozen.trainable_weights),
         "num_weights": len(trainable.weights),
         # hub.KerasLayer passes training=True to a trainable layer in fit: dropout on.
-        "training_call_diff": max_diff(trainable(inputs, training=True)["pooled_output"],
-                                       reference["pooled_output"]),
+        "training_call_diff": max_diff(trainable(inputs, training=True)["pooled_output"], reference["pooled_output"]),
     }
 
 
@@ -66,12 +67,12 @@ def text_classifier(spec, trainable):
     """The program of the TF Hub BERT tutorial, unchanged."""
     bert_preprocess = hub.KerasLayer(spec["preprocess"])
     bert_encoder = hub.KerasLayer(spec["encoder"], trainable=trainable)
-    text_input = tf.keras.layers.Input(shape=(), dtype=tf.string, name='text')
+    text_input = tf.keras.layers.Input(shape=(), dtype=tf.string, name="text")
     outputs = bert_encoder(bert_preprocess(text_input))
-    l = tf.keras.layers.Dropout(0.1)(outputs['pooled_output'])  # noqa: E741
-    l = tf.keras.layers.Dense(1, activation='sigmoid')(l)  # noqa: E741
+    l = tf.keras.layers.Dropout(0.1)(outputs["pooled_output"])  # noqa: E741
+    l = tf.keras.layers.Dense(1, activation="sigmoid")(l)  # noqa: E741
     model = tf.keras.Model(inputs=[text_input], outputs=[l])
-    model.compile(optimizer='adam', loss='binary_crossentropy', metrics=['accuracy'])
+    model.compile(optimizer="adam", loss="binary_crossentropy", metrics=["accuracy"])
     return model, bert_preprocess, bert_encoder
 
 
@@ -113,17 +114,18 @@ def check_frozen(spec, reference):
     before = [w.numpy().copy() for w in bert_encoder.weights]
     head_before = [w.numpy().copy() for w in head.weights]
     model.fit(texts, labels, epochs=1, batch_size=4, verbose=0)
-    return {"num_model_trainable_weights": len(model.trainable_weights),
-            "num_encoder_changed": len(weights_changed(bert_encoder, before)),
-            "num_head_changed": len(weights_changed(head, head_before))}
+    return {
+        "num_model_trainable_weights": len(model.trainable_weights),
+        "num_encoder_changed": len(weights_changed(bert_encoder, before)),
+        "num_head_changed": len(weights_changed(head, head_before)),
+    }
 
 
 def check_sentence_pairs(spec, reference):
     """TF Hub's pattern for sentence pairs: tokenize each segment, then bert_pack_inputs."""
     preprocessor = hub.load(spec["preprocess"])
     tokenize = hub.KerasLayer(preprocessor.tokenize)
-    bert_pack_inputs = hub.KerasLayer(preprocessor.bert_pack_inputs,
-                                      arguments=dict(seq_length=spec["pair_seq_length"]))
+    bert_pack_inputs = hub.KerasLayer(preprocessor.bert_pack_inputs, arguments=dict(seq_length=spec["pair_seq_length"]))
     text_inputs = [tf.keras.layers.Input(shape=(), dtype=tf.string, name=name) for name in ("premise", "hypothesis")]
     encoder_inputs = bert_pack_inputs([tokenize(segment) for segment in text_inputs])
     encoder = hub.KerasLayer(spec["encoder"], trainable=True)
@@ -147,21 +149,30 @@ def check_mlm(spec, reference):
     mlm = hub.KerasLayer(encoder.mlm, trainable=True)
     inputs = {k: reference[k] for k in ENCODER_KEYS + ("masked_lm_positions",)}
     outputs = mlm(inputs)
-    return {"mlm_logits_diff": max_diff(outputs["mlm_logits"], reference["mlm_logits"]),
-            "mlm_logits_shape": list(outputs["mlm_logits"].shape),
-            "num_trainable_weights": len(mlm.trainable_weights)}
+    return {
+        "mlm_logits_diff": max_diff(outputs["mlm_logits"], reference["mlm_logits"]),
+        "mlm_logits_shape": list(outputs["mlm_logits"].shape),
+        "num_trainable_weights": len(mlm.trainable_weights),
+    }
 
 
-CHECKS = {"encoder_layer": check_encoder_layer, "fine_tune": check_fine_tune, "frozen": check_frozen,
-          "sentence_pairs": check_sentence_pairs, "mlm": check_mlm}
+CHECKS = {
+    "encoder_layer": check_encoder_layer,
+    "fine_tune": check_fine_tune,
+    "frozen": check_frozen,
+    "sentence_pairs": check_sentence_pairs,
+    "mlm": check_mlm,
+}
 
 
 def main(spec_path, results_path):
     with open(spec_path) as f:
         spec = json.load(f)
     reference = dict(np.load(spec["reference"]))
-    results = {"keras_version": tf.keras.__version__ if hasattr(tf.keras, "__version__") else "",
-               "keras_module": tf.keras.Model.__module__}
+    results = {
+        "keras_version": tf.keras.__version__ if hasattr(tf.keras, "__version__") else "",
+        "keras_module": tf.keras.Model.__module__,
+    }
     for name in spec.get("checks", CHECKS):
         tf.keras.utils.set_random_seed(0)
         start = time.time()

@@ -34,9 +34,17 @@ def main(export_dir, train_tsv, num_examples, learning_rate):
     history = model.fit(x, y, epochs=1, batch_size=8, shuffle=True, verbose=0)
     loss_after = model.evaluate(x, y, batch_size=16, verbose=0)
     changed = sum(not np.array_equal(b, w.numpy()) for b, w in zip(before_weights, encoder.trainable_weights))
-    print(json.dumps({"loss_before": float(loss_before), "loss_after": float(loss_after),
-                      "train_loss": [float(v) for v in history.history["loss"]],
-                      "encoder_weights_changed": changed, "encoder_weights": len(before_weights)}))
+    print(
+        json.dumps(
+            {
+                "loss_before": float(loss_before),
+                "loss_after": float(loss_after),
+                "train_loss": [float(v) for v in history.history["loss"]],
+                "encoder_weights_changed": changed,
+                "encoder_weights": len(before_weights),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

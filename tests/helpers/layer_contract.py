@@ -47,6 +47,7 @@ class Case:
       saving: False where the instance cannot be saved alone (it is saved as part
         of a model instead).
     """
+
     name: str
     make: Callable[[], keras.layers.Layer]
     inputs: tuple
@@ -71,8 +72,8 @@ def _flatten_shapes(structure) -> list:
 def _assert_shapes_match(expected, actual: list, what: str) -> None:
     expected = _flatten_shapes(expected)
     assert len(expected) == len(actual) and all(
-        len(e) == len(a) and all(d is None or d == r for d, r in zip(e, a)) for e, a in zip(expected, actual)), \
-        f"{what} {expected} != real output shapes {actual}"
+        len(e) == len(a) and all(d is None or d == r for d, r in zip(e, a)) for e, a in zip(expected, actual)
+    ), f"{what} {expected} != real output shapes {actual}"
 
 
 def _symbolic(inputs):
@@ -82,6 +83,7 @@ def _symbolic(inputs):
         x = np.asarray(x)
         shape = (None,) * x.ndim if np.issubdtype(x.dtype, np.integer) else (None,) * (x.ndim - 1) + x.shape[-1:]
         return keras.KerasTensor(shape, dtype=str(x.dtype))
+
     return keras.tree.map_structure(spec, inputs)
 
 
@@ -200,7 +202,8 @@ def run_on_jax(saved: dict, timeout: int = 240) -> dict:
     """Loads each saved case on the JAX backend in one subprocess; returns name -> max |JAX - TF| (or an error)."""
     script = _JAX_SCRIPT.format(saved=json.dumps(saved))
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                            timeout=timeout, cwd=REPO_ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.split("RESULT", 1)[1])

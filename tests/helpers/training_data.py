@@ -45,12 +45,19 @@ def write_pretraining_records(directory) -> dict:
     for name, (text, dupe_factor) in splits.items():
         text_path = directory / f"{name}.txt"
         text_path.write_text(text + "\n", encoding="utf-8")
-        config = pretraining_instances.InstanceConfig(max_seq_length=SEQ_LENGTH,
-                                                      max_predictions_per_seq=MAX_PREDICTIONS,
-                                                      dupe_factor=dupe_factor)
+        config = pretraining_instances.InstanceConfig(
+            max_seq_length=SEQ_LENGTH, max_predictions_per_seq=MAX_PREDICTIONS, dupe_factor=dupe_factor
+        )
         record_path = str(directory / f"{name}.tfrecord")
-        pretraining_writer.write_pretraining_data([str(text_path)], [record_path], str(VOCAB_FILE), config,
-                                                  random_seed=7, num_workers=1, log_fn=lambda message: None)
+        pretraining_writer.write_pretraining_data(
+            [str(text_path)],
+            [record_path],
+            str(VOCAB_FILE),
+            config,
+            random_seed=7,
+            num_workers=1,
+            log_fn=lambda message: None,
+        )
         paths[name] = record_path
     return paths
 
@@ -68,8 +75,9 @@ def synthetic_global_batches(num_batches: int, global_batch: int, seed: int = 0)
     return {
         "input_word_ids": rng.integers(4, SYNTHETIC_VOCAB, size=shape + (SYNTHETIC_SEQ,)).astype("int32"),
         "input_mask": np.ones(shape + (SYNTHETIC_SEQ,), "int32"),
-        "input_type_ids": np.broadcast_to(np.arange(SYNTHETIC_SEQ) >= SYNTHETIC_SEQ // 2,
-                                          shape + (SYNTHETIC_SEQ,)).astype("int32"),
+        "input_type_ids": np.broadcast_to(
+            np.arange(SYNTHETIC_SEQ) >= SYNTHETIC_SEQ // 2, shape + (SYNTHETIC_SEQ,)
+        ).astype("int32"),
         "masked_lm_positions": positions.astype("int32"),
         "masked_lm_ids": rng.integers(4, SYNTHETIC_VOCAB, size=shape + (SYNTHETIC_PREDICTIONS,)).astype("int32"),
         "masked_lm_weights": np.ones(shape + (SYNTHETIC_PREDICTIONS,), "float32"),
@@ -96,7 +104,7 @@ def synthetic_dataset_fn(global_batch: int, num_batches: int = 8, seed: int = 0,
         slices = {}
         for name, value in batches.items():
             split = value.reshape((num_batches, replicas, per_replica) + value.shape[2:])
-            mine = split[:, first:first + local]
+            mine = split[:, first : first + local]
             slices[name] = mine.reshape((num_batches * local, per_replica) + value.shape[2:])
         return tf.data.Dataset.from_tensor_slices(slices).repeat()
 
@@ -110,8 +118,10 @@ def synthetic_eval_dataset_fn(global_batch: int, num_examples: int = 20, seed: i
     examples = {name: value[0] for name, value in synthetic_global_batches(1, num_examples, seed).items()}
 
     def dataset_fn(input_context):
-        mine = {name: value[input_context.input_pipeline_id::input_context.num_input_pipelines]
-                for name, value in examples.items()}
+        mine = {
+            name: value[input_context.input_pipeline_id :: input_context.num_input_pipelines]
+            for name, value in examples.items()
+        }
         per_replica = input_context.get_per_replica_batch_size(global_batch)
         return tf.data.Dataset.from_tensor_slices(mine).batch(per_replica)
 
@@ -120,9 +130,17 @@ def synthetic_eval_dataset_fn(global_batch: int, num_examples: int = 20, seed: i
 
 def tiny_bert_config(vocab: int, dropout: float = 0.1, max_positions: int = 32, num_layers: int = 2):
     from bert_tf import BertConfig
-    return BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=num_layers, num_attention_heads=4,
-                      intermediate_size=64, max_position_embeddings=max_positions,
-                      hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+
+    return BertConfig(
+        vocab_size=vocab,
+        hidden_size=32,
+        num_hidden_layers=num_layers,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=max_positions,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+    )
 
 
 def subprocess_env(**extra) -> dict:

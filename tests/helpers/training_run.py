@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 def _configure_cpus(count):
     import tensorflow as tf
+
     if count > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)
@@ -39,6 +40,7 @@ def _killer(args):
     With a delay the kill lands inside the next inner loop (in a step, or in a checkpoint write),
     wherever it happens to be: resuming must give the same weights from any point.
     """
+
     def kill_now():
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -48,6 +50,7 @@ def _killer(args):
                 threading.Timer(args.kill_delay, kill_now).start()
             else:
                 kill_now()
+
     return kill if args.kill_at_step else None
 
 
@@ -57,21 +60,33 @@ def run_synthetic(args):
     from bert_tf import BertEncoder, BertPretrainer, pretraining_losses, training
     from tests.helpers import training_data
 
-    config = training_data.tiny_bert_config(training_data.SYNTHETIC_VOCAB, dropout=0.0,
-                                            max_positions=training_data.SYNTHETIC_SEQ, num_layers=1)
+    config = training_data.tiny_bert_config(
+        training_data.SYNTHETIC_VOCAB, dropout=0.0, max_positions=training_data.SYNTHETIC_SEQ, num_layers=1
+    )
     for run in args.strategy.split(","):
         name, _, option = run.partition(":")  # e.g. "mirrored:jit", "mirrored:float16", "mirrored:jit+float16"
         options = set(option.split("+")) - {""}
         training.enable_determinism(args.seed)
         training.set_precision_policy("mixed_float16" if "float16" in options else "float32")
         strategy = training.get_strategy(name, num_gpus=0 if name != "multi_worker_mirrored" else None)
-        loop_config = training.TrainingConfig(num_train_steps=args.steps, learning_rate=1e-3, num_warmup_steps=2,
-                                              steps_per_loop=args.steps_per_loop,
-                                              save_checkpoints_steps=args.save_steps, jit_compile="jit" in options)
-        result = training.train(strategy, lambda: BertPretrainer(BertEncoder(config)), pretraining_losses,
-                                training_data.synthetic_dataset_fn(args.global_batch),
-                                os.path.join(args.model_dir, run), loop_config, loop_callback=_killer(args),
-                                eval_dataset_fn=training_data.synthetic_eval_dataset_fn(args.global_batch))
+        loop_config = training.TrainingConfig(
+            num_train_steps=args.steps,
+            learning_rate=1e-3,
+            num_warmup_steps=2,
+            steps_per_loop=args.steps_per_loop,
+            save_checkpoints_steps=args.save_steps,
+            jit_compile="jit" in options,
+        )
+        result = training.train(
+            strategy,
+            lambda: BertPretrainer(BertEncoder(config)),
+            pretraining_losses,
+            training_data.synthetic_dataset_fn(args.global_batch),
+            os.path.join(args.model_dir, run),
+            loop_config,
+            loop_callback=_killer(args),
+            eval_dataset_fn=training_data.synthetic_eval_dataset_fn(args.global_batch),
+        )
         weights = {v.path: v.numpy() for v in result.model.trainable_variables}
         weights["__loss__"] = np.array(result.train_metrics["loss"])
         for metric, value in result.eval_metrics.items():
@@ -104,12 +119,16 @@ def run_clipping(out, strategy=None):
             grad = tf.where(context.replica_id_in_sync_group == 0, tf.constant([0.8, 0.0]), tf.constant([0.0, 0.8]))
             grad = context.all_reduce(tf.distribute.ReduceOp.SUM, grad)
             return optimizer.apply_gradients([grad])
+
         return strategy.run(replica_fn)
 
     norms = strategy.experimental_local_results(step())
-    result = {"replicas": strategy.num_replicas_in_sync, "norms": [float(n) for n in norms],
-              "first_moment": [list(map(float, m)) for m in strategy.experimental_local_results(optimizer.m[0])],
-              "weights": [list(map(float, w)) for w in strategy.experimental_local_results(weight)]}
+    result = {
+        "replicas": strategy.num_replicas_in_sync,
+        "norms": [float(n) for n in norms],
+        "first_moment": [list(map(float, m)) for m in strategy.experimental_local_results(optimizer.m[0])],
+        "weights": [list(map(float, w)) for w in strategy.experimental_local_results(weight)],
+    }
     with open(out, "w") as f:
         json.dump(result, f)
 
@@ -149,6 +168,7 @@ def main():
     args = parser.parse_args()
     _configure_cpus(args.logical_cpus)
     from absl import logging
+
     logging.set_verbosity(logging.INFO)
     if args.task == "clipping":
         run_clipping(args.out)
