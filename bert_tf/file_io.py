@@ -80,9 +80,13 @@ def write_text(path: str, text: str) -> None:
             f.write(text)
 
 
-def write_json(path: str, value, indent: int = 2) -> None:
-    """Writes `value` as JSON to `path` atomically; refuses NaN and infinities (not JSON)."""
-    write_text(path, json.dumps(value, indent=indent, allow_nan=False) + "\n")
+def write_json(path: str, value, indent: int = 2, *, sort_keys: bool = False, allow_nan: bool = False) -> None:
+    """Writes `value` as JSON to `path` atomically.
+
+    Refuses NaN and infinities (not JSON) unless `allow_nan`, which writes them
+    as `json.dumps` does (`NaN`, `Infinity`), as the training loop's eval results do.
+    """
+    write_text(path, json.dumps(value, indent=indent, sort_keys=sort_keys, allow_nan=allow_nan) + "\n")
 
 
 def copy_file(source: str, destination: str) -> None:

@@ -104,11 +104,9 @@ the step, before anything is saved, so the last checkpoint stays good.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import time
-import warnings
 from typing import Callable, Mapping
 
 import keras
@@ -116,15 +114,18 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.training import distribution
+from bert_tf.training.data_position import ITERATOR_ITEM, TrainingInput
+from bert_tf.training.evaluation import Evaluator
 from bert_tf.training.optimization import create_optimizer
 from bert_tf.training.precision import DynamicLossScale, needs_loss_scaling
+from bert_tf.training.summaries import format_metrics, write_scalars
 
 # Checkpoints are `ckpt-<step>`, as in a model directory (`bert_tf.checkpoints`), which reads them.
 CHECKPOINT_PREFIX = "ckpt"
 SUMMARIES_DIR = "summaries"
 EVAL_RESULTS_NAME = "eval_results.json"
 WORKERS_DIR = "workers"
-_RESERVED_ITEMS = ("optimizer", "step", "rng", "train_iterator", "loss_scale")
+_RESERVED_ITEMS = ("optimizer", "step", "rng", ITERATOR_ITEM, "loss_scale")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,6 +256,11 @@ class _RandomState(tf.Module):
 
 
 class _Trainer:
+    """One run of `train`: the state it checkpoints, the train step and the loop.
+
+    The training data and its saved position are `TrainingInput`'s; evaluation is `Evaluator`'s.
+    """
+
     def __init__(
         self,
         strategy,
@@ -271,7 +277,6 @@ class _Trainer:
     ):
         self.strategy = strategy
         self.loss_fn = loss_fn
-        self.train_dataset_fn = train_dataset_fn
         self.eval_dataset_fn = eval_dataset_fn
         self.model_dir = model_dir
         self.config = config
@@ -279,12 +284,11 @@ class _Trainer:
         self.init_fn = init_fn
         self.loop_callback = loop_callback
 
+        self.data = TrainingInput(strategy, train_dataset_fn)
         self.is_chief = distribution.is_chief(strategy)
-        self.worker_index = distribution.worker_index(strategy)
-        self.num_workers = distribution.num_workers(strategy)
-        self.num_replicas = strategy.num_replicas_in_sync
-        self.local_replicas = max(1, self.num_replicas // self.num_workers)
-        self.use_tpu = distribution.is_tpu_strategy(strategy)
+        self.worker_index = self.data.worker_index
+        self.num_replicas = self.data.num_replicas
+        self.use_tpu = self.data.use_tpu
         # One XLA computation for the whole step where no mirrored variable is updated inside it.
         self.fused_step = self.use_tpu or (config.jit_compile and isinstance(strategy, tf.distribute.OneDeviceStrategy))
 
@@ -315,72 +319,6 @@ class _Trainer:
         self.state_items = dict(items, optimizer=self.optimizer, step=self.step, rng=self.rng)
         if self.loss_scale is not None:
             self.state_items["loss_scale"] = self.loss_scale
-
-    # --- data -----------------------------------------------------------------
-
-    def _input_context(self):
-        return tf.distribute.InputContext(
-            num_input_pipelines=self.num_workers,
-            input_pipeline_id=self.worker_index,
-            num_replicas_in_sync=self.num_replicas,
-        )
-
-    def _make_train_iterator(self, resume_step: int, iterator_checkpoint: str | None):
-        element_spec = {}
-
-        def make(skip_steps):
-            def dataset_fn(input_context):
-                dataset = self.train_dataset_fn(input_context)
-                if not isinstance(dataset, tf.data.Dataset):
-                    raise TypeError(f"train_dataset_fn must return a tf.data.Dataset, got {type(dataset).__name__}.")
-                if dataset.cardinality() != tf.data.INFINITE_CARDINALITY:
-                    logging.warning(
-                        "The training dataset is finite (cardinality %d); training stops with an "
-                        "OutOfRangeError when it runs out. Repeat it.",
-                        int(dataset.cardinality()),
-                    )
-                element_spec["spec"] = dataset.element_spec
-                # Each step takes one per-replica batch for each replica this pipeline feeds.
-                skip = skip_steps * (input_context.num_replicas_in_sync // input_context.num_input_pipelines)
-                if skip:
-                    logging.info(
-                        "Fast-forwarding the training data by %d per-replica batches (step %d).", skip, skip_steps
-                    )
-                # Always a skip op, even of 0: a saved iterator state only restores into the same pipeline.
-                return dataset.skip(skip)
-
-            if self.use_tpu:
-                return iter(self.strategy.distribute_datasets_from_function(dataset_fn))
-            return iter(dataset_fn(self._input_context()))
-
-        if iterator_checkpoint is None:
-            return make(resume_step), element_spec["spec"]
-        iterator = make(0)
-        try:
-            status = tf.train.Checkpoint(train_iterator=iterator).read(iterator_checkpoint)
-            status.assert_existing_objects_matched()
-        except (tf.errors.OpError, AssertionError, ValueError) as e:
-            logging.warning(
-                "Could not restore the training data position from %s (%s): the input pipeline "
-                "differs from the one that saved it. Fast-forwarding instead.",
-                iterator_checkpoint,
-                str(e).splitlines()[0],
-            )
-            return make(resume_step), element_spec["spec"]
-        status.expect_partial()
-        logging.info("Restored the training data position from %s.", iterator_checkpoint)
-        return iterator, element_spec["spec"]
-
-    def _next_batch(self, iterator):
-        if self.use_tpu:
-            return next(iterator)
-        batches = [next(iterator) for _ in range(self.local_replicas)]
-        if self.num_replicas == 1:
-            return batches[0]
-        local = self.local_replicas
-        return self.strategy.experimental_distribute_values_from_function(
-            lambda ctx: batches[ctx.replica_id_in_sync_group % local]
-        )
 
     # --- checkpoints ------------------------------------------------------------
 
@@ -413,11 +351,19 @@ class _Trainer:
             own = os.path.join(self._checkpoint_dir(), f"{CHECKPOINT_PREFIX}-{step}")
             if not tf.io.gfile.exists(own + ".index"):
                 own = None
-        if own is not None and not any(name.startswith("train_iterator/") for name, _ in tf.train.list_variables(own)):
-            own = None
-        if own is None and step > 0 and not self.use_tpu:
-            logging.warning("No saved data position for this worker at step %d; fast-forwarding instead.", step)
-        return step, own
+        return step, self.data.saved_position(own, step)
+
+    def _checkpoint_manager(self, iterator):
+        return tf.train.CheckpointManager(
+            tf.train.Checkpoint(**self.state_items, **self.data.checkpoint_items(iterator)),
+            self._checkpoint_dir(),
+            max_to_keep=self.config.keep_checkpoint_max,
+            checkpoint_name=CHECKPOINT_PREFIX,
+        )
+
+    def _save(self, manager, step):
+        path = manager.save(checkpoint_number=step)
+        logging.info("Saved checkpoint %s.", path)
 
     # --- steps ------------------------------------------------------------------
 
@@ -479,7 +425,7 @@ class _Trainer:
             bad_step = tf.constant(-1, tf.int64)
             bad_loss = tf.constant(0.0)
             for _ in tf.range(num_steps):
-                metrics, batch_examples = strategy.run(replica_step, args=(self._next_batch(iterator),))
+                metrics, batch_examples = strategy.run(replica_step, args=(self.data.next_batch(iterator),))
                 means = {name: strategy.reduce(tf.distribute.ReduceOp.MEAN, metrics[name], axis=None) for name in names}
                 self.step.assign_add(1)
                 steps_run += 1
@@ -507,155 +453,45 @@ class _Trainer:
             raise ValueError(f"loss_fn must return a dict with a 'loss' entry, got {outputs}.")
         return sorted(outputs) + ["gradient_norm"]
 
-    # --- evaluation ---------------------------------------------------------------
-
-    def _build_eval(self):
-        jit = self.config.jit_compile and not self.use_tpu
-
-        def forward_metrics(batch):
-            outputs = self.forward_fn(self.model, batch, False)
-            return {name: tf.cast(value, tf.float32) for name, value in self.loss_fn(batch, outputs).items()}
-
-        forward = tf.function(forward_metrics, jit_compile=True, autograph=False) if jit else forward_metrics
-
-        @tf.autograph.experimental.do_not_convert
-        def replica_eval(batch):
-            examples = tf.shape(tf.nest.flatten(batch)[0])[0]
-            metrics = forward(batch)
-            weight = tf.cast(examples, tf.float32)
-            # A replica can get an empty final batch; its NaN means must not poison the sums.
-            sums = {name: tf.where(examples > 0, value * weight, 0.0) for name, value in metrics.items()}
-            return sums, weight
-
-        strategy = self.strategy
-        names = [name for name in self.metric_names if name != "gradient_norm"]
-        max_steps = self.config.max_eval_steps
-
-        def dataset_fn(input_context):
-            dataset = self.eval_dataset_fn(input_context)
-            if max_steps is not None:
-                # Each step takes one per-replica batch for each of this pipeline's replicas.
-                per_pipeline = input_context.num_replicas_in_sync // input_context.num_input_pipelines
-                dataset = dataset.take(max_steps * per_pipeline)
-            elif dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
-                raise ValueError("The evaluation dataset is infinite; set max_eval_steps.")
-            return dataset
-
-        eval_dataset = strategy.distribute_datasets_from_function(dataset_fn)
-
-        @tf.function
-        def evaluate_all():
-            totals = {name: tf.constant(0.0) for name in names}
-            weight = tf.constant(0.0)
-            for batch in eval_dataset:
-                sums, batch_weight = strategy.run(replica_eval, args=(batch,))
-                totals = {
-                    name: totals[name] + strategy.reduce(tf.distribute.ReduceOp.SUM, sums[name], axis=None)
-                    for name in names
-                }
-                weight += strategy.reduce(tf.distribute.ReduceOp.SUM, batch_weight, axis=None)
-            return totals, weight
-
-        self.evaluate_all = evaluate_all
-
-    def evaluate(self) -> dict:
-        with warnings.catch_warnings():
-            # Iterating a distributed dataset inside tf.function reads its options in graph mode; harmless.
-            warnings.filterwarnings("ignore", message="To make it possible to preserve tf.data options")
-            totals, weight = self.evaluate_all()
-        weight = float(weight)
-        if not weight:
-            raise ValueError("The evaluation dataset yielded no examples.")
-        metrics = {name: float(value) / weight for name, value in totals.items()}
-        metrics["num_examples"] = int(round(weight))
-        return metrics
-
-    def _record_eval(self, step, metrics):
-        logging.info("eval at step %d: %s", step, _format_metrics(metrics))
-        if not self.is_chief:
-            return
-        _write_scalars(self.eval_writer, step, {k: v for k, v in metrics.items() if k != "num_examples"})
-        _write_json_atomically(os.path.join(self.model_dir, EVAL_RESULTS_NAME), dict(metrics, step=step))
-
     # --- the run -------------------------------------------------------------------
 
+    def _make_evaluator(self):
+        if self.eval_dataset_fn is None:
+            return None
+        return Evaluator(
+            self.strategy,
+            self.model,
+            self.forward_fn,
+            self.loss_fn,
+            self.eval_dataset_fn,
+            [name for name in self.metric_names if name != "gradient_norm"],
+            jit_compile=self.config.jit_compile and not self.use_tpu,
+            max_steps=self.config.max_eval_steps,
+            results_path=os.path.join(self.model_dir, EVAL_RESULTS_NAME),
+            is_chief=self.is_chief,
+        )
+
+    def _open_summaries(self, evaluator):
+        """The train summary writer (a no-op one except on the chief); opens the evaluator's too."""
+        if not self.is_chief:
+            return tf.summary.create_noop_writer()
+        summaries = os.path.join(self.model_dir, SUMMARIES_DIR)
+        train_writer = tf.summary.create_file_writer(os.path.join(summaries, "train"))
+        if evaluator is not None:
+            evaluator.open_summaries(os.path.join(summaries, "eval"))
+        return train_writer
+
     def run(self) -> TrainingResult:
-        config = self.config
         if self.is_chief:
             tf.io.gfile.makedirs(self.model_dir)
         step, iterator_checkpoint = self._restore()
-        iterator, element_spec = self._make_train_iterator(step, iterator_checkpoint)
+        iterator, element_spec = self.data.make_iterator(step, iterator_checkpoint)
         self.metric_names = self._probe_metric_names(element_spec)
         self._build_functions()
-        if self.eval_dataset_fn is not None:
-            self._build_eval()
-
-        items = dict(self.state_items)
-        if not self.use_tpu:
-            items["train_iterator"] = iterator
-        manager = tf.train.CheckpointManager(
-            tf.train.Checkpoint(**items),
-            self._checkpoint_dir(),
-            max_to_keep=config.keep_checkpoint_max,
-            checkpoint_name=CHECKPOINT_PREFIX,
-        )
-        train_writer = self.eval_writer = tf.summary.create_noop_writer()
-        if self.is_chief:
-            summaries = os.path.join(self.model_dir, SUMMARIES_DIR)
-            train_writer = tf.summary.create_file_writer(os.path.join(summaries, "train"))
-            if self.eval_dataset_fn is not None:
-                self.eval_writer = tf.summary.create_file_writer(os.path.join(summaries, "eval"))
-
-        train_metrics, eval_metrics = {}, None
-        last_saved = step  # the checkpoint just restored, or nothing trained yet
-        while step < config.num_train_steps:
-            num_steps = min(
-                config.steps_per_loop,
-                config.num_train_steps - step,
-                _until_multiple(step, config.save_checkpoints_steps),
-            )
-            if self.eval_dataset_fn is not None and config.eval_every_steps:
-                num_steps = min(num_steps, _until_multiple(step, config.eval_every_steps))
-            start = time.time()
-            sums, steps_run, examples, bad_step, bad_loss = self.train_loop(iterator, tf.constant(num_steps, tf.int64))
-            elapsed = time.time() - start
-            if int(bad_step) >= 0:
-                raise NonFiniteLossError(
-                    f"Non-finite training loss ({float(bad_loss)}) at step {int(bad_step)}; training stopped "
-                    f"without saving. The last good checkpoint is "
-                    f"{manager.latest_checkpoint or '(none: no checkpoint was written yet)'}. "
-                    "Try a lower learning rate, more warm-up, or float32."
-                )
-            steps_run = int(steps_run)
-            step += steps_run
-            train_metrics = {name: float(value) / steps_run for name, value in sums.items()}
-            train_metrics["learning_rate"] = float(
-                self.optimizer.learning_rate_at(tf.maximum(self.optimizer.iterations - 1, 0))
-            )
-            train_metrics["examples_per_second"] = float(examples) / max(elapsed, 1e-9)
-            if self.loss_scale is not None:
-                train_metrics["loss_scale"] = float(self.loss_scale.scale.numpy())
-            self._log_progress(step, train_metrics, elapsed / steps_run)
-            _write_scalars(train_writer, step, train_metrics)
-            if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
-                self._save(manager, step)
-                last_saved = step
-            if (
-                self.eval_dataset_fn is not None
-                and config.eval_every_steps
-                and step % config.eval_every_steps == 0
-                and step < config.num_train_steps
-            ):
-                eval_metrics = self.evaluate()
-                self._record_eval(step, eval_metrics)
-            if self.loop_callback is not None:
-                self.loop_callback(step, dict(train_metrics))
-
-        if last_saved != step:
-            self._save(manager, step)
-        if self.eval_dataset_fn is not None:
-            eval_metrics = self.evaluate()
-            self._record_eval(step, eval_metrics)
+        evaluator = self._make_evaluator()
+        manager = self._checkpoint_manager(iterator)
+        train_writer = self._open_summaries(evaluator)
+        step, train_metrics, eval_metrics = self._train(step, iterator, manager, train_writer, evaluator)
         return TrainingResult(
             model=self.model,
             step=step,
@@ -664,31 +500,72 @@ class _Trainer:
             checkpoint=tf.train.latest_checkpoint(self.model_dir),
         )
 
-    def _save(self, manager, step):
-        path = manager.save(checkpoint_number=step)
-        logging.info("Saved checkpoint %s.", path)
+    def _train(self, step, iterator, manager, train_writer, evaluator):
+        """Trains from `step` to the end; returns (step, last train metrics, last eval metrics)."""
+        config = self.config
+        train_metrics, eval_metrics = {}, None
+        last_saved = step  # the checkpoint just restored, or nothing trained yet
+        while step < config.num_train_steps:
+            num_steps = min(
+                config.steps_per_loop,
+                config.num_train_steps - step,
+                _until_multiple(step, config.save_checkpoints_steps),
+            )
+            if evaluator is not None and config.eval_every_steps:
+                num_steps = min(num_steps, _until_multiple(step, config.eval_every_steps))
+            start = time.time()
+            sums, steps_run, examples, bad_step, bad_loss = self.train_loop(iterator, tf.constant(num_steps, tf.int64))
+            elapsed = time.time() - start
+            if int(bad_step) >= 0:
+                raise self._non_finite_loss(bad_step, bad_loss, manager)
+            steps_run = int(steps_run)
+            step += steps_run
+            train_metrics = self._train_metrics(sums, steps_run, examples, elapsed)
+            self._log_progress(step, train_metrics, elapsed / steps_run)
+            write_scalars(train_writer, step, train_metrics)
+            if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
+                self._save(manager, step)
+                last_saved = step
+            if (
+                evaluator is not None
+                and config.eval_every_steps
+                and step % config.eval_every_steps == 0
+                and step < config.num_train_steps
+            ):
+                eval_metrics = evaluator.evaluate_and_record(step)
+            if self.loop_callback is not None:
+                self.loop_callback(step, dict(train_metrics))
+
+        if last_saved != step:
+            self._save(manager, step)
+        if evaluator is not None:
+            eval_metrics = evaluator.evaluate_and_record(step)
+        return step, train_metrics, eval_metrics
+
+    def _non_finite_loss(self, bad_step, bad_loss, manager) -> NonFiniteLossError:
+        return NonFiniteLossError(
+            f"Non-finite training loss ({float(bad_loss)}) at step {int(bad_step)}; training stopped "
+            f"without saving. The last good checkpoint is "
+            f"{manager.latest_checkpoint or '(none: no checkpoint was written yet)'}. "
+            "Try a lower learning rate, more warm-up, or float32."
+        )
+
+    def _train_metrics(self, sums, steps_run, examples, elapsed) -> dict:
+        """One inner loop's mean metrics, learning rate, throughput and (float16) loss scale."""
+        metrics = {name: float(value) / steps_run for name, value in sums.items()}
+        metrics["learning_rate"] = float(self.optimizer.learning_rate_at(tf.maximum(self.optimizer.iterations - 1, 0)))
+        metrics["examples_per_second"] = float(examples) / max(elapsed, 1e-9)
+        if self.loss_scale is not None:
+            metrics["loss_scale"] = float(self.loss_scale.scale.numpy())
+        return metrics
 
     def _log_progress(self, step, metrics, seconds_per_step):
         eta = _format_duration((self.config.num_train_steps - step) * seconds_per_step)
-        logging.info("step %d/%d | %s | ETA %s", step, self.config.num_train_steps, _format_metrics(metrics), eta)
+        logging.info("step %d/%d | %s | ETA %s", step, self.config.num_train_steps, format_metrics(metrics), eta)
 
 
 def _until_multiple(step: int, interval: int) -> int:
     return interval - step % interval
-
-
-def _format_metrics(metrics: dict) -> str:
-    parts = []
-    for name, value in metrics.items():
-        if name == "examples_per_second":
-            parts.append(f"{value:.1f} examples/s")
-        elif name == "learning_rate":
-            parts.append(f"lr {value:.3e}")
-        elif isinstance(value, int):
-            parts.append(f"{name} {value}")
-        else:
-            parts.append(f"{name} {value:.4f}")
-    return " | ".join(parts)
 
 
 def _format_duration(seconds: float) -> str:
@@ -696,19 +573,3 @@ def _format_duration(seconds: float) -> str:
         return "?"
     seconds = int(round(seconds))
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-
-
-def _write_scalars(writer, step: int, values: dict) -> None:
-    """TensorBoard scalars via `tf.summary.write`: unlike `tf.summary.scalar`, it needs no tensorboard package."""
-    metadata = tf.compat.v1.SummaryMetadata(plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars"))
-    with writer.as_default(step=step):
-        for name, value in values.items():
-            tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata)
-    writer.flush()
-
-
-def _write_json_atomically(path: str, values: dict) -> None:
-    tmp_path = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp_path, "w") as f:
-        f.write(json.dumps(values, indent=2, sort_keys=True) + "\n")
-    tf.io.gfile.rename(tmp_path, path, overwrite=True)
