@@ -255,8 +255,11 @@ def _start_method() -> str:
     if "tensorflow" not in sys.modules:
         return "fork"
     try:
-        # No public API says whether the runtime has started without starting it (every tf.config
-        # call initializes it), so this reads TensorFlow's internals; if they change, "spawn" is safe.
+        # Private API, on purpose: no public one says whether the runtime has started without
+        # changing anything. The tf.config getters do not tell; the setters that refuse after start-up
+        # (threading, visible devices) return silently when given the current value, so probing with
+        # one would change a setting; and tf.config.list_logical_devices starts the runtime itself.
+        # If these internals change, "spawn" (always safe, only slower to start) is used.
         from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
 
         runtime = context.context_safe()
@@ -386,20 +389,8 @@ def write_pretraining_data(
         before anything is written. Outputs are written under temporary names
         and renamed only when everything succeeded.
     """
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-
     start_time = time.time()
-    config.validate()
-    if compression not in (None, "", "GZIP"):
-        raise ValueError(f"compression must be None or 'GZIP', got {compression!r}")
-    if not output_files:
-        raise ValueError("no output file given")
-    vocab_info = pretraining_instances.VocabInfo.from_tokens(load_vocab_tokens(vocab_file), f"vocabulary {vocab_file}")
-    del vocab_info  # validated; workers build their own
-    inputs = {os.path.abspath(p) for p in input_files}
-    for path in output_files:
-        if os.path.abspath(path) in inputs:
-            raise ValueError(f"output file {path} is also an input file")
+    _check_arguments(input_files, output_files, vocab_file, config, compression)
     scan = text_corpus.scan_corpus(input_files, skip_invalid_utf8)
     num_workers = num_workers or default_num_workers()
     if num_workers < 1:
@@ -413,96 +404,22 @@ def write_pretraining_data(
         tokenizer_factory=tokenizer_factory,
         single_threaded_tf=num_workers > 1,
     )
-
-    for path in output_files:
-        parent = os.path.dirname(path)
-        if parent and not tf.io.gfile.exists(parent):
-            tf.io.gfile.makedirs(parent)
-    run_id = uuid.uuid4().hex[:8]
-    temp_files = [f"{path}.incomplete-{run_id}" for path in output_files]
-    options = tf.io.TFRecordOptions(compression_type=compression or "")
-    writers = []
-    total = ChunkStats()
-    instances_per_file = [0] * len(output_files)
-    num_chunks = 0
-    next_file = 0
-    last_progress = time.time()
+    output = _ShardedOutput(output_files, compression, start_time, progress_seconds, log_fn)
     executor = None
     try:
         if num_workers > 1:
-            # Helpers start now, before this process opens files or starts
-            # TensorFlow's runtime, and set up while this one does.
-            executor = concurrent.futures.ProcessPoolExecutor(
-                max_workers=num_workers - 1,
-                mp_context=multiprocessing.get_context(_start_method()),
-                initializer=_init_worker,
-                initargs=(settings,),
-            )
-            for _ in range(num_workers - 1):
-                executor.submit(_warm_up)
-        writers = [tf.io.TFRecordWriter(p, options) for p in temp_files]
-
-        def write(result):
-            nonlocal next_file, num_chunks, last_progress
-            records, stats = result
-            # Round-robin over the files, continuing from the last chunk.
-            num_files = len(writers)
-            for offset in range(min(num_files, len(records))):
-                file_index = (next_file + offset) % num_files
-                share = records[offset::num_files]
-                write_record = writers[file_index].write
-                for record in share:
-                    write_record(record)
-                instances_per_file[file_index] += len(share)
-            next_file = (next_file + len(records)) % num_files
-            total.add(stats)
-            num_chunks += 1
-            now = time.time()
-            if now - last_progress >= progress_seconds:
-                last_progress = now
-                elapsed = now - start_time
-                log_fn(
-                    f"{total.num_documents:,} documents, "
-                    f"{total.num_instances:,} instances, "
-                    f"{total.num_instances / elapsed:,.0f} instances/s, "
-                    f"{total.num_words / elapsed:,.0f} words/s "
-                    f"({num_chunks} chunks)"
-                )
-
-        chunks = enumerate(text_corpus.iter_chunks(input_files, chunk_bytes))
-        processor = _ChunkProcessor(settings)
-        pending = collections.deque()  # results or futures, in chunk order
-        helpers = num_workers - 1
-        for index, data in chunks:
-            # Keep each helper process two chunks ahead; when they are all
-            # busy this process (which also writes the output) takes the chunk
-            # itself. Who computes a chunk does not change its result.
-            busy = sum(1 for item in pending if not item.done())
-            if busy < 2 * helpers:
-                pending.append(executor.submit(_process_in_worker, index, data))
-            else:
-                pending.append(_Finished(processor(index, data)))
-            # Write in chunk order (deterministic output); the bounded window
-            # keeps memory bounded.
-            while pending and (len(pending) > 4 * num_workers or pending[0].done()):
-                write(pending.popleft().result())
-        while pending:
-            write(pending.popleft().result())
-        for writer in writers:
-            writer.close()
-        if total.num_instances == 0:
+            executor = _start_helpers(settings, num_workers - 1)
+        output.open()
+        _process_chunks(input_files, chunk_bytes, settings, num_workers, executor, output.write)
+        output.close()
+        if output.total.num_instances == 0:
             raise text_corpus.CorpusError(
                 "no instance was created: no input line has a token in the "
                 f"vocabulary {vocab_file} ({scan.num_text_lines} non-blank lines)"
             )
-        for temp, path in zip(temp_files, output_files):
-            tf.io.gfile.rename(temp, path, overwrite=True)
+        output.commit()
     except BaseException:
-        for writer in writers:
-            writer.close()
-        for temp in temp_files:
-            if tf.io.gfile.exists(temp):
-                tf.io.gfile.remove(temp)
+        output.abort()
         raise
     finally:
         if executor is not None:
@@ -510,11 +427,146 @@ def write_pretraining_data(
 
     summary = WriteSummary(
         output_files=list(output_files),
-        instances_per_file=instances_per_file,
-        stats=total,
+        instances_per_file=output.instances_per_file,
+        stats=output.total,
         input_bytes=scan.num_bytes,
-        num_chunks=num_chunks,
+        num_chunks=output.num_chunks,
         seconds=time.time() - start_time,
     )
     log_fn(summary.format())
     return summary
+
+
+def _check_arguments(input_files, output_files, vocab_file, config, compression) -> None:
+    """Refuses bad arguments before anything is read or written."""
+    config.validate()
+    if compression not in (None, "", "GZIP"):
+        raise ValueError(f"compression must be None or 'GZIP', got {compression!r}")
+    if not output_files:
+        raise ValueError("no output file given")
+    # Validated here; the workers build their own.
+    pretraining_instances.VocabInfo.from_tokens(load_vocab_tokens(vocab_file), f"vocabulary {vocab_file}")
+    inputs = {os.path.abspath(p) for p in input_files}
+    for path in output_files:
+        if os.path.abspath(path) in inputs:
+            raise ValueError(f"output file {path} is also an input file")
+
+
+def _start_helpers(settings: _WorkerSettings, num_helpers: int) -> concurrent.futures.ProcessPoolExecutor:
+    """Starts the helper processes, each with its own `_ChunkProcessor`."""
+    # Helpers start now, before this process opens files or starts
+    # TensorFlow's runtime, and set up while this one does.
+    executor = concurrent.futures.ProcessPoolExecutor(
+        max_workers=num_helpers,
+        mp_context=multiprocessing.get_context(_start_method()),
+        initializer=_init_worker,
+        initargs=(settings,),
+    )
+    try:
+        for _ in range(num_helpers):
+            executor.submit(_warm_up)
+    except BaseException:
+        executor.shutdown(wait=True, cancel_futures=True)
+        raise
+    return executor
+
+
+def _process_chunks(input_files, chunk_bytes, settings, num_workers, executor, write) -> None:
+    """Computes every chunk's records, here or in a helper, and passes them to `write` in chunk order."""
+    chunks = enumerate(text_corpus.iter_chunks(input_files, chunk_bytes))
+    processor = _ChunkProcessor(settings)
+    pending = collections.deque()  # results or futures, in chunk order
+    helpers = num_workers - 1
+    for index, data in chunks:
+        # Keep each helper process two chunks ahead; when they are all
+        # busy this process (which also writes the output) takes the chunk
+        # itself. Who computes a chunk does not change its result.
+        busy = sum(1 for item in pending if not item.done())
+        if busy < 2 * helpers:
+            pending.append(executor.submit(_process_in_worker, index, data))
+        else:
+            pending.append(_Finished(processor(index, data)))
+        # Write in chunk order (deterministic output); the bounded window
+        # keeps memory bounded.
+        while pending and (len(pending) > 4 * num_workers or pending[0].done()):
+            write(pending.popleft().result())
+    while pending:
+        write(pending.popleft().result())
+
+
+class _ShardedOutput:
+    """The output files: written round-robin under temporary names, renamed into place by `commit`."""
+
+    def __init__(self, output_files, compression, start_time, progress_seconds, log_fn):
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+        for path in output_files:
+            parent = os.path.dirname(path)
+            if parent and not tf.io.gfile.exists(parent):
+                tf.io.gfile.makedirs(parent)
+        run_id = uuid.uuid4().hex[:8]
+        self.output_files = list(output_files)
+        self.temp_files = [f"{path}.incomplete-{run_id}" for path in output_files]
+        self._options = tf.io.TFRecordOptions(compression_type=compression or "")
+        self._writers = []
+        self.total = ChunkStats()
+        self.instances_per_file = [0] * len(output_files)
+        self.num_chunks = 0
+        self._next_file = 0
+        self._start_time = start_time
+        self._last_progress = time.time()
+        self._progress_seconds = progress_seconds
+        self._log_fn = log_fn
+
+    def open(self) -> None:
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+        self._writers = [tf.io.TFRecordWriter(p, self._options) for p in self.temp_files]
+
+    def write(self, result) -> None:
+        """Writes one chunk's records and adds its stats; logs progress every `progress_seconds`."""
+        records, stats = result
+        # Round-robin over the files, continuing from the last chunk.
+        num_files = len(self._writers)
+        for offset in range(min(num_files, len(records))):
+            file_index = (self._next_file + offset) % num_files
+            share = records[offset::num_files]
+            write_record = self._writers[file_index].write
+            for record in share:
+                write_record(record)
+            self.instances_per_file[file_index] += len(share)
+        self._next_file = (self._next_file + len(records)) % num_files
+        self.total.add(stats)
+        self.num_chunks += 1
+        now = time.time()
+        if now - self._last_progress >= self._progress_seconds:
+            self._last_progress = now
+            elapsed = now - self._start_time
+            total = self.total
+            self._log_fn(
+                f"{total.num_documents:,} documents, "
+                f"{total.num_instances:,} instances, "
+                f"{total.num_instances / elapsed:,.0f} instances/s, "
+                f"{total.num_words / elapsed:,.0f} words/s "
+                f"({self.num_chunks} chunks)"
+            )
+
+    def close(self) -> None:
+        for writer in self._writers:
+            writer.close()
+
+    def commit(self) -> None:
+        """Renames the complete temporary files to the output names."""
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+        for temp, path in zip(self.temp_files, self.output_files):
+            tf.io.gfile.rename(temp, path, overwrite=True)
+
+    def abort(self) -> None:
+        """Closes the files and removes the temporary ones."""
+        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+        self.close()
+        for temp in self.temp_files:
+            if tf.io.gfile.exists(temp):
+                tf.io.gfile.remove(temp)
