@@ -66,7 +66,7 @@ def check_record_format(
         if found != length:
             hint = (
                 "seq_length"
-                if length == seq_length and name in ("input_ids", "input_mask", "segment_ids")
+                if length == seq_length and name in pretraining_features.SEQUENCE_FEATURES
                 else "max_predictions_per_seq"
             )
             raise ValueError(
