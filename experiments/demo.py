@@ -89,7 +89,12 @@ def define_flags():
         "HuggingFace BERT directory (config.json, model.safetensors, "
         "vocab.txt) to convert; default: all-MiniLM-L6-v2 installed by scripts/setup.sh.",
     )
-    flags.DEFINE_integer("real_weights_seq_length", 64, "Sequence length for fine-tuning the real encoder.")
+    flags.DEFINE_integer(
+        "real_weights_seq_length",
+        128,
+        "Sequence length for fine-tuning the real encoder (128 covers most reviews, which average about 90 "
+        "WordPieces; 64 halves the step's cost and loses about 2 points).",
+    )
     flags.DEFINE_integer("real_weights_epochs", 1, "Fine-tuning epochs of the real encoder.")
     flags.DEFINE_float(
         "real_weights_learning_rate",
