@@ -38,6 +38,7 @@ import sys
 from absl import flags
 
 from bert_tf import cli
+from experiments import runtime_flags
 
 FLAGS = flags.FLAGS
 
@@ -46,8 +47,8 @@ def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
     from bert_tf.tasks.job import DEFAULT_SEED, TASKS
     from bert_tf.tasks.readers import TEXT_FORMATS
-    from bert_tf.training.distribution import STRATEGIES
-    from bert_tf.training.precision import PRECISION_POLICIES
+
+    runtime_flags.define(default_seed=DEFAULT_SEED)
 
     flags.DEFINE_enum("task", None, list(TASKS), "The task family.")
     flags.DEFINE_string("output_dir", None, "Where checkpoints, results and predictions are written.")
@@ -123,23 +124,6 @@ def define_flags():
     flags.DEFINE_integer("steps_per_loop", 100, "Steps per compiled loop call (and logging interval).")
     flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint interval.")
     flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
-    flags.DEFINE_integer("seed", DEFAULT_SEED, "Seed of initialisation, dropout and shuffling.")
-    flags.DEFINE_boolean(
-        "deterministic",
-        False,
-        "Deterministic TensorFlow ops (reproducible runs and resumption; "
-        "slower, and some GPU ops have no deterministic kernel).",
-    )
-    flags.DEFINE_enum("distribution_strategy", "one_device", STRATEGIES, "tf.distribute strategy.")
-    flags.DEFINE_integer("num_gpus", None, "GPUs to use (default: all visible; 0 = CPU).")
-    flags.DEFINE_string("tpu", None, "TPU address for --distribution_strategy=tpu.")
-    flags.DEFINE_boolean("jit_compile", False, "XLA-compile the training and prediction steps.")
-    flags.DEFINE_enum(
-        "mixed_precision",
-        "float32",
-        PRECISION_POLICIES,
-        "Keras dtype policy (mixed_float16 uses dynamic loss scaling).",
-    )
 
     # SQuAD.
     flags.DEFINE_integer("doc_stride", 128, "SQuAD: pieces between the starts of context windows.")
@@ -163,7 +147,6 @@ def _column(value):
 def main(argv):
     del argv  # Checked by cli.main_function.
     from bert_tf.tasks import job
-    from bert_tf.training import RuntimeConfig
 
     cli.require_flags("task", "output_dir")
     # Each config checks its flags as it is built; run_finetuning checks the files, data and model.
@@ -217,15 +200,7 @@ def main(argv):
         save_checkpoints_steps=FLAGS.save_checkpoints_steps,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max,
     )
-    runtime = RuntimeConfig(
-        distribution_strategy=FLAGS.distribution_strategy,
-        num_gpus=FLAGS.num_gpus,
-        tpu=FLAGS.tpu,
-        jit_compile=FLAGS.jit_compile,
-        mixed_precision=FLAGS.mixed_precision,
-        deterministic=FLAGS.deterministic,
-        seed=FLAGS.seed,
-    )
+    runtime = runtime_flags.runtime_config()
     try:
         results = job.run_finetuning(
             task,

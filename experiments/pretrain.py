@@ -47,16 +47,15 @@ from absl import app, flags, logging
 
 from bert_tf import cli
 from bert_tf.tasks import pretraining
-from bert_tf.training.distribution import STRATEGIES
 from bert_tf.training.loop import NonFiniteLossError
-from bert_tf.training.precision import PRECISION_POLICIES
-from bert_tf.training.runtime import RuntimeConfig
+from experiments import runtime_flags
 
 FLAGS = flags.FLAGS
 
 
 def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
+    runtime_flags.define(default_seed=pretraining.DEFAULT_SEED)
     flags.DEFINE_string("input_file", None, "Input TFRecord files: comma-separated globs.")
     flags.DEFINE_string("eval_input_file", None, "Held-out TFRecord files for evaluation (comma-separated globs).")
     flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train.")
@@ -74,13 +73,6 @@ def define_flags():
         "Where checkpoints, summaries, bert_config.json, vocab.txt and "
         "eval_results.json are written; an existing run there is resumed.",
     )
-    flags.DEFINE_bool(
-        "deterministic",
-        False,
-        "Seeded, deterministic ops and data order: the same command gives "
-        "the same weights, also across a kill and resume.",
-    )
-    flags.DEFINE_integer("seed", pretraining.DEFAULT_SEED, "Seed for initialisation, dropout and data order.")
     flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the TFRecords.")
     flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked-LM predictions per sequence in the TFRecords.")
     flags.DEFINE_integer("train_batch_size", 32, "Global training batch size (over all replicas).")
@@ -94,11 +86,6 @@ def define_flags():
     flags.DEFINE_integer("iterations_per_loop", None, "Alias of --steps_per_loop (run_pretraining.py's name).")
     flags.DEFINE_integer("max_eval_steps", 100, "Evaluation batches (0: the whole eval set).")
     flags.DEFINE_integer("eval_every_steps", 0, "Also evaluate every this many steps (0: only at the end).")
-    flags.DEFINE_enum("distribution_strategy", "one_device", STRATEGIES, "tf.distribute strategy.")
-    flags.DEFINE_string("tpu", None, "TPU name, grpc://host:port or 'local' (with --distribution_strategy=tpu).")
-    flags.DEFINE_integer("num_gpus", None, "GPUs to use (default: all visible; 0: CPU).")
-    flags.DEFINE_bool("jit_compile", False, "XLA-compile the training step.")
-    flags.DEFINE_enum("mixed_precision", "float32", PRECISION_POLICIES, "Keras dtype policy.")
     flags.DEFINE_bool("dynamic_masking", False, "Re-mask each batch as it is read (needs --vocab_file).")
     flags.DEFINE_float("masked_lm_prob", 0.15, "Masking rate of --dynamic_masking.")
     flags.DEFINE_integer("shuffle_buffer_size", 10000, "Records in the training shuffle buffer.")
@@ -143,15 +130,7 @@ def main(argv):
         eval_every_steps=FLAGS.eval_every_steps,
         max_eval_steps=FLAGS.max_eval_steps,
     )
-    runtime = RuntimeConfig(
-        distribution_strategy=FLAGS.distribution_strategy,
-        num_gpus=FLAGS.num_gpus,
-        tpu=FLAGS.tpu,
-        jit_compile=FLAGS.jit_compile,
-        mixed_precision=FLAGS.mixed_precision,
-        deterministic=FLAGS.deterministic,
-        seed=FLAGS.seed,
-    )
+    runtime = runtime_flags.runtime_config()
     try:
         result = pretraining.run_pretraining(
             FLAGS.output_dir,
