@@ -55,7 +55,6 @@ def _write(tmp_path, name="out", config=None, inputs=(SAMPLE,), num_files=2, **k
         str(VOCAB),
         config or _config(),
         num_workers=kwargs.pop("num_workers", 1),
-        log_fn=lambda line: None,
         **kwargs,
     )
     return outputs, summary

@@ -29,7 +29,6 @@ def records(tmp_path_factory):
         pi.InstanceConfig(max_seq_length=48, max_predictions_per_seq=8, dupe_factor=2),
         num_workers=1,
         compression="GZIP",
-        log_fn=lambda line: None,
     )
     return tmp, summary
 

@@ -39,7 +39,6 @@ def _write(directory, num_files, **config):
         pi.InstanceConfig(max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, **config),
         num_workers=1,
         compression=compression,
-        log_fn=lambda line: None,
     )
     return outputs, summary.stats.num_instances
 

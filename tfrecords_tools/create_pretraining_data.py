@@ -147,7 +147,6 @@ def main(argv):
         compression="GZIP" if FLAGS.gzip else None,
         skip_invalid_utf8=FLAGS.skip_invalid_utf8,
         progress_seconds=FLAGS.progress_seconds,
-        log_fn=logging.info,
     )
 
 

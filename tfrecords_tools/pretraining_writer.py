@@ -23,6 +23,7 @@ import time
 import uuid
 from typing import Callable, List, Optional, Sequence, Tuple
 
+from absl import logging
 import numpy as np
 
 from tfrecords_tools import example_encoder
@@ -355,7 +356,6 @@ def write_pretraining_data(
     compression: Optional[str] = None,
     skip_invalid_utf8: bool = False,
     progress_seconds: float = 10.0,
-    log_fn: Callable[[str], None] = print,
     tokenizer_factory: Callable = bert_tokenizer_factory,
 ) -> WriteSummary:
     """Writes pretraining TFRecords with google-research/bert's features.
@@ -376,8 +376,8 @@ def write_pretraining_data(
         compression: None or "GZIP" (TFRecord compression).
         skip_invalid_utf8: skip and count lines that are not UTF-8 instead of
             failing.
-        progress_seconds: seconds between progress lines.
-        log_fn: receives progress and summary lines.
+        progress_seconds: seconds between progress lines (logged with absl
+            logging, like the summary).
         tokenizer_factory: fn(vocab_file, do_lower_case) -> tokenize fn; must be
             picklable (module level) when num_workers > 1.
 
@@ -404,7 +404,7 @@ def write_pretraining_data(
         tokenizer_factory=tokenizer_factory,
         single_threaded_tf=num_workers > 1,
     )
-    output = _ShardedOutput(output_files, compression, start_time, progress_seconds, log_fn)
+    output = _ShardedOutput(output_files, compression, start_time, progress_seconds)
     executor = None
     try:
         if num_workers > 1:
@@ -433,7 +433,7 @@ def write_pretraining_data(
         num_chunks=output.num_chunks,
         seconds=time.time() - start_time,
     )
-    log_fn(summary.format())
+    logging.info("%s", summary.format())
     return summary
 
 
@@ -497,7 +497,7 @@ def _process_chunks(input_files, chunk_bytes, settings, num_workers, executor, w
 class _ShardedOutput:
     """The output files: written round-robin under temporary names, renamed into place by `commit`."""
 
-    def __init__(self, output_files, compression, start_time, progress_seconds, log_fn):
+    def __init__(self, output_files, compression, start_time, progress_seconds):
         import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
         for path in output_files:
@@ -516,7 +516,6 @@ class _ShardedOutput:
         self._start_time = start_time
         self._last_progress = time.time()
         self._progress_seconds = progress_seconds
-        self._log_fn = log_fn
 
     def open(self) -> None:
         import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -543,12 +542,13 @@ class _ShardedOutput:
             self._last_progress = now
             elapsed = now - self._start_time
             total = self.total
-            self._log_fn(
+            logging.info(
+                "%s",
                 f"{total.num_documents:,} documents, "
                 f"{total.num_instances:,} instances, "
                 f"{total.num_instances / elapsed:,.0f} instances/s, "
                 f"{total.num_words / elapsed:,.0f} words/s "
-                f"({self.num_chunks} chunks)"
+                f"({self.num_chunks} chunks)",
             )
 
     def close(self) -> None:

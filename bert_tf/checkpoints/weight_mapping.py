@@ -12,17 +12,16 @@ reported at once and nothing is skipped silently.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import re
 import warnings
 from typing import Callable, Mapping, Sequence
 
+from absl import logging
 import numpy as np
 
 from bert_tf.config import BertConfig
 from bert_tf.models import BertEncoder, BertPretrainer
 
-logger = logging.getLogger(__name__)
 
 # Weight groups. The pooler and the two pretraining heads may be absent from a
 # checkpoint; the encoder body never is.
@@ -251,7 +250,7 @@ def select_groups(
             "the pooler keeps its RANDOM initial values, so pooled_output is meaningless until "
             "it is fine-tuned."
         )
-        logger.warning(message)
+        logging.warning(message)
         warnings.warn(message, stacklevel=3)
     else:
         raise CheckpointMismatchError(
@@ -273,7 +272,7 @@ def select_groups(
     else:
         left_out = [name for group in (MASKED_LM, NEXT_SENTENCE) for name in present[group]]
         if left_out:
-            logger.warning(
+            logging.warning(
                 "heads=%r: not converting the pretraining-head weights of %s: %s",
                 heads,
                 source.description,
@@ -405,11 +404,11 @@ def convert_weights(
         variable = resolve_target(parts, spec.target)
         variable.assign(np.asarray(spec.transform(source_format)(array), dtype=variable.dtype))
     if source.ignored:
-        logger.info(
+        logging.info(
             "Skipped %d non-weight variables of %s (optimizer slots, buffers): %s",
             len(source.ignored),
             source.description,
             _listing(source, source.ignored),
         )
-    logger.info("Converted %d weights from %s into a %s.", len(specs), source.description, type(model).__name__)
+    logging.info("Converted %d weights from %s into a %s.", len(specs), source.description, type(model).__name__)
     return model

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
 import os
 from typing import Optional, Sequence, Union
+
+from absl import logging
 
 from bert_tf.tasks.examples import SquadAnswer, SquadExample, TaggingExample, TextExample
 

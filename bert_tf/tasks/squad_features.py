@@ -11,9 +11,9 @@ into answer text.
 from __future__ import annotations
 
 import dataclasses
-import logging
 from typing import Sequence
 
+from absl import logging
 import numpy as np
 
 from bert_tf.tasks.examples import SquadExample

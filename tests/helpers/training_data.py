@@ -56,7 +56,6 @@ def write_pretraining_records(directory) -> dict:
             config,
             random_seed=7,
             num_workers=1,
-            log_fn=lambda message: None,
         )
         paths[name] = record_path
     return paths
