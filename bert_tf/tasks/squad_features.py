@@ -99,6 +99,38 @@ def answer_piece_span(context: _TokenizedContext, start_char: int, end_char: int
     return None if first is None else (first, last)
 
 
+def _window_feature(tokenizer, seq_length: int, query, context: _TokenizedContext, windows, window_number, answer_span):
+    """One feature: [CLS] query [SEP] window [SEP], padded; start/end are 0 when the answer is outside the window."""
+    window_start, window_length = windows[window_number]
+    offset = len(query) + 2
+    ids = np.full(seq_length, tokenizer.pad_id, np.int32)
+    types = np.zeros(seq_length, np.int32)
+    char_start = np.full(seq_length, -1, np.int32)
+    char_end = np.full(seq_length, -1, np.int32)
+    max_context = np.zeros(seq_length, bool)
+    ids[0] = tokenizer.cls_id
+    ids[1 : 1 + len(query)] = query
+    ids[1 + len(query)] = tokenizer.sep_id
+    for i in range(window_length):
+        piece = window_start + i
+        ids[offset + i] = context.piece_ids[piece]
+        char_start[offset + i], char_end[offset + i] = context.char_spans[piece]
+        scores = [_max_context_score(w, piece) for w in windows]
+        best = max(range(len(windows)), key=lambda w: -1.0 if scores[w] is None else scores[w])
+        max_context[offset + i] = best == window_number
+    ids[offset + window_length] = tokenizer.sep_id
+    types[offset : offset + window_length + 1] = 1
+    length = offset + window_length + 1
+    mask = np.zeros(seq_length, np.int32)
+    mask[:length] = 1
+    start_position = end_position = 0
+    if answer_span is not None:
+        first, last = answer_span
+        if window_start <= first and last < window_start + window_length:
+            start_position, end_position = first - window_start + offset, last - window_start + offset
+    return ids, types, mask, start_position, end_position, char_start, char_end, max_context
+
+
 def featurize_squad(
     examples: Sequence[SquadExample],
     tokenizer,
@@ -145,33 +177,10 @@ def featurize_squad(
                 continue
         room = seq_length - len(query) - 3
         windows = _windows(len(context.piece_ids), room, doc_stride)
-        for window_number, (window_start, window_length) in enumerate(windows):
-            offset = len(query) + 2
-            ids = np.full(seq_length, tokenizer.pad_id, np.int32)
-            types = np.zeros(seq_length, np.int32)
-            char_start = np.full(seq_length, -1, np.int32)
-            char_end = np.full(seq_length, -1, np.int32)
-            max_context = np.zeros(seq_length, bool)
-            ids[0] = tokenizer.cls_id
-            ids[1 : 1 + len(query)] = query
-            ids[1 + len(query)] = tokenizer.sep_id
-            for i in range(window_length):
-                piece = window_start + i
-                ids[offset + i] = context.piece_ids[piece]
-                char_start[offset + i], char_end[offset + i] = context.char_spans[piece]
-                scores = [_max_context_score(w, piece) for w in windows]
-                best = max(range(len(windows)), key=lambda w: -1.0 if scores[w] is None else scores[w])
-                max_context[offset + i] = best == window_number
-            ids[offset + window_length] = tokenizer.sep_id
-            types[offset : offset + window_length + 1] = 1
-            length = offset + window_length + 1
-            mask = np.zeros(seq_length, np.int32)
-            mask[:length] = 1
-            start_position = end_position = 0
-            if answer_span is not None:
-                first, last = answer_span
-                if window_start <= first and last < window_start + window_length:
-                    start_position, end_position = first - window_start + offset, last - window_start + offset
+        for window_number in range(len(windows)):
+            ids, types, mask, start_position, end_position, char_start, char_end, max_context = _window_feature(
+                tokenizer, seq_length, query, context, windows, window_number, answer_span
+            )
             word_ids.append(ids)
             type_ids.append(types)
             masks.append(mask)
