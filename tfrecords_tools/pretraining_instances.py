@@ -225,6 +225,31 @@ class PretrainingInstances:
         return int(self.input_ids.shape[0])
 
 
+def _random_b_span(randint, doc, target_b_length, document_start, sentence_start, sentence_length):
+    """A random next sentence: from a random sentence of another document until target_b_length tokens.
+
+    Returns the [b_from, b_to) token offsets.
+    """
+    num_documents = len(document_start) - 1
+    # Few tries suffice on real corpora; a one-document chunk falls
+    # back to itself, as the original does for a one-document corpus.
+    for _ in range(10):
+        other = randint(0, num_documents - 1)
+        if other != doc:
+            break
+    other_first, other_stop = (document_start[other], document_start[other + 1])
+    j = randint(other_first, other_stop - 1)
+    b_from = sentence_start[j]
+    b_tokens = 0
+    while j < other_stop:
+        b_tokens += sentence_length[j]
+        j += 1
+        if b_tokens >= target_b_length:
+            break
+    b_to = sentence_start[j]
+    return b_from, b_to
+
+
 def create_pair_spans(chunk: DocumentChunk, config: InstanceConfig, rng: random.Random) -> PairSpans:
     """Runs segment building and A/B choice for every document and dupe round.
 
@@ -267,22 +292,9 @@ def create_pair_spans(chunk: DocumentChunk, config: InstanceConfig, rng: random.
                     a_to = sentence_start[segment_first + a_sentences]
                     if num_sentences == 1 or uniform() < 0.5:
                         target_b_length = target_length - (a_to - a_from)
-                        # Few tries suffice on real corpora; a one-document chunk falls
-                        # back to itself, as the original does for a one-document corpus.
-                        for _ in range(10):
-                            other = randint(0, num_documents - 1)
-                            if other != doc:
-                                break
-                        other_first, other_stop = (document_start[other], document_start[other + 1])
-                        j = randint(other_first, other_stop - 1)
-                        b_from = sentence_start[j]
-                        b_tokens = 0
-                        while j < other_stop:
-                            b_tokens += sentence_length[j]
-                            j += 1
-                            if b_tokens >= target_b_length:
-                                break
-                        b_to = sentence_start[j]
+                        b_from, b_to = _random_b_span(
+                            randint, doc, target_b_length, document_start, sentence_start, sentence_length
+                        )
                         # The sentences meant for B were not used: give them back.
                         i -= num_sentences - a_sentences
                         is_random = 1
