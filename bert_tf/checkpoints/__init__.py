@@ -11,6 +11,7 @@ from bert_tf.checkpoints.model_dir import (
     load_pretrainer,
     restore,
     write_model_dir,
+    write_model_files,
 )
 from bert_tf.checkpoints.huggingface import convert_hf_directory, hf_bert_config, read_hf_directory
 from bert_tf.checkpoints.tf1 import convert_tf1_checkpoint, read_tf1_checkpoint

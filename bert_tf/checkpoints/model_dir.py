@@ -10,7 +10,6 @@ encoder restores from a pretraining checkpoint and vice versa.
 from __future__ import annotations
 
 import os
-import shutil
 
 import tensorflow as tf
 
@@ -100,6 +99,24 @@ def load_pretrainer(model_dir: str, checkpoint: str | None = None, dtype=None) -
     return pretrainer
 
 
+def write_model_files(model_dir: str, config: BertConfig, vocab_file: str | None, keep_existing: bool = False) -> None:
+    """Writes the files every model directory holds: `bert_config.json` and a copy of `vocab_file`.
+
+    Each file is written atomically. With `keep_existing`, files already in
+    `model_dir` (a run being resumed, which its job checked beforehand) are
+    left as they are. A `vocab_file` that already is `model_dir`'s is not copied.
+    """
+    os.makedirs(model_dir, exist_ok=True)
+    config_path = os.path.join(model_dir, CONFIG_NAME)
+    if not (keep_existing and os.path.exists(config_path)):
+        config.to_json_file(config_path)
+    vocab_path = os.path.join(model_dir, VOCAB_NAME)
+    if not vocab_file or os.path.abspath(vocab_file) == os.path.abspath(vocab_path):
+        return
+    if not (keep_existing and os.path.exists(vocab_path)):
+        file_io.copy_file(vocab_file, vocab_path)
+
+
 def write_model_dir(output_dir: str, model: BertEncoder | Task, vocab_file: str | None = None) -> str:
     """Writes config, vocab and a checkpoint of `model` to `output_dir` atomically.
 
@@ -112,9 +129,7 @@ def write_model_dir(output_dir: str, model: BertEncoder | Task, vocab_file: str 
     if os.path.exists(output_dir) and os.listdir(output_dir):
         raise FileExistsError(f"Output directory {output_dir} exists and is not empty.")
     with file_io.atomic_path(output_dir, directory=True) as tmp_dir:
-        encoder.config.to_json_file(os.path.join(tmp_dir, CONFIG_NAME))
-        if vocab_file:
-            shutil.copyfile(vocab_file, os.path.join(tmp_dir, VOCAB_NAME))
+        write_model_files(tmp_dir, encoder.config, vocab_file)
         checkpoint = tf.train.Checkpoint(**checkpoint_items(model))
         manager = tf.train.CheckpointManager(checkpoint, tmp_dir, max_to_keep=1, checkpoint_name=CHECKPOINT_PREFIX)
         saved = manager.save(checkpoint_number=0)

@@ -751,10 +751,7 @@ def _without_label(example):
 
 
 def _write_model_files(output_dir, source: _ModelSource, task_object):
-    from bert_tf.checkpoints.model_dir import CONFIG_NAME, VOCAB_NAME
+    from bert_tf.checkpoints.model_dir import write_model_files
 
-    file_io.write_text(os.path.join(output_dir, CONFIG_NAME), source.config.to_json_string())
-    vocab_path = os.path.join(output_dir, VOCAB_NAME)
-    if os.path.abspath(source.vocab_file) != vocab_path:
-        file_io.copy_file(source.vocab_file, vocab_path)
+    write_model_files(output_dir, source.config, source.vocab_file)
     file_io.write_json(os.path.join(output_dir, TASK_CONFIG_NAME), task_object.config())

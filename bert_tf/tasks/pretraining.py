@@ -25,7 +25,7 @@ from typing import Callable, Optional
 
 from absl import logging
 
-from bert_tf import cli, file_io, training
+from bert_tf import cli, training
 from bert_tf.config import BertConfig
 from bert_tf.training.runtime import JobArgumentError, RuntimeConfig, training_runtime
 
@@ -119,16 +119,13 @@ class PretrainingScheduleConfig:
     max_eval_steps: int = 100
 
     def __post_init__(self):
-        for name in ("num_train_steps", "save_checkpoints_steps", "keep_checkpoint_max", "steps_per_loop"):
-            _check_int(name, getattr(self, name))
-        for name in ("num_warmup_steps", "max_eval_steps", "eval_every_steps"):
+        # 0 means "none" for these two, which the loop's config spells None.
+        for name in ("max_eval_steps", "eval_every_steps"):
             _check_int(name, getattr(self, name), minimum=0)
-        if self.num_warmup_steps > self.num_train_steps:
-            raise PretrainingArgumentError(
-                f"--num_warmup_steps={self.num_warmup_steps} exceeds --num_train_steps={self.num_train_steps}."
-            )
-        if not self.learning_rate > 0:
-            raise PretrainingArgumentError(f"--learning_rate must be positive, got {self.learning_rate}.")
+        try:
+            self.training_config()  # the loop's config checks the rest, naming the flags
+        except ValueError as e:
+            raise PretrainingArgumentError(str(e)) from None
 
     def training_config(self, jit_compile: bool = False) -> training.TrainingConfig:
         """The loop's `TrainingConfig` (BERT's optimizer: decay 0.01, clipping at norm 1.0)."""
@@ -341,16 +338,10 @@ def _dynamic_masking(data: PretrainingDataConfig, vocab_file: str | None):
 
 
 def _prepare_output_dir(output_dir: str, config: BertConfig, vocab_file: str | None) -> None:
-    """Writes bert_config.json and vocab.txt (after `_check_output_dir` passed)."""
-    from bert_tf.checkpoints.model_dir import CONFIG_NAME, VOCAB_NAME
+    """Writes bert_config.json and vocab.txt unless resuming (after `_check_output_dir` passed)."""
+    from bert_tf.checkpoints.model_dir import write_model_files
 
-    os.makedirs(output_dir, exist_ok=True)
-    config_path = os.path.join(output_dir, CONFIG_NAME)
-    if not os.path.exists(config_path):
-        file_io.write_text(config_path, config.to_json_string())
-    vocab_path = os.path.join(output_dir, VOCAB_NAME)
-    if vocab_file and not os.path.exists(vocab_path):
-        file_io.copy_file(vocab_file, vocab_path)
+    write_model_files(output_dir, config, vocab_file, keep_existing=True)
 
 
 def _train(

@@ -145,6 +145,9 @@ class TrainingConfig:
       eval_every_steps: evaluate every this many steps; None for only at the end.
       max_eval_steps: batches per evaluation; None to read the eval data once.
       jit_compile: XLA-compile the step (see the module docstring).
+
+    Errors name a field as the flag of the same name (`--num_warmup_steps=...`), which is how
+    the jobs that build it from their flags report them, without checking the values again.
     """
 
     num_train_steps: int
@@ -166,26 +169,22 @@ class TrainingConfig:
         for name in ("eval_every_steps", "max_eval_steps"):
             if getattr(self, name) is not None:
                 _check_positive_int(name, getattr(self, name))
-        if (
-            isinstance(self.num_warmup_steps, bool)
-            or not isinstance(self.num_warmup_steps, int)
-            or not 0 <= self.num_warmup_steps <= self.num_train_steps
-        ):
-            raise ValueError(
-                f"TrainingConfig.num_warmup_steps must be an integer in [0, num_train_steps="
-                f"{self.num_train_steps}], got {self.num_warmup_steps!r}."
-            )
+        warmup = self.num_warmup_steps
+        if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+            raise ValueError(f"--num_warmup_steps must be an integer >= 0, got {warmup!r}.")
+        if warmup > self.num_train_steps:
+            raise ValueError(f"--num_warmup_steps={warmup} exceeds --num_train_steps={self.num_train_steps}.")
         if not self.learning_rate > 0:
-            raise ValueError(f"TrainingConfig.learning_rate must be positive, got {self.learning_rate!r}.")
+            raise ValueError(f"--learning_rate must be positive, got {self.learning_rate!r}.")
         if self.weight_decay_rate < 0:
-            raise ValueError(f"TrainingConfig.weight_decay_rate must be >= 0, got {self.weight_decay_rate!r}.")
+            raise ValueError(f"--weight_decay_rate must be >= 0, got {self.weight_decay_rate!r}.")
         if self.clip_norm is not None and not self.clip_norm > 0:
-            raise ValueError(f"TrainingConfig.clip_norm must be positive or None, got {self.clip_norm!r}.")
+            raise ValueError(f"--clip_norm must be positive or None, got {self.clip_norm!r}.")
 
 
 def _check_positive_int(name, value):
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"TrainingConfig.{name} must be a positive integer, got {value!r}.")
+        raise ValueError(f"--{name} must be an integer >= 1, got {value!r}.")
 
 
 @dataclasses.dataclass
