@@ -154,3 +154,23 @@ def test_command_line(setup):
         timeout=300,
     )
     assert result.returncode == 2 and "--layers must be integers" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["out.jsonl", "out.npy", "out.npz"])
+def test_a_run_failing_midway_leaves_no_output_and_no_temporary_file(setup, tmp_path, monkeypatch, name):
+    from bert_tf.tasks import inference
+
+    model_dir, input_file, _ = setup
+    real_iterate_outputs = inference.iterate_outputs
+
+    def fails_after_the_first_batch(*args, **kwargs):
+        for batch in real_iterate_outputs(*args, **kwargs):
+            yield batch
+            raise RuntimeError("interrupted")
+
+    monkeypatch.setattr(inference, "iterate_outputs", fails_after_the_first_batch)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        extract_features(
+            input_file, str(tmp_path / name), model_dir=model_dir, layers=[-1], max_seq_length=SEQ, batch_size=2
+        )
+    assert os.listdir(tmp_path) == []

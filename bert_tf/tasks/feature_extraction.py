@@ -30,7 +30,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from bert_tf.tasks.base import ENCODER_INPUT_KEYS
-from bert_tf import cli
+from bert_tf import cli, file_io
 from bert_tf.tasks.readers import DataError
 
 OUTPUT_FORMATS = (".jsonl", ".npy", ".npz")
@@ -148,55 +148,51 @@ def extract_features(
     dataset = tf.data.Dataset.from_tensor_slices(columns).batch(batch_size, drop_remainder=True)
     dataset = dataset.map(tokenizer.pack_fn(max_seq_length)).prefetch(tf.data.AUTOTUNE)
 
-    writer = _WRITERS[extension](output_file, len(texts_a), max_seq_length, layers, config.hidden_size, tokenizer)
-    try:
-        for batch in iterate_outputs(model, dataset, strategy=strategy, jit_compile=jit_compile):
-            mask = batch["input_mask"].astype(np.int32)
-            batch["layers"] *= mask[:, :, None, None]
-            writer.write(
-                batch[FEATURE_INDEX_KEY],
-                batch["layers"],
-                batch["input_word_ids"].astype(np.int32),
-                mask,
-                batch["input_type_ids"].astype(np.int32),
-            )
-        writer.close()
-    except BaseException:
-        writer.abort()
-        raise
+    # Written under a temporary name and renamed when complete, so a failed run leaves no partial output.
+    with file_io.atomic_path(output_file) as tmp_path:
+        writer = _WRITERS[extension](tmp_path, len(texts_a), max_seq_length, layers, config.hidden_size, tokenizer)
+        try:
+            for batch in iterate_outputs(model, dataset, strategy=strategy, jit_compile=jit_compile):
+                mask = batch["input_mask"].astype(np.int32)
+                batch["layers"] *= mask[:, :, None, None]
+                writer.write(
+                    batch[FEATURE_INDEX_KEY],
+                    batch["layers"],
+                    batch["input_word_ids"].astype(np.int32),
+                    mask,
+                    batch["input_type_ids"].astype(np.int32),
+                )
+            writer.close()
+        except BaseException:
+            writer.abort()
+            raise
     return output_file
 
 
 class _Writer:
-    """Streams rows to a temporary file beside the output and renames it on `close`."""
+    """Streams rows into `path` (the output's temporary name); `close` checks every line was written."""
 
-    def __init__(self, output_file, num_lines, seq_length, layers, hidden_size, tokenizer):
-        self.output_file = output_file
+    def __init__(self, path, num_lines, seq_length, layers, hidden_size, tokenizer):
+        self.path = path
         self.num_lines = num_lines
         self.seq_length = seq_length
         self.layers = layers
         self.hidden_size = hidden_size
         self.tokenizer = tokenizer
-        directory = os.path.dirname(os.path.abspath(output_file))
-        os.makedirs(directory, exist_ok=True)
-        self.tmp_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(output_file)}.tmp-", dir=directory)
         self.written = 0
 
     def abort(self):
-        shutil.rmtree(self.tmp_dir, ignore_errors=True)
+        pass
 
-    def _finish(self, tmp_path):
+    def _check_complete(self):
         if self.written != self.num_lines:
             raise RuntimeError(f"Wrote {self.written} of {self.num_lines} lines.")
-        os.replace(tmp_path, self.output_file)
-        shutil.rmtree(self.tmp_dir, ignore_errors=True)
 
 
 class _JsonlWriter(_Writer):
     def __init__(self, *args):
         super().__init__(*args)
-        self.tmp_path = os.path.join(self.tmp_dir, "features.jsonl")
-        self.file = open(self.tmp_path, "w", encoding="utf-8")
+        self.file = open(self.path, "w", encoding="utf-8")
 
     def write(self, indices, layer_values, word_ids, mask, type_ids):
         for row, index in enumerate(indices.tolist()):
@@ -216,19 +212,17 @@ class _JsonlWriter(_Writer):
 
     def close(self):
         self.file.close()
-        self._finish(self.tmp_path)
+        self._check_complete()
 
     def abort(self):
         self.file.close()
-        super().abort()
 
 
 class _NpyWriter(_Writer):
     def __init__(self, *args):
         super().__init__(*args)
-        self.tmp_path = os.path.join(self.tmp_dir, "features.npy")
         self.array = np.lib.format.open_memmap(
-            self.tmp_path,
+            self.path,
             mode="w+",
             dtype=np.float32,
             shape=(self.num_lines, self.seq_length, len(self.layers), self.hidden_size),
@@ -241,12 +235,15 @@ class _NpyWriter(_Writer):
     def close(self):
         self.array.flush()
         del self.array
-        self._finish(self.tmp_path)
+        self._check_complete()
 
 
 class _NpzWriter(_Writer):
+    """Fills one memory-mapped array per layer and input in a scratch directory, then zips them into `path`."""
+
     def __init__(self, *args):
         super().__init__(*args)
+        self.scratch = tempfile.mkdtemp(prefix=".features-", dir=os.path.dirname(os.path.abspath(self.path)))
         shape = (self.num_lines, self.seq_length)
         self.arrays = {
             f"layer_{layer}": self._memmap(f"layer_{layer}", shape + (self.hidden_size,), np.float32)
@@ -256,7 +253,7 @@ class _NpzWriter(_Writer):
             self.arrays[name] = self._memmap(name, shape, np.int32)
 
     def _memmap(self, name, shape, dtype):
-        return np.lib.format.open_memmap(os.path.join(self.tmp_dir, name + ".npy"), mode="w+", dtype=dtype, shape=shape)
+        return np.lib.format.open_memmap(os.path.join(self.scratch, name + ".npy"), mode="w+", dtype=dtype, shape=shape)
 
     def write(self, indices, layer_values, word_ids, mask, type_ids):
         for i, layer in enumerate(self.layers):
@@ -267,10 +264,14 @@ class _NpzWriter(_Writer):
         self.written += len(indices)
 
     def close(self):
-        tmp_path = os.path.join(self.tmp_dir, "features.npz")
-        np.savez(tmp_path, **self.arrays)
+        self._check_complete()
+        with open(self.path, "wb") as f:  # a file object: np.savez would append ".npz" to the temporary name
+            np.savez(f, **self.arrays)
+        self.abort()
+
+    def abort(self):
         self.arrays.clear()
-        self._finish(tmp_path)
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 _WRITERS = {".jsonl": _JsonlWriter, ".npy": _NpyWriter, ".npz": _NpzWriter}
