@@ -38,7 +38,7 @@ import sys
 from absl import flags
 
 from bert_tf import cli
-from experiments import runtime_flags
+from experiments import job_flags
 
 FLAGS = flags.FLAGS
 
@@ -48,7 +48,7 @@ def define_flags():
     from bert_tf.tasks.job import DEFAULT_SEED, TASKS
     from bert_tf.tasks.readers import TEXT_FORMATS
 
-    runtime_flags.define(default_seed=DEFAULT_SEED)
+    job_flags.define_runtime_flags(default_seed=DEFAULT_SEED)
 
     flags.DEFINE_enum("task", None, list(TASKS), "The task family.")
     flags.DEFINE_string("output_dir", None, "Where checkpoints, results and predictions are written.")
@@ -147,60 +147,18 @@ def _column(value):
 def main(argv):
     del argv  # Checked by cli.main_function.
     from bert_tf.tasks import job
+    from bert_tf.training.runtime import RuntimeConfig
 
     cli.require_flags("task", "output_dir")
     # Each config checks its flags as it is built; run_finetuning checks the files, data and model.
-    task = job.FinetuningTaskConfig(
-        task=FLAGS.task,
-        max_seq_length=FLAGS.max_seq_length,
-        dropout_rate=FLAGS.dropout_rate,
-        doc_stride=FLAGS.doc_stride,
-        max_query_length=FLAGS.max_query_length,
-        max_answer_length=FLAGS.max_answer_length,
-        n_best_size=FLAGS.n_best_size,
-        version_2_with_negative=FLAGS.version_2_with_negative,
-        null_score_diff_threshold=FLAGS.null_score_diff_threshold,
+    task = job_flags.config_from_flags(job.FinetuningTaskConfig)
+    model = job_flags.config_from_flags(job.FinetuningModelConfig)
+    columns = ("text_a_column", "text_b_column", "label_column")
+    data = job_flags.config_from_flags(
+        job.FinetuningDataConfig, **{name: _column(FLAGS[name].value) for name in columns}
     )
-    model = job.FinetuningModelConfig(
-        model_dir=FLAGS.model_dir,
-        init_checkpoint=FLAGS.init_checkpoint,
-        bert_config_file=FLAGS.bert_config_file,
-        vocab_file=FLAGS.vocab_file,
-        do_lower_case=FLAGS.do_lower_case,
-    )
-    data = job.FinetuningDataConfig(
-        train_file=FLAGS.train_file,
-        eval_file=FLAGS.eval_file,
-        predict_file=FLAGS.predict_file,
-        tfds_name=FLAGS.tfds_name,
-        tfds_data_dir=FLAGS.tfds_data_dir,
-        tfds_train_split=FLAGS.tfds_train_split,
-        tfds_eval_split=FLAGS.tfds_eval_split,
-        tfds_predict_split=FLAGS.tfds_predict_split,
-        text_a_column=_column(FLAGS.text_a_column),
-        text_b_column=_column(FLAGS.text_b_column),
-        label_column=_column(FLAGS.label_column),
-        file_format=FLAGS.file_format,
-        has_header=FLAGS.has_header,
-        label_list=FLAGS.label_list,
-        conll_word_column=FLAGS.conll_word_column,
-        conll_label_column=FLAGS.conll_label_column,
-    )
-    schedule = job.FinetuningScheduleConfig(
-        train_batch_size=FLAGS.train_batch_size,
-        eval_batch_size=FLAGS.eval_batch_size,
-        predict_batch_size=FLAGS.predict_batch_size,
-        learning_rate=FLAGS.learning_rate,
-        num_train_epochs=FLAGS.num_train_epochs,
-        num_train_steps=FLAGS.num_train_steps,
-        warmup_proportion=FLAGS.warmup_proportion,
-        weight_decay_rate=FLAGS.weight_decay_rate,
-        clip_norm=FLAGS.clip_norm or None,
-        steps_per_loop=FLAGS.steps_per_loop,
-        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-        keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-    )
-    runtime = runtime_flags.runtime_config()
+    schedule = job_flags.config_from_flags(job.FinetuningScheduleConfig, clip_norm=FLAGS.clip_norm or None)
+    runtime = job_flags.config_from_flags(RuntimeConfig)
     try:
         results = job.run_finetuning(
             task,

@@ -48,14 +48,15 @@ from absl import app, flags, logging
 from bert_tf import cli
 from bert_tf.tasks import pretraining
 from bert_tf.training.loop import NonFiniteLossError
-from experiments import runtime_flags
+from bert_tf.training.runtime import RuntimeConfig
+from experiments import job_flags
 
 FLAGS = flags.FLAGS
 
 
 def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
-    runtime_flags.define(default_seed=pretraining.DEFAULT_SEED)
+    job_flags.define_runtime_flags(default_seed=pretraining.DEFAULT_SEED)
     flags.DEFINE_string("input_file", None, "Input TFRecord files: comma-separated globs.")
     flags.DEFINE_string("eval_input_file", None, "Held-out TFRecord files for evaluation (comma-separated globs).")
     flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train.")
@@ -109,28 +110,9 @@ def main(argv):
     steps_per_loop = _steps_per_loop()
     # Each config checks its flags as it is built; run_pretraining checks the files and the model.
     model = pretraining.resolve_bert_config(FLAGS.bert_config_file, FLAGS.preset)
-    data = pretraining.PretrainingDataConfig(
-        input_file=FLAGS.input_file,
-        eval_input_file=FLAGS.eval_input_file,
-        max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-        train_batch_size=FLAGS.train_batch_size,
-        eval_batch_size=FLAGS.eval_batch_size,
-        shuffle_buffer_size=FLAGS.shuffle_buffer_size,
-        dynamic_masking=FLAGS.dynamic_masking,
-        masked_lm_prob=FLAGS.masked_lm_prob,
-    )
-    schedule = pretraining.PretrainingScheduleConfig(
-        learning_rate=FLAGS.learning_rate,
-        num_train_steps=FLAGS.num_train_steps,
-        num_warmup_steps=FLAGS.num_warmup_steps,
-        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-        keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-        steps_per_loop=steps_per_loop,
-        eval_every_steps=FLAGS.eval_every_steps,
-        max_eval_steps=FLAGS.max_eval_steps,
-    )
-    runtime = runtime_flags.runtime_config()
+    data = job_flags.config_from_flags(pretraining.PretrainingDataConfig)
+    schedule = job_flags.config_from_flags(pretraining.PretrainingScheduleConfig, steps_per_loop=steps_per_loop)
+    runtime = job_flags.config_from_flags(RuntimeConfig)
     try:
         result = pretraining.run_pretraining(
             FLAGS.output_dir,

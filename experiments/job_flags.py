@@ -1,17 +1,22 @@
-"""The flags of `bert_tf.training.RuntimeConfig`, shared by the training command lines.
+"""Flags to config objects, shared by the training command lines.
 
-    runtime_flags.define(default_seed=12345)   # in the tool's define_flags()
-    runtime = runtime_flags.runtime_config()    # in its main(), after parsing
+    job_flags.define_runtime_flags(default_seed=12345)          # in the tool's define_flags()
+    data = job_flags.config_from_flags(PretrainingDataConfig)   # in its main(), after parsing
+    runtime = job_flags.config_from_flags(RuntimeConfig)
 
-Entry-point code: only command lines import it (library code never reads flags).
+The jobs' config dataclasses name their fields after the flags, so a config is
+built by reading each field's flag. Entry-point code: only command lines import
+it (library code never reads flags).
 """
+
+import dataclasses
 
 from absl import flags
 
 FLAGS = flags.FLAGS
 
 
-def define(default_seed: int) -> None:
+def define_runtime_flags(default_seed: int) -> None:
     """Defines --distribution_strategy, --num_gpus, --tpu, --jit_compile, --mixed_precision, --deterministic, --seed."""
     from bert_tf.training.distribution import STRATEGIES
     from bert_tf.training.precision import PRECISION_POLICIES
@@ -32,16 +37,12 @@ def define(default_seed: int) -> None:
     flags.DEFINE_integer("seed", default_seed, "Seed of initialisation, dropout and data order.")
 
 
-def runtime_config():
-    """The `RuntimeConfig` of the parsed flags (it checks them as it is built)."""
-    from bert_tf.training.runtime import RuntimeConfig
+def config_from_flags(config_class, **overrides):
+    """`config_class` with each field set from the parsed flag of the same name, or from `overrides`.
 
-    return RuntimeConfig(
-        distribution_strategy=FLAGS.distribution_strategy,
-        num_gpus=FLAGS.num_gpus,
-        tpu=FLAGS.tpu,
-        jit_compile=FLAGS.jit_compile,
-        mixed_precision=FLAGS.mixed_precision,
-        deterministic=FLAGS.deterministic,
-        seed=FLAGS.seed,
-    )
+    The config checks the values as it is built, naming the flags.
+    """
+    values = {
+        field.name: FLAGS[field.name].value for field in dataclasses.fields(config_class) if field.name not in overrides
+    }
+    return config_class(**values, **overrides)
