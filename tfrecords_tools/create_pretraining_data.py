@@ -20,7 +20,11 @@ Differences from the original:
   and instances are shuffled within the chunk (the original held the whole
   corpus and shuffled globally); read the output with a shuffling reader
   (`bert_tf.data.pretraining_dataset`). Memory does not grow with the corpus.
-* Parallel: --num_workers processes (default: all cores). The output is
+* Parallel: --num_workers processes (default: all cores). This one
+  tokenizes (TensorFlow) and writes; the others make and serialize the
+  instances and load only numpy (`tfrecords_tools.instance_workers`): one
+  TensorFlow process's memory, whatever the worker count and corpus size
+  (benchmarks/RESULTS.md). The output is
   byte-identical for the same input and --random_seed, whatever the worker
   count.
 * Tokenization runs in batches with the in-graph tokenizer
@@ -38,13 +42,24 @@ Differences from the original:
   piece across [SEP].
 """
 
-from absl import flags
-from absl import logging
+import sys
 
-from bert_tf import cli
-from tfrecords_tools import pretraining_instances
-from tfrecords_tools import pretraining_writer
-from tfrecords_tools import text_corpus
+if __name__ == "__main__":
+    # Run as a program, this process tokenizes (TensorFlow) and writes, nothing else. TensorFlow and
+    # Keras import JAX, matplotlib, IPython, SciPy and h5py whenever they are installed, for features
+    # this tool never uses (TF Lite's JAX converter, Keras' plots and notebook file editor, legacy
+    # Keras' HDF5 files): 160 MB of the process's resident memory. Imported as a module (by tests, by a
+    # notebook), it leaves them alone.
+    for _unused in ("jax", "jaxlib", "matplotlib", "IPython", "scipy", "h5py"):
+        sys.modules.setdefault(_unused, None)
+
+from absl import flags  # noqa: E402
+from absl import logging  # noqa: E402
+
+from bert_tf import cli  # noqa: E402
+from tfrecords_tools import pretraining_instances  # noqa: E402
+from tfrecords_tools import pretraining_writer  # noqa: E402
+from tfrecords_tools import text_corpus  # noqa: E402
 
 FLAGS = flags.FLAGS
 

@@ -14,8 +14,6 @@ from typing import Dict, List
 
 import numpy as np
 
-from bert_tf.data import pretraining_features
-
 _LEN_DELIMITED = 2  # protobuf wire type of strings, messages, packed lists
 _FEATURE_FLOAT_LIST = 2  # Feature.float_list field number
 _FEATURE_INT64_LIST = 3  # Feature.int64_list field number
@@ -189,12 +187,3 @@ class ExampleEncoder:
             )
             begin = end
         return records
-
-
-PRETRAINING_INT_FEATURES = pretraining_features.INT_FEATURES
-PRETRAINING_FLOAT_FEATURES = pretraining_features.FLOAT_FEATURES
-
-
-def pretraining_example_encoder() -> ExampleEncoder:
-    """Encoder for google-research/bert's pretraining feature set."""
-    return ExampleEncoder(list(PRETRAINING_INT_FEATURES), list(PRETRAINING_FLOAT_FEATURES))

@@ -20,10 +20,10 @@ from typing import List, Optional, Sequence
 from absl import flags
 from google.protobuf.message import DecodeError
 import numpy as np
-import tensorflow as tf
 
-from bert_tf import cli
+from bert_tf import cli  # before TensorFlow: see tfrecords_tools/__init__.py
 from bert_tf.cli import BadInputError
+import tensorflow as tf  # noqa: E402
 from bert_tf.data import pretraining_features, tfrecord_files
 
 FLAGS = flags.FLAGS

@@ -1,24 +1,20 @@
 """Text corpus -> BERT pretraining TFRecords, streaming and in parallel.
 
 The corpus is cut into document-aligned chunks (`text_corpus.iter_chunks`).
-Each chunk is tokenized in batches with the in-graph WordPiece tokenizer,
-turned into instances (`pretraining_instances`), serialized
-(`example_encoder`) and written round-robin to the output shards. Chunks are
-processed by `num_workers` processes (this one, which also writes, and
-`num_workers - 1` helpers); results are written in chunk order and every
+This process tokenizes each chunk in batches with the in-graph WordPiece
+tokenizer; the chunk's token ids then go to a helper process (or, when they
+are all busy, stay here) to be turned into instances (`pretraining_instances`)
+and serialized (`example_encoder`); see `instance_workers`. This process
+writes the records round-robin to the output shards, in chunk order. Every
 random draw of a chunk depends only on (seed, chunk index), so the output
 bytes depend on the seed and the input only, not on the worker count or on
-which process computed what. Memory is bounded by the chunks in flight, not by
-the corpus size.
+which process computed what. Memory is bounded by the chunks in flight, not
+by the corpus size, and only this process loads TensorFlow.
 """
 
 import collections
-import concurrent.futures
 import dataclasses
-import multiprocessing
 import os
-import sys
-import threading
 import time
 import uuid
 from typing import Callable, List, Optional, Sequence, Tuple
@@ -26,14 +22,15 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from absl import logging
 import numpy as np
 
-from tfrecords_tools import example_encoder
+from bert_tf.data import pretraining_features
+from tfrecords_tools import instance_workers
 from tfrecords_tools import pretraining_instances
 from tfrecords_tools import text_corpus
+from tfrecords_tools.instance_workers import ChunkStats
 
 # Lines per tokenizer call: large enough to amortize the call, small enough
 # to keep the ragged result small.
 _TOKENIZE_BATCH_LINES = 8192
-_INSTANCE_BATCH = 2048
 
 
 def bert_tokenizer_factory(vocab_file: str, do_lower_case: bool):
@@ -66,30 +63,6 @@ def load_vocab_tokens(vocab_file: str) -> List[str]:
     from bert_tf.tokenization import load_vocab  # pylint: disable=g-import-not-at-top
 
     return load_vocab(vocab_file)
-
-
-@dataclasses.dataclass
-class ChunkStats:
-    """Counts of one chunk (and, summed, of the run)."""
-
-    num_documents: int = 0
-    num_text_lines: int = 0
-    num_empty_token_lines: int = 0  # non-blank lines with no token
-    num_invalid_utf8_lines: int = 0
-    num_words: int = 0  # whitespace-separated input words
-    num_tokens: int = 0
-    num_instances: int = 0
-    num_instance_tokens: int = 0  # non-padding positions of all instances
-    num_masked: int = 0
-    num_mask_token: int = 0
-    num_random_token: int = 0
-    num_kept_token: int = 0
-    num_random_next: int = 0
-    num_one_sentence: int = 0  # random next forced: segment of one sentence
-
-    def add(self, other: "ChunkStats"):
-        for field in dataclasses.fields(self):
-            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
 
 
 def tokenize_chunk(
@@ -151,73 +124,6 @@ def tokenize_chunk(
     return chunk, stats
 
 
-def _features_of(instances: pretraining_instances.PretrainingInstances):
-    return {
-        name: getattr(instances, name)
-        for name in example_encoder.PRETRAINING_INT_FEATURES + example_encoder.PRETRAINING_FLOAT_FEATURES
-    }
-
-
-@dataclasses.dataclass(frozen=True)
-class _WorkerSettings:
-    vocab_file: str
-    do_lower_case: bool
-    config: pretraining_instances.InstanceConfig
-    random_seed: int
-    skip_invalid_utf8: bool
-    tokenizer_factory: Callable
-    single_threaded_tf: bool
-
-
-class _ChunkProcessor:
-    """Per-process state: tokenizer, vocabulary info, encoder."""
-
-    def __init__(self, settings: _WorkerSettings):
-        if settings.single_threaded_tf:
-            import tensorflow as tf  # pylint: disable=g-import-not-at-top
-
-            # The worker processes already fill the cores; TF thread pools would
-            # oversubscribe them.
-            try:
-                tf.config.threading.set_intra_op_parallelism_threads(1)
-                tf.config.threading.set_inter_op_parallelism_threads(1)
-            except RuntimeError:
-                pass  # TF already initialized in this process (e.g. a library caller)
-        self._settings = settings
-        self._tokenize = settings.tokenizer_factory(settings.vocab_file, settings.do_lower_case)
-        self._vocab = pretraining_instances.VocabInfo.from_tokens(
-            load_vocab_tokens(settings.vocab_file), settings.vocab_file
-        )
-        self._encoder = example_encoder.pretraining_example_encoder()
-
-    def __call__(self, chunk_index: int, data: bytes):
-        settings = self._settings
-        chunk, stats = tokenize_chunk(data, self._tokenize, settings.skip_invalid_utf8)
-        records = []
-        for batch in pretraining_instances.create_instances(
-            chunk,
-            settings.config,
-            self._vocab,
-            settings.random_seed,
-            chunk_index=chunk_index,
-            batch_size=_INSTANCE_BATCH,
-        ):
-            records.extend(self._encoder.encode(_features_of(batch)))
-            choices = batch.mask_choices
-            stats.num_instances += len(batch)
-            stats.num_instance_tokens += int(batch.input_mask.sum())
-            stats.num_masked += int((choices != 0).sum())
-            stats.num_mask_token += int((choices == pretraining_instances.MASK_CHOICE_MASK).sum())
-            stats.num_random_token += int((choices == pretraining_instances.MASK_CHOICE_RANDOM).sum())
-            stats.num_kept_token += int((choices == pretraining_instances.MASK_CHOICE_KEEP).sum())
-            stats.num_random_next += int(batch.next_sentence_labels.sum())
-            stats.num_one_sentence += int(batch.one_sentence.sum())
-        return records, stats
-
-
-_PROCESSOR: Optional[_ChunkProcessor] = None
-
-
 class _Finished:
     """A result computed in this process, with the interface of a Future."""
 
@@ -229,44 +135,6 @@ class _Finished:
 
     def result(self):
         return self._result
-
-
-def _init_worker(settings: _WorkerSettings):
-    global _PROCESSOR
-    _PROCESSOR = _ChunkProcessor(settings)
-
-
-def _process_in_worker(chunk_index: int, data: bytes):
-    return _PROCESSOR(chunk_index, data)
-
-
-def _warm_up():
-    return None
-
-
-def _start_method() -> str:
-    """ "fork" when this process has not started TensorFlow's runtime, else "spawn".
-
-    A forked helper inherits the imported modules (no second TensorFlow import,
-    seconds saved), which is safe until the eager context starts its thread
-    pools; a library caller that already ran TensorFlow gets "spawn".
-    """
-    if sys.platform != "linux" or threading.active_count() > 1:
-        return "spawn"
-    if "tensorflow" not in sys.modules:
-        return "fork"
-    try:
-        # Private API, on purpose: no public one says whether the runtime has started without
-        # changing anything. The tf.config getters do not tell; the setters that refuse after start-up
-        # (threading, visible devices) return silently when given the current value, so probing with
-        # one would change a setting; and tf.config.list_logical_devices starts the runtime itself.
-        # If these internals change, "spawn" (always safe, only slower to start) is used.
-        from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
-
-        runtime = context.context_safe()
-        return "fork" if runtime is None or not runtime._initialized else "spawn"  # pylint: disable=protected-access
-    except (ImportError, AttributeError):
-        return "spawn"
 
 
 @dataclasses.dataclass
@@ -369,7 +237,9 @@ def write_pretraining_data(
         do_lower_case: uncased tokenization.
         random_seed: seed of every random choice.
         num_workers: processes working on chunks, this one included (default:
-            all cores). The output does not depend on it.
+            all cores): this one tokenizes and writes, `num_workers - 1`
+            helpers without TensorFlow make and serialize the instances. The
+            output does not depend on it.
         chunk_bytes: text per chunk. Random next sentences come from the same
             chunk and instances are shuffled within it; peak memory grows with
             chunk_bytes x num_workers, not with the corpus.
@@ -378,8 +248,8 @@ def write_pretraining_data(
             failing.
         progress_seconds: seconds between progress lines (logged with absl
             logging, like the summary).
-        tokenizer_factory: fn(vocab_file, do_lower_case) -> tokenize fn; must be
-            picklable (module level) when num_workers > 1.
+        tokenizer_factory: fn(vocab_file, do_lower_case) -> tokenize fn (called
+            in this process only).
 
     Returns:
         A `WriteSummary`.
@@ -390,27 +260,36 @@ def write_pretraining_data(
         and renamed only when everything succeeded.
     """
     start_time = time.time()
-    _check_arguments(input_files, output_files, vocab_file, config, compression)
+    vocab = _check_arguments(input_files, output_files, vocab_file, config, compression)
     scan = text_corpus.scan_corpus(input_files, skip_invalid_utf8)
     num_workers = num_workers or default_num_workers()
     if num_workers < 1:
         raise ValueError(f"--num_workers={num_workers} must be >= 1")
-    settings = _WorkerSettings(
-        vocab_file=vocab_file,
-        do_lower_case=do_lower_case,
+    settings = instance_workers.BuilderSettings(
         config=config,
+        vocab=vocab,
         random_seed=random_seed,
-        skip_invalid_utf8=skip_invalid_utf8,
-        tokenizer_factory=tokenizer_factory,
-        single_threaded_tf=num_workers > 1,
+        int_features=pretraining_features.INT_FEATURES,
+        float_features=pretraining_features.FLOAT_FEATURES,
     )
     output = _ShardedOutput(output_files, compression, start_time, progress_seconds)
-    executor = None
+    helpers = None
     try:
-        if num_workers > 1:
-            executor = _start_helpers(settings, num_workers - 1)
+        # The helpers start first and set up while this process loads the tokenizer.
+        helpers = instance_workers.HelperPool(settings, num_workers - 1)
+        if helpers:
+            _use_one_tensorflow_thread()
+        tokenize = tokenizer_factory(vocab_file, do_lower_case)
         output.open()
-        _process_chunks(input_files, chunk_bytes, settings, num_workers, executor, output.write)
+        _process_chunks(
+            input_files,
+            chunk_bytes,
+            tokenize,
+            skip_invalid_utf8,
+            instance_workers.InstanceBuilder(settings),
+            helpers,
+            output.write,
+        )
         output.close()
         if output.total.num_instances == 0:
             raise text_corpus.CorpusError(
@@ -418,12 +297,12 @@ def write_pretraining_data(
                 f"vocabulary {vocab_file} ({scan.num_text_lines} non-blank lines)"
             )
         output.commit()
+        helpers.close()
     except BaseException:
         output.abort()
+        if helpers is not None:
+            helpers.close(kill=True)
         raise
-    finally:
-        if executor is not None:
-            executor.shutdown(wait=True, cancel_futures=True)
 
     summary = WriteSummary(
         output_files=list(output_files),
@@ -437,61 +316,54 @@ def write_pretraining_data(
     return summary
 
 
-def _check_arguments(input_files, output_files, vocab_file, config, compression) -> None:
-    """Refuses bad arguments before anything is read or written."""
+def _check_arguments(input_files, output_files, vocab_file, config, compression) -> pretraining_instances.VocabInfo:
+    """Refuses bad arguments before anything is read or written; returns the vocabulary's `VocabInfo`."""
     config.validate()
     if compression not in (None, "", "GZIP"):
         raise ValueError(f"compression must be None or 'GZIP', got {compression!r}")
     if not output_files:
         raise ValueError("no output file given")
-    # Validated here; the workers build their own.
-    pretraining_instances.VocabInfo.from_tokens(load_vocab_tokens(vocab_file), f"vocabulary {vocab_file}")
+    vocab = pretraining_instances.VocabInfo.from_tokens(load_vocab_tokens(vocab_file), f"vocabulary {vocab_file}")
     inputs = {os.path.abspath(p) for p in input_files}
     for path in output_files:
         if os.path.abspath(path) in inputs:
             raise ValueError(f"output file {path} is also an input file")
+    return vocab
 
 
-def _start_helpers(settings: _WorkerSettings, num_helpers: int) -> concurrent.futures.ProcessPoolExecutor:
-    """Starts the helper processes, each with its own `_ChunkProcessor`."""
-    # Helpers start now, before this process opens files or starts
-    # TensorFlow's runtime, and set up while this one does.
-    executor = concurrent.futures.ProcessPoolExecutor(
-        max_workers=num_helpers,
-        mp_context=multiprocessing.get_context(_start_method()),
-        initializer=_init_worker,
-        initargs=(settings,),
-    )
+def _use_one_tensorflow_thread() -> None:
+    """The helpers fill the other cores; TensorFlow's thread pools here would oversubscribe them."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
     try:
-        for _ in range(num_helpers):
-            executor.submit(_warm_up)
-    except BaseException:
-        executor.shutdown(wait=True, cancel_futures=True)
-        raise
-    return executor
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:
+        pass  # TensorFlow already started in this process (a library caller): its pools stay
 
 
-def _process_chunks(input_files, chunk_bytes, settings, num_workers, executor, write) -> None:
-    """Computes every chunk's records, here or in a helper, and passes them to `write` in chunk order."""
-    chunks = enumerate(text_corpus.iter_chunks(input_files, chunk_bytes))
-    processor = _ChunkProcessor(settings)
-    pending = collections.deque()  # results or futures, in chunk order
-    helpers = num_workers - 1
-    for index, data in chunks:
-        # Keep each helper process two chunks ahead; when they are all
-        # busy this process (which also writes the output) takes the chunk
-        # itself. Who computes a chunk does not change its result.
-        busy = sum(1 for item in pending if not item.done())
-        if busy < 2 * helpers:
-            pending.append(executor.submit(_process_in_worker, index, data))
-        else:
-            pending.append(_Finished(processor(index, data)))
-        # Write in chunk order (deterministic output); the bounded window
-        # keeps memory bounded.
-        while pending and (len(pending) > 4 * num_workers or pending[0].done()):
-            write(pending.popleft().result())
+def _process_chunks(input_files, chunk_bytes, tokenize, skip_invalid_utf8, build, helpers, write) -> None:
+    """Tokenizes every chunk here, builds its records here or in a helper, and writes them in chunk order."""
+    pending = collections.deque()  # (tokenization stats, result or future of the records), in chunk order
+    # Written as soon as they are done; at most this many wait, which bounds memory.
+    max_pending = helpers.max_in_flight * len(helpers) + 1 if helpers else 1
+    for index, data in enumerate(text_corpus.iter_chunks(input_files, chunk_bytes)):
+        chunk, token_stats = tokenize_chunk(data, tokenize, skip_invalid_utf8)
+        # While this process tokenizes the next chunk, a helper builds this one; when
+        # they are all busy, this process builds it. Who builds a chunk does not change it.
+        helper = helpers.idle_helper() if helpers else None
+        records = helper.submit(index, chunk) if helper else _Finished(build(index, chunk))
+        pending.append((token_stats, records))
+        while pending and (pending[0][1].done() or len(pending) > max_pending):
+            _write_chunk(write, *pending.popleft())
     while pending:
-        write(pending.popleft().result())
+        _write_chunk(write, *pending.popleft())
+
+
+def _write_chunk(write, token_stats, records):
+    records, stats = records.result()
+    stats.add(token_stats)
+    write((records, stats))
 
 
 class _ShardedOutput:

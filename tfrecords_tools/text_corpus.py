@@ -10,9 +10,8 @@ import dataclasses
 import re
 from typing import Iterator, List, Sequence, Tuple
 
-import tensorflow as tf
-
-from bert_tf.data import tfrecord_files
+from bert_tf.data import tfrecord_files  # before TensorFlow: see tfrecords_tools/__init__.py
+import tensorflow as tf  # noqa: E402
 
 _READ_BLOCK_BYTES = 8 << 20
 # A blank line between two newlines (ASCII whitespace only: enough to find a
