@@ -1,6 +1,7 @@
 """One post-LayerNorm Transformer encoder block, as in the BERT paper."""
 
 import keras
+from keras import ops
 
 from bert_tf.layers.activations import get_activation
 from bert_tf.layers.attention import MultiHeadSelfAttention
@@ -85,7 +86,13 @@ class TransformerEncoderBlock(keras.layers.Layer):
         attention_output = self.attention_dropout(attention_output, training=training)
         hidden_states = self.attention_layer_norm(hidden_states + attention_output)
 
-        feed_forward_output = self.output_dense(self.intermediate_dense(hidden_states))
+        # The feed-forward layers see [batch * seq_length, hidden]: given a 3-D input, Dense goes
+        # through tensordot on the TensorFlow backend, whose reshape between MatMul and BiasAdd
+        # keeps TensorFlow's oneDNN rewriter from fusing matmul, bias and GELU into one kernel
+        # (6% of bert_base's CPU forward pass).
+        shape = ops.shape(hidden_states)
+        rows = ops.reshape(hidden_states, (-1, self.hidden_size))
+        feed_forward_output = ops.reshape(self.output_dense(self.intermediate_dense(rows)), shape)
         feed_forward_output = self.output_dropout(feed_forward_output, training=training)
         return self.output_layer_norm(hidden_states + feed_forward_output)
 
