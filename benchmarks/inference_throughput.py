@@ -34,8 +34,16 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common  # noqa: E402
-from train_throughput import SHAPES, VOCAB, _time_steps  # noqa: E402
+import _common
+from train_throughput import (
+    SHAPES,
+    VOCAB,
+    _time_steps,
+    hf_bert_config,
+    keras_hub_backbone,
+    keras_hub_inputs,
+    model_garden_encoder,
+)
 
 SCRIPT = os.path.abspath(__file__)
 SECTION = "inference_throughput"
@@ -113,19 +121,8 @@ def child_hf(args):
     import torch
     import transformers
 
-    shape = SHAPES[args.preset]
-    config = transformers.BertConfig(
-        vocab_size=VOCAB,
-        hidden_size=shape["H"],
-        num_hidden_layers=shape["L"],
-        num_attention_heads=shape["A"],
-        intermediate_size=shape["I"],
-        hidden_act="gelu",
-        max_position_embeddings=512,
-        type_vocab_size=2,
-    )
     torch.manual_seed(0)
-    model = transformers.BertModel(config).eval()
+    model = transformers.BertModel(hf_bert_config(transformers, args.preset)).eval()
     b = {k: torch.from_numpy(v).long() for k, v in batch(args, np).items()}
 
     def step():
@@ -147,22 +144,8 @@ def child_keras_hub(args):
     import numpy as np
     import tensorflow as tf
 
-    shape = SHAPES[args.preset]
-    backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=VOCAB,
-        num_layers=shape["L"],
-        num_heads=shape["A"],
-        hidden_dim=shape["H"],
-        intermediate_dim=shape["I"],
-        max_sequence_length=512,
-        num_segments=2,
-    )
-    b = batch(args, np)
-    inputs = {
-        "token_ids": tf.constant(b["input_word_ids"]),
-        "segment_ids": tf.constant(b["input_type_ids"]),
-        "padding_mask": tf.constant(b["input_mask"].astype(bool)),
-    }
+    backbone = keras_hub_backbone(keras_hub, args.preset)
+    inputs = keras_hub_inputs(batch(args, np), tf)
     forward = tf.function(lambda x: backbone(x, training=False)["sequence_output"], jit_compile=bool(args.xla))
     result = _time_steps(lambda: forward(inputs), args, sync=lambda x: x.numpy())
     result["versions"] = {"keras-hub": keras_hub.__version__}
@@ -175,17 +158,7 @@ def child_model_garden(args):
     import tensorflow as tf
     from official.nlp.modeling import networks
 
-    shape = SHAPES[args.preset]
-    encoder = networks.BertEncoderV2(
-        vocab_size=VOCAB,
-        hidden_size=shape["H"],
-        num_layers=shape["L"],
-        num_attention_heads=shape["A"],
-        inner_dim=shape["I"],
-        inner_activation=lambda x: tf.keras.activations.gelu(x, approximate=False),
-        max_sequence_length=512,
-        type_vocab_size=2,
-    )
+    encoder = model_garden_encoder(networks, tf, args.preset)
     inputs = {k: tf.constant(v) for k, v in batch(args, np).items()}
     forward = tf.function(lambda x: encoder(x, training=False)["sequence_output"], jit_compile=bool(args.xla))
     result = _time_steps(lambda: forward(inputs), args, sync=lambda x: x.numpy())

@@ -54,7 +54,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common  # noqa: E402
+import _common
 
 SCRIPT = os.path.abspath(__file__)
 SECTION = "train_throughput"
@@ -90,6 +90,65 @@ def training_flops_per_sequence(shape: dict, seq_length: int, predictions: int, 
     S, P = seq_length, predictions
     forward = L * S * (8 * H * H + 4 * H * I + 4 * S * H) + P * (2 * H * H + 2 * H * vocab) + 2 * H * H + 4 * H
     return 3.0 * forward
+
+
+# The peers' models, one constructor each for both benchmarks: BERT's shapes, vocabulary, 512 positions,
+# 2 segments, exact GELU and dropout 0.1 (each library's default; a forward with training=False skips it).
+
+
+def hf_bert_config(transformers, preset: str):
+    shape = SHAPES[preset]
+    return transformers.BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=shape["H"],
+        num_hidden_layers=shape["L"],
+        num_attention_heads=shape["A"],
+        intermediate_size=shape["I"],
+        hidden_act="gelu",
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+    )
+
+
+def keras_hub_backbone(keras_hub, preset: str):
+    shape = SHAPES[preset]
+    return keras_hub.models.BertBackbone(
+        vocabulary_size=VOCAB,
+        num_layers=shape["L"],
+        num_heads=shape["A"],
+        hidden_dim=shape["H"],
+        intermediate_dim=shape["I"],
+        dropout=0.1,
+        max_sequence_length=512,
+        num_segments=2,
+    )
+
+
+def keras_hub_inputs(batch: dict, tf) -> dict:
+    """keras-hub's input names for a batch of `synthetic_batch`'s (or the inference benchmark's) arrays."""
+    return {
+        "token_ids": tf.constant(batch["input_word_ids"]),
+        "segment_ids": tf.constant(batch["input_type_ids"]),
+        "padding_mask": tf.constant(batch["input_mask"].astype(bool)),
+    }
+
+
+def model_garden_encoder(networks, tf, preset: str):
+    shape = SHAPES[preset]
+    return networks.BertEncoderV2(
+        vocab_size=VOCAB,
+        hidden_size=shape["H"],
+        num_layers=shape["L"],
+        num_attention_heads=shape["A"],
+        inner_dim=shape["I"],
+        inner_activation=lambda x: tf.keras.activations.gelu(x, approximate=False),
+        output_dropout=0.1,
+        attention_dropout=0.1,
+        max_sequence_length=512,
+        type_vocab_size=2,
+    )
 
 
 def synthetic_batch(args, np):
@@ -238,19 +297,7 @@ def child_hf(args):
     import torch
     import transformers
 
-    shape = SHAPES[args.preset]
-    config = transformers.BertConfig(
-        vocab_size=VOCAB,
-        hidden_size=shape["H"],
-        num_hidden_layers=shape["L"],
-        num_attention_heads=shape["A"],
-        intermediate_size=shape["I"],
-        hidden_act="gelu",
-        hidden_dropout_prob=0.1,
-        attention_probs_dropout_prob=0.1,
-        max_position_embeddings=512,
-        type_vocab_size=2,
-    )
+    config = hf_bert_config(transformers, args.preset)
     torch.manual_seed(0)
     model = transformers.BertForPreTraining(config)
     model.train()
@@ -263,7 +310,7 @@ def child_hf(args):
         k: torch.from_numpy(v).long() if v.dtype != np.float32 else torch.from_numpy(v)
         for k, v in synthetic_batch(args, np).items()
     }
-    H = shape["H"]
+    H = config.hidden_size
     cross_entropy = torch.nn.CrossEntropyLoss()
     if args.hf_mode == "labels":
         labels = torch.full_like(b["input_word_ids"], -100)
@@ -310,17 +357,7 @@ def child_keras_hub(args):
     import numpy as np
     import tensorflow as tf
 
-    shape = SHAPES[args.preset]
-    backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=VOCAB,
-        num_layers=shape["L"],
-        num_heads=shape["A"],
-        hidden_dim=shape["H"],
-        intermediate_dim=shape["I"],
-        dropout=0.1,
-        max_sequence_length=512,
-        num_segments=2,
-    )
+    backbone = keras_hub_backbone(keras_hub, args.preset)
     model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
     # keras-hub's default loss and weighted accuracy, BERT's AdamW settings.
     model.compile(
@@ -328,12 +365,7 @@ def child_keras_hub(args):
         jit_compile=args.xla == "1",
     )
     b = synthetic_batch(args, np)
-    x = {
-        "token_ids": tf.constant(b["input_word_ids"]),
-        "segment_ids": tf.constant(b["input_type_ids"]),
-        "padding_mask": tf.constant(b["input_mask"].astype(bool)),
-        "mask_positions": tf.constant(b["masked_lm_positions"]),
-    }
+    x = dict(keras_hub_inputs(b, tf), mask_positions=tf.constant(b["masked_lm_positions"]))
     y = tf.constant(b["masked_lm_ids"])
     weights = tf.constant(b["masked_lm_weights"])
 
@@ -354,18 +386,7 @@ def child_model_garden(args):
     from official.nlp.modeling import layers, models, networks
 
     shape = SHAPES[args.preset]
-    encoder = networks.BertEncoderV2(
-        vocab_size=VOCAB,
-        hidden_size=shape["H"],
-        num_layers=shape["L"],
-        num_attention_heads=shape["A"],
-        inner_dim=shape["I"],
-        inner_activation=lambda x: tf.keras.activations.gelu(x, approximate=False),
-        output_dropout=0.1,
-        attention_dropout=0.1,
-        max_sequence_length=512,
-        type_vocab_size=2,
-    )
+    encoder = model_garden_encoder(networks, tf, args.preset)
     model = models.BertPretrainerV2(
         encoder_network=encoder,
         classification_heads=[layers.ClassificationHead(inner_dim=shape["H"], num_classes=2, name="next_sentence")],

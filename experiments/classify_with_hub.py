@@ -16,11 +16,11 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-import time  # noqa: E402
+import time
 
-from absl import flags, logging  # noqa: E402
+from absl import flags, logging
 
-from bert_tf import cli, file_io  # noqa: E402
+from bert_tf import cli, file_io
 
 FLAGS = flags.FLAGS
 

@@ -8,7 +8,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # the test process itself must use Keras 3.
 os.environ.pop("TF_USE_LEGACY_KERAS", None)
 
-import pytest  # noqa: E402
+import pytest
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ import pytest
 
 from tests.fixtures.finetune import synthetic
 from tests.helpers import training_data
-from tests.helpers.absl_flags import temporary_flags
+from tests.helpers.absl_flags import run_main
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TINY_HF = ROOT / "tests" / "fixtures" / "convert" / "tiny_bert_for_pretraining"
@@ -534,13 +534,7 @@ STOPS_DURING_TRAINING = {"pretrain-truncated_tfrecord"}
 
 def _run(tool, argv):
     """Runs `tool`'s main as its console script would; returns the exit status."""
-    module = importlib.import_module(MODULES[tool])
-    with temporary_flags(module.define_flags, [tool, *argv]):
-        try:
-            module.main([tool])
-        except SystemExit as exit_:
-            return exit_.code
-    return 0
+    return run_main(importlib.import_module(MODULES[tool]), argv, program=tool)
 
 
 @pytest.fixture(autouse=True)

@@ -262,15 +262,10 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path, written):
 
 def _run_cli(argv):
     """Runs the absl entry point in this process; returns its exit code."""
-    from tests.helpers.absl_flags import temporary_flags
-    from tfrecords_tools import create_pretraining_data as cli
+    from tests.helpers.absl_flags import run_main
+    from tfrecords_tools import create_pretraining_data
 
-    try:
-        with temporary_flags(cli.define_flags, ["create_pretraining_data"] + argv):
-            cli.main(["create_pretraining_data"])
-        return 0
-    except SystemExit as exit_:
-        return exit_.code
+    return run_main(create_pretraining_data, argv)
 
 
 def test_cli_with_two_workers_matches_one_worker(tmp_path, caplog):

@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -113,47 +111,18 @@ def test_errors(setup):
     assert not os.path.exists(root / "x.npy")
 
 
-def test_command_line(setup):
+def test_command_line(setup, capsys):
+    from experiments import extract_features as tool
+    from tests.helpers.absl_flags import run_main
+
     model_dir, input_file, root = setup
     output_file = str(root / "cli.npz")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.extract_features",
-            f"--input_file={input_file}",
-            f"--output_file={output_file}",
-            f"--model_dir={model_dir}",
-            "--layers=-1",
-            f"--max_seq_length={SEQ}",
-            "--batch_size=4",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=os.path.dirname(os.path.dirname(__file__)),
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
+    common = [f"--input_file={input_file}", f"--output_file={output_file}", f"--model_dir={model_dir}"]
+    code = run_main(tool, common + ["--layers=-1", f"--max_seq_length={SEQ}", "--batch_size=4"])
+    assert code == 0, capsys.readouterr().err[-2000:]
     assert np.load(output_file)["layer_-1"].shape == (len(LINES), SEQ, 32)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments.extract_features",
-            f"--input_file={input_file}",
-            f"--output_file={output_file}",
-            f"--model_dir={model_dir}",
-            "--layers=-1,last",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=os.path.dirname(os.path.dirname(__file__)),
-        timeout=300,
-    )
-    assert result.returncode == 2 and "--layers must be integers" in result.stderr
+    code = run_main(tool, common + ["--layers=-1,last"])
+    assert code == 2 and "--layers must be integers" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", ["out.jsonl", "out.npy", "out.npz"])

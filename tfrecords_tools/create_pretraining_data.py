@@ -53,13 +53,13 @@ if __name__ == "__main__":
     for _unused in ("jax", "jaxlib", "matplotlib", "IPython", "scipy", "h5py"):
         sys.modules.setdefault(_unused, None)
 
-from absl import flags  # noqa: E402
-from absl import logging  # noqa: E402
+from absl import flags
+from absl import logging
 
-from bert_tf import cli  # noqa: E402
-from tfrecords_tools import pretraining_instances  # noqa: E402
-from tfrecords_tools import pretraining_writer  # noqa: E402
-from tfrecords_tools import text_corpus  # noqa: E402
+from bert_tf import cli
+from tfrecords_tools import pretraining_instances
+from tfrecords_tools import pretraining_writer
+from tfrecords_tools import text_corpus
 
 FLAGS = flags.FLAGS
 

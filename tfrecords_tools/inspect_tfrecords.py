@@ -23,7 +23,7 @@ import numpy as np
 
 from bert_tf import cli  # before TensorFlow: see tfrecords_tools/__init__.py
 from bert_tf.cli import BadInputError
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 from bert_tf.data import pretraining_features, tfrecord_files
 
 FLAGS = flags.FLAGS

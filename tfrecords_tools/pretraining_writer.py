@@ -363,7 +363,7 @@ def _process_chunks(input_files, chunk_bytes, tokenize, skip_invalid_utf8, build
 def _write_chunk(write, token_stats, records):
     records, stats = records.result()
     stats.add(token_stats)
-    write((records, stats))
+    write(records, stats)
 
 
 class _ShardedOutput:
@@ -394,9 +394,8 @@ class _ShardedOutput:
 
         self._writers = [tf.io.TFRecordWriter(p, self._options) for p in self.temp_files]
 
-    def write(self, result) -> None:
+    def write(self, records, stats) -> None:
         """Writes one chunk's records and adds its stats; logs progress every `progress_seconds`."""
-        records, stats = result
         # Round-robin over the files, continuing from the last chunk.
         num_files = len(self._writers)
         for offset in range(min(num_files, len(records))):

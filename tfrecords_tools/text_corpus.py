@@ -11,7 +11,7 @@ import re
 from typing import Iterator, List, Sequence, Tuple
 
 from bert_tf.data import tfrecord_files  # before TensorFlow: see tfrecords_tools/__init__.py
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
 _READ_BLOCK_BYTES = 8 << 20
 # A blank line between two newlines (ASCII whitespace only: enough to find a

@@ -21,3 +21,14 @@ def temporary_flags(define_flags, argv):
         flags.FLAGS.unparse_flags()
         for name in set(flags.FLAGS) - before:
             delattr(flags.FLAGS, name)
+
+
+def run_main(module, argv, program=None) -> int:
+    """Runs a tool module's `main` in this process as its command line would; returns the exit status."""
+    program = program or module.__name__.rsplit(".", 1)[-1]
+    with temporary_flags(module.define_flags, [program, *argv]):
+        try:
+            module.main([program])
+        except SystemExit as exit_:
+            return exit_.code
+    return 0

@@ -20,10 +20,10 @@ import traceback
 os.environ["TF_USE_LEGACY_KERAS"] = "1"  # before TensorFlow picks its Keras
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import tensorflow_hub as hub  # noqa: E402
-import tensorflow_text  # noqa: E402,F401  registers the ops of the preprocessing SavedModel, as with TF Hub's
+import numpy as np
+import tensorflow as tf
+import tensorflow_hub as hub
+import tensorflow_text  # noqa: F401  registers the ops of the preprocessing SavedModel, as with TF Hub's
 
 ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -69,8 +69,8 @@ def text_classifier(spec, trainable):
     bert_encoder = hub.KerasLayer(spec["encoder"], trainable=trainable)
     text_input = tf.keras.layers.Input(shape=(), dtype=tf.string, name="text")
     outputs = bert_encoder(bert_preprocess(text_input))
-    l = tf.keras.layers.Dropout(0.1)(outputs["pooled_output"])  # noqa: E741
-    l = tf.keras.layers.Dense(1, activation="sigmoid")(l)  # noqa: E741
+    l = tf.keras.layers.Dropout(0.1)(outputs["pooled_output"])
+    l = tf.keras.layers.Dense(1, activation="sigmoid")(l)
     model = tf.keras.Model(inputs=[text_input], outputs=[l])
     model.compile(optimizer="adam", loss="binary_crossentropy", metrics=["accuracy"])
     return model, bert_preprocess, bert_encoder

@@ -16,10 +16,10 @@ import sys
 
 os.environ["TF_USE_LEGACY_KERAS"] = "1"  # before TensorFlow picks its Keras
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-from experiments.classify_with_hub import build_classifier, read_labeled_tsv  # noqa: E402
+from experiments.classify_with_hub import build_classifier, read_labeled_tsv
 
 
 def main(export_dir, train_tsv, num_examples, learning_rate):
