@@ -16,6 +16,16 @@ dropout, which needs independent, evenly spread bits, not cryptographic
 strength (tests/test_layers_speed_paths.py checks the rate, the neighbour and
 call-to-call independence). JAX keeps `jax.random.bits`.
 
+Replicas: under a `tf.distribute` strategy (mirrored, multi-worker, TPU) the
+seed state is one mirrored variable, so every replica would draw the same
+mask for its different examples (so would `keras.layers.Dropout`: Keras'
+`SeedGenerator` state is mirrored too). On TensorFlow the replica's id in its
+sync group is folded into the key, `k0 ^ replica_id * 0x9E3779B9` (replica 0,
+and so every one-device run, keeps its key, so their masks and kill-and-resume
+are unchanged); tests/test_dropout_replicas.py checks it on two logical CPUs.
+On JAX one jitted step draws the mask for the global batch, sharded or not,
+so no replica term is needed there.
+
 Keep probability: an element is dropped when its 16-bit number is below
 `threshold = round(rate * 65536)`, so the realized drop rate is
 `threshold / 65536` (0.1 -> 0.100006; never off by more than 2**-17) and
@@ -37,12 +47,23 @@ def dropout_threshold(rate: float) -> int:
     return int(round(float(rate) * _RANGE))
 
 
-def _hashed_words_tf(num_words, seed):
+def _replica_id_tf():
+    """The replica's id in its sync group (uint32 scalar), or None outside a multi-replica strategy."""
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return None
+    return tf.cast(context.replica_id_in_sync_group, tf.uint32)
+
+
+def _hashed_words_tf(num_words, seed, replica_id=None):
     """uint32 [num_words]: word i is the keyed double fmix32 hash of i (see the module docstring).
 
     Args:
       num_words: scalar int32 tensor.
       seed: int64 [2] stateless seed, as `keras.random.SeedGenerator.next()` gives.
+      replica_id: None, or a uint32 scalar folded into the key's first half (0 leaves the key as it is).
     """
     import tensorflow as tf
 
@@ -52,6 +73,8 @@ def _hashed_words_tf(num_words, seed):
         return tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 16))
 
     key = tf.cast(tf.bitwise.bitwise_and(tf.cast(seed, tf.int64), 0xFFFFFFFF), tf.uint32)
+    if replica_id is not None:
+        key = key ^ tf.stack([replica_id * tf.constant(0x9E3779B9, tf.uint32), tf.constant(0, tf.uint32)])
     counter = tf.bitcast(tf.range(num_words, dtype=tf.int32), tf.uint32)
     mixed = fmix32(tf.bitwise.bitwise_xor(counter * tf.constant(0x9E3779B9, tf.uint32), key[0]))
     return fmix32(mixed + key[1])
@@ -64,7 +87,7 @@ def _keep_mask(inputs, threshold, seed_generator):
         import tensorflow as tf
 
         shape, num_elements = tf.shape(inputs), tf.size(inputs)
-        words = _hashed_words_tf((num_elements + 1) // 2, seed_generator.next())
+        words = _hashed_words_tf((num_elements + 1) // 2, seed_generator.next(), _replica_id_tf())
         bits = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:num_elements]
         return tf.reshape(bits, shape) >= tf.constant(threshold, tf.uint16)
     if backend == "jax":
