@@ -58,6 +58,13 @@ def exit_bad_input(prog: str, message) -> None:
     raise BadInputExit(line)
 
 
+def exit_failure(prog: str, message, code: int = 1) -> None:
+    """Prints `<prog>: error: <message>` as one line to stderr and exits with `code` (a failure, not bad input)."""
+    sys.stderr.write(f"{prog}: error: {one_line(message)}\n")
+    sys.stderr.flush()
+    raise SystemExit(code)
+
+
 def main_function(prog: str, bad_input: Sequence[type] = ()) -> Callable:
     """Decorates a tool's `main(argv)`: bad input becomes one stderr line and exit status 2.
 

@@ -2,8 +2,9 @@
 
 Each row runs a tool's `main` in this process (flags parsed as absl would; a
 subprocess would pay a TensorFlow import per row) and expects: exit status 2,
-exactly one stderr line `<tool>: error: ...` naming the file, line or flag,
-no traceback, and every file that existed before under the tool's output
+stderr (all of it, captured at the file-descriptor level) exactly one line
+`<tool>: error: ...` naming the file, line or flag (no log line, warning or
+traceback before or after it), and every file that existed before under the tool's output
 path byte-identical afterwards (the tools write to temporary names and
 rename, and check before they write).
 
@@ -545,7 +546,7 @@ def _legacy_keras_stays_off(monkeypatch):
 
 @pytest.mark.parametrize("tool,case,make_argv,expected,output", ROWS, ids=[f"{r[0]}-{r[1]}" for r in ROWS])
 def test_bad_input_exits_2_with_one_line_and_keeps_earlier_output(
-    files, capsys, tool, case, make_argv, expected, output
+    files, capfd, tool, case, make_argv, expected, output
 ):
     row_id = f"{tool}-{case}"
     root = files["root"]
@@ -564,16 +565,15 @@ def test_bad_input_exits_2_with_one_line_and_keeps_earlier_output(
     watched = out + ".npy" if output == "npy" else out
     before = _snapshot(watched) if os.path.exists(watched) else None
 
-    capsys.readouterr()
+    capfd.readouterr()
     code = _run(tool, make_argv(files, out))
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err  # everything written to stderr, by Python or at the file-descriptor level
 
     assert code == 2, err[-3000:]
-    assert "Traceback" not in err, err[-3000:]
-    error_lines = [line for line in err.splitlines() if line.startswith(f"{tool}: error:")]
-    assert len(error_lines) == 1, err[-3000:]
-    assert expected.format(**files) in error_lines[0]
-    assert err.rstrip("\n").endswith(error_lines[0])  # nothing after it, and on one line
+    # The whole of stderr is the one error line: no log line, warning or traceback before or after it.
+    assert err.endswith("\n") and err.count("\n") == 1, err[-3000:]
+    assert err.startswith(f"{tool}: error: "), err[-3000:]
+    assert expected.format(**files) in err
     if before is None:
         assert not os.path.exists(watched), f"{watched} was created"
     elif row_id in STOPS_DURING_TRAINING:

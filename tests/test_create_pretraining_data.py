@@ -7,11 +7,14 @@ chapters of Sense and Sensibility) tokenized by the in-graph tokenizer.
 import os
 import pathlib
 import random
+import re
+import signal
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.helpers.processes import children
 from tfrecords_tools import example_encoder
 from tfrecords_tools import pretraining_instances as pi
 from tfrecords_tools import pretraining_writer
@@ -272,6 +275,7 @@ def test_cli_with_two_workers_matches_one_worker(tmp_path, caplog):
     """The absl entry point, 2 processes and 2 small chunks: same bytes as 1 in-process worker."""
     single, _ = _write(tmp_path, "single", chunk_bytes=20000)
     caplog.set_level("INFO", logger="absl")
+    before = set(children())
     code = _run_cli(
         [
             f"--input_file={FIXTURES}/austen_*.txt",
@@ -292,6 +296,7 @@ def test_cli_with_two_workers_matches_one_worker(tmp_path, caplog):
     for ours, theirs in zip(single, shards):
         assert pathlib.Path(ours).read_bytes() == theirs.read_bytes()
     assert not list(tmp_path.glob("*incomplete*"))
+    assert set(children()) <= before  # the helper was stopped and reaped
 
 
 def test_cli_reports_bad_flags_before_writing(tmp_path, capsys):
@@ -416,6 +421,76 @@ def test_failure_mid_run_leaves_no_output(tmp_path):
     with pytest.raises(RuntimeError, match="tokenizer broke"):
         _write(tmp_path, chunk_bytes=5000, tokenizer_factory=failing_factory)
     _assert_nothing_written(tmp_path)
+
+
+def test_a_helper_killed_mid_run_fails_the_run_in_one_line_and_leaves_nothing(tmp_path, capfd, monkeypatch):
+    """A helper killed from outside (as the OOM killer does): exit status 1, one error line naming the
+    helper's exit status, no output file (not even a temporary one), no process left behind."""
+    before = set(children())
+    tokenized = []
+    tokenize_chunk = pretraining_writer.tokenize_chunk
+
+    def tokenize_then_kill_the_helpers(*args):
+        result = tokenize_chunk(*args)
+        tokenized.append(1)
+        if len(tokenized) == 3:
+            for pid in set(children()) - before:
+                os.kill(pid, signal.SIGKILL)
+        return result
+
+    monkeypatch.setattr(pretraining_writer, "tokenize_chunk", tokenize_then_kill_the_helpers)
+    out = tmp_path / "out"
+    out.mkdir()
+    capfd.readouterr()
+    code = _run_cli(
+        [
+            f"--input_file={SAMPLE}",
+            f"--vocab_file={VOCAB}",
+            f"--output_file={out}/x.tfrecord",
+            f"--max_seq_length={SEQ}",
+            f"--max_predictions_per_seq={PREDICTIONS}",
+            "--dupe_factor=1",
+            f"--chunk_mb={5000 / 2**20}",
+            "--num_workers=2",
+        ]
+    )
+    err = capfd.readouterr().err
+    assert code == 1, err[-3000:]
+    assert len(tokenized) >= 3 and "Traceback" not in err
+    errors = [line for line in err.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and err.endswith(errors[0] + "\n"), err[-3000:]
+    assert re.fullmatch(
+        r"create_pretraining_data: error: instance helper process \d+ exited with status -9 \(killed by SIGKILL\); "
+        "no output was written",
+        errors[0],
+    )
+    _assert_nothing_written(out)
+    assert set(children()) <= before
+
+
+def test_a_negative_seed_is_accepted_and_gives_its_own_output(tmp_path):
+    """As in the original, any integer seed works (`pretraining_instances.chunk_seeds` maps negative ones)."""
+    code = _run_cli(
+        [
+            f"--input_file={SAMPLE}",
+            f"--vocab_file={VOCAB}",
+            f"--output_file={tmp_path}/cli.tfrecord",
+            f"--max_seq_length={SEQ}",
+            f"--max_predictions_per_seq={PREDICTIONS}",
+            "--dupe_factor=1",
+            f"--chunk_mb={20000 / 2**20}",
+            "--num_workers=2",
+            "--random_seed=-1",
+        ]
+    )
+    assert code == 0
+    config = _config(dupe_factor=1)
+    (here,), _ = _write(tmp_path, "here", config=config, num_files=1, chunk_bytes=20000, random_seed=-1)
+    (positive,), _ = _write(tmp_path, "positive", config=config, num_files=1, chunk_bytes=20000, random_seed=1)
+    cli_bytes = (tmp_path / "cli.tfrecord").read_bytes()
+    assert cli_bytes == pathlib.Path(here).read_bytes() != pathlib.Path(positive).read_bytes()
+    seeds = {seed: pi.chunk_seeds(seed, 3)[0] for seed in (-1, 0, 1, 2**40, -(2**40))}
+    assert len(set(seeds.values())) == len(seeds)
 
 
 def test_output_file_lists_and_shards():

@@ -1,14 +1,19 @@
 """Tests of tfrecords_tools.instance_workers: helpers without TensorFlow that build pretraining records."""
 
+import concurrent.futures
 import io
+import operator
+import os
 import pickle
 import subprocess
+import signal
 import sys
 
 import numpy as np
 import pytest
 
 from bert_tf.data import pretraining_features
+from tests.helpers.processes import children
 from tfrecords_tools import instance_workers
 from tfrecords_tools import pretraining_instances as pi
 
@@ -68,25 +73,125 @@ def test_helper_process_results_errors_and_death():
         builder = instance_workers.InstanceBuilder(settings)
         for index, future in enumerate(futures):
             assert future.result(timeout=60)[0] == builder(index, _chunk(index))[0]
-        with pytest.raises(RuntimeError, match="(?s)instance helper process failed:.*AttributeError"):
+        with pytest.raises(instance_workers.HelperError, match="(?s)instance helper process failed:.*AttributeError"):
             helper.submit(0, "not a chunk").result(timeout=60)
         helper._process.kill()
-        with pytest.raises(RuntimeError, match="exited with status -9"):
+        with pytest.raises(instance_workers.HelperError, match=r"exited with status -9 \(killed by SIGKILL\)"):
             helper.submit(0, _chunk()).result(timeout=60)
     finally:
         helper.close(kill=True)
+
+
+def test_a_helper_that_died_idle_fails_the_next_chunk_at_once():
+    # The order that used to hang: the helper dies with nothing in flight, its reader has finished,
+    # then a chunk is sent to it. The chunk's future must fail at once, and the pool must refuse it.
+    pool = instance_workers.HelperPool(_settings(), num_helpers=1)
+    try:
+        (helper,) = pool._helpers
+        helper._process.kill()
+        helper._process.wait(timeout=60)
+        helper._reader.join(timeout=60)
+        assert not helper._reader.is_alive() and not helper.alive()
+        future = helper.submit(0, _chunk())
+        assert future.done()
+        with pytest.raises(instance_workers.HelperError, match=f"helper process {helper.pid} exited with status -9"):
+            future.result(timeout=0)
+        with pytest.raises(instance_workers.HelperError, match="exited with status -9") as raised:
+            pool.idle_helper()
+        assert raised.value.exit_status == -9
+    finally:
+        pool.close()
+    assert helper.pid not in children()
+
+
+def test_wait_for_notices_a_dead_helper():
+    helper = instance_workers.HelperProcess(_settings())
+    try:
+        future = concurrent.futures.Future()  # a result no helper will ever give
+        helper._process.kill()
+        with pytest.raises(instance_workers.HelperError, match="exited with status -9"):
+            instance_workers.wait_for(future, helper, poll_seconds=0.05)
+    finally:
+        helper.close(kill=True)
+
+
+class _WritesToFd1:
+    """Unpickles as the byte count of a C-level write to file descriptor 1 (what a noisy library does)."""
+
+    def __reduce__(self):
+        return os.write, (1, b"a stray write to fd 1\n")
+
+
+class _Zero:
+    def __reduce__(self):
+        return operator.mul, (_WritesToFd1(), 0)
+
+
+class _NoisyIndex:
+    """Unpickles as `index`, writing to the helper's fd 1 on the way."""
+
+    def __init__(self, index):
+        self.index = index
+
+    def __reduce__(self):
+        return operator.add, (self.index, _Zero())
+
+
+def test_writes_to_a_helpers_stdout_do_not_reach_its_results(capfd):
+    settings = _settings()
+    helper = instance_workers.HelperProcess(settings)
+    try:
+        future = helper.submit(_NoisyIndex(2), _chunk(2))
+        assert future.result(timeout=60) == instance_workers.InstanceBuilder(settings)(2, _chunk(2))
+    finally:
+        helper.close()
+    assert "a stray write to fd 1" in capfd.readouterr().err  # the helper's stdout is this process's stderr
+
+
+def test_helpers_import_this_package_not_the_current_directorys(tmp_path, monkeypatch):
+    # Another checkout's tfrecords_tools in the current directory must not be what the helper runs.
+    shadow = tmp_path / "tfrecords_tools"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("")
+    (shadow / "instance_workers.py").write_text(
+        f"open({str(tmp_path / 'imported')!r}, 'w').close()\nraise SystemExit(3)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    settings = _settings()
+    helper = instance_workers.HelperProcess(settings)
+    try:
+        assert helper.submit(1, _chunk(1)).result(timeout=60) == instance_workers.InstanceBuilder(settings)(
+            1, _chunk(1)
+        )
+    finally:
+        helper.close()
+    assert not (tmp_path / "imported").exists()
 
 
 def test_pool_keeps_each_helper_at_most_max_in_flight_ahead():
     pool = instance_workers.HelperPool(_settings(), num_helpers=1, max_in_flight=1)
     try:
         helper = pool.idle_helper()
-        future = helper.submit(0, _chunk())
-        if not future.done():
+        # A stopped helper cannot answer: the chunk stays in flight while the test looks.
+        os.kill(helper.pid, signal.SIGSTOP)
+        try:
+            future = helper.submit(0, _chunk())
+            assert not future.done() and helper.in_flight() == 1
             assert pool.idle_helper() is None
+        finally:
+            os.kill(helper.pid, signal.SIGCONT)
         future.result(timeout=60)
-        assert pool.idle_helper() is helper
+        assert helper.in_flight() == 0 and pool.idle_helper() is helper
     finally:
         pool.close()
     empty = instance_workers.HelperPool(_settings(), num_helpers=0)
     assert len(empty) == 0 and empty.idle_helper() is None
+
+
+def test_closing_the_pool_leaves_no_process_behind():
+    pool = instance_workers.HelperPool(_settings(), num_helpers=2)
+    pids = [helper.pid for helper in pool._helpers]
+    assert set(pids) <= set(children())
+    pool.idle_helper().submit(0, _chunk()).result(timeout=60)
+    pool.close()
+    assert not set(pids) & set(children())

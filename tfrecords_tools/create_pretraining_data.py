@@ -57,6 +57,7 @@ from absl import flags
 from absl import logging
 
 from bert_tf import cli
+from tfrecords_tools import instance_workers
 from tfrecords_tools import pretraining_instances
 from tfrecords_tools import pretraining_writer
 from tfrecords_tools import text_corpus
@@ -83,7 +84,12 @@ def define_flags():
     )
     flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
     flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
-    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
+    flags.DEFINE_integer(
+        "random_seed",
+        12345,
+        "Random seed for data generation. Any integer, as in the original; a negative seed gives its own output "
+        "(see pretraining_instances.chunk_seeds).",
+    )
     flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
     flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
     flags.DEFINE_float(
@@ -128,41 +134,31 @@ def main(argv):
         do_masking=FLAGS.do_masking,
     )
     config.validate()
-    if config.masking_shortfall():
-        logging.warning(
-            "--max_predictions_per_seq=%d caps the masked positions: full-length instances are "
-            "masked at %.3f instead of --masked_lm_prob=%g (as the original does).",
-            FLAGS.max_predictions_per_seq,
-            FLAGS.max_predictions_per_seq / FLAGS.max_seq_length,
-            FLAGS.masked_lm_prob,
-        )
     if FLAGS.chunk_mb <= 0:
         raise ValueError(f"--chunk_mb={FLAGS.chunk_mb} must be > 0")
     input_files = text_corpus.resolve_input_files(FLAGS.input_file)
     output_files = pretraining_writer.resolve_output_files(FLAGS.output_file, FLAGS.num_output_shards)
-    logging.info(
-        "Reading %d input file(s): %s",
-        len(input_files),
-        ", ".join(input_files[:5]) + (", ..." if len(input_files) > 5 else ""),
-    )
-    logging.info(
-        "Writing %d output file(s): %s",
-        len(output_files),
-        ", ".join(output_files[:5]) + (", ..." if len(output_files) > 5 else ""),
-    )
-    pretraining_writer.write_pretraining_data(
-        input_files=input_files,
-        output_files=output_files,
-        vocab_file=FLAGS.vocab_file,
-        config=config,
-        do_lower_case=FLAGS.do_lower_case,
-        random_seed=FLAGS.random_seed,
-        num_workers=FLAGS.num_workers,
-        chunk_bytes=max(1, int(FLAGS.chunk_mb * (1 << 20))),
-        compression="GZIP" if FLAGS.gzip else None,
-        skip_invalid_utf8=FLAGS.skip_invalid_utf8,
-        progress_seconds=FLAGS.progress_seconds,
-    )
+    # The writer checks the vocabulary and the corpus before it logs anything: bad input prints only
+    # the one error line.
+    try:
+        pretraining_writer.write_pretraining_data(
+            input_files=input_files,
+            output_files=output_files,
+            vocab_file=FLAGS.vocab_file,
+            config=config,
+            do_lower_case=FLAGS.do_lower_case,
+            random_seed=FLAGS.random_seed,
+            num_workers=FLAGS.num_workers,
+            chunk_bytes=max(1, int(FLAGS.chunk_mb * (1 << 20))),
+            compression="GZIP" if FLAGS.gzip else None,
+            skip_invalid_utf8=FLAGS.skip_invalid_utf8,
+            progress_seconds=FLAGS.progress_seconds,
+        )
+    except instance_workers.HelperError as e:
+        if e.exit_status is None:
+            raise  # a helper's builder raised: a bug, reported with its traceback
+        # A helper died (a crash, the OOM killer, a kill from outside): one line, exit status 1, no output.
+        cli.exit_failure("create_pretraining_data", f"{e}; no output was written")
 
 
 def run(argv=None):

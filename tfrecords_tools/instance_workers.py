@@ -3,8 +3,8 @@
 `create_pretraining_data` tokenizes in its own process: the in-graph tokenizer
 needs TensorFlow, about 0.9 GB resident. Making the instances and serializing
 them needs numpy only, so the helpers that do it for the other cores are plain
-`python -c` subprocesses (about 60 MB each) that read pickled requests on
-stdin and write pickled results on stdout. multiprocessing's "spawn" and
+`python -I -c` subprocesses (about 60 MB each) that read pickled requests
+and write pickled results on two pipes of their own (`HelperProcess`). multiprocessing's "spawn" and
 "forkserver" would re-import the parent's main module, and with it TensorFlow,
 in every helper; a forked helper counts the parent's TensorFlow pages in its
 resident memory. Nothing in this module may import TensorFlow or `bert_tf`.
@@ -105,31 +105,110 @@ class InstanceBuilder:
         return records, stats
 
 
+class HelperError(RuntimeError):
+    """A helper process failed: it died (`exit_status` set) or its builder raised (the traceback in the message)."""
+
+    def __init__(self, message: str, exit_status: Optional[int] = None):
+        super().__init__(message)
+        self.exit_status = exit_status
+
+
+def describe_exit_status(status: Optional[int]) -> str:
+    """`-9` -> "-9 (killed by SIGKILL)", `1` -> "1"."""
+    if status is not None and status < 0:
+        try:
+            return f"{status} (killed by {signal.Signals(-status).name})"
+        except ValueError:
+            pass
+    return str(status)
+
+
+def _helper_command(request_fd: int, result_fd: int) -> List[str]:
+    """`python -I -c ...`: no current directory, no PYTHON* variables on the helper's `sys.path`.
+
+    With a plain `python -c`, the current directory comes first on `sys.path`, so a
+    `tfrecords_tools` there (another checkout) would shadow this one. The helper
+    imports exactly this process's `tfrecords_tools` (its parent directory goes
+    first), and the rest (numpy) from this interpreter's site-packages, plus the
+    PYTHONPATH entries this process was given.
+    """
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = [package_parent] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    code = (
+        f"import sys; sys.path[:0] = {paths!r}; "
+        f"from tfrecords_tools.instance_workers import helper_main; helper_main({request_fd}, {result_fd})"
+    )
+    return [sys.executable, "-I", "-c", code]
+
+
 class HelperProcess:
     """One helper subprocess running `InstanceBuilder`s; `submit` returns a Future.
 
+    Requests and results travel on two pipes of their own (passed to the helper
+    as extra file descriptors), so nothing else the helper or a library in it
+    writes, to its stdout or at the C level to fd 1, can reach the results:
+    the helper's stdin is /dev/null and its stdout goes to this process's stderr.
     Requests go out from a sender thread and results come back on a reader
     thread, so `submit` never blocks on a full pipe while the helper works.
+
+    When the helper exits, the reader sees the end of the result pipe at once,
+    fails every pending future with a `HelperError` naming the exit status, and
+    marks the helper dead; `submit` on a dead helper fails the same way, so no
+    future can wait on a helper that is gone.
     """
 
     def __init__(self, settings: BuilderSettings):
-        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
-        self._process = subprocess.Popen(
-            [sys.executable, "-c", "from tfrecords_tools.instance_workers import helper_main; helper_main()"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-        )
+        request_read, request_write = os.pipe()
+        result_read, result_write = os.pipe()
+        try:
+            self._process = subprocess.Popen(
+                _helper_command(request_read, result_write),
+                stdin=subprocess.DEVNULL,
+                stdout=sys.__stderr__.fileno() if sys.__stderr__ is not None else subprocess.DEVNULL,
+                pass_fds=(request_read, result_write),
+            )
+        except BaseException:
+            for fd in (request_read, request_write, result_read, result_write):
+                os.close(fd)
+            raise
+        # Only the helper holds these ends now: its exit closes the result pipe.
+        os.close(request_read)
+        os.close(result_write)
+        self.pid = self._process.pid
+        self._requests_out = os.fdopen(request_write, "wb")
+        self._results_in = os.fdopen(result_read, "rb")
         self._futures = collections.deque()  # in request order
         self._lock = threading.Lock()
+        self._exit_status: Optional[int] = None
+        self._dead = False
         self._requests = queue.Queue()
         self._requests.put(settings)
         self._sender = threading.Thread(target=self._send, daemon=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._sender.start()
         self._reader.start()
+
+    def _death_error(self) -> HelperError:
+        return HelperError(
+            f"instance helper process {self.pid} exited with status {describe_exit_status(self._exit_status)}",
+            self._exit_status,
+        )
+
+    def alive(self) -> bool:
+        """False once the helper has exited (its pending futures have then failed)."""
+        with self._lock:
+            return not self._dead and self._process.poll() is None
+
+    def check_alive(self) -> None:
+        """Raises the `HelperError` naming the exit status if the helper has exited."""
+        if self.alive():
+            return
+        # The reader fails the futures within moments of the exit; wait for it so the status is known.
+        self._reader.join(timeout=10.0)
+        with self._lock:
+            if self._exit_status is None:
+                self._exit_status = self._process.poll()
+        raise self._death_error()
 
     def in_flight(self) -> int:
         with self._lock:
@@ -138,6 +217,9 @@ class HelperProcess:
     def submit(self, chunk_index: int, chunk) -> concurrent.futures.Future:
         future = concurrent.futures.Future()
         with self._lock:
+            if self._dead:
+                future.set_exception(self._death_error())
+                return future
             self._futures.append(future)
         self._requests.put((chunk_index, chunk))
         return future
@@ -148,32 +230,46 @@ class HelperProcess:
                 request = self._requests.get()
                 if request is None:
                     break
-                pickle.dump(request, self._process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-                self._process.stdin.flush()
-            self._process.stdin.close()
+                pickle.dump(request, self._requests_out, protocol=pickle.HIGHEST_PROTOCOL)
+                self._requests_out.flush()
         except (BrokenPipeError, OSError, ValueError):
             pass  # the helper is gone; the reader reports it
+        finally:
+            try:
+                self._requests_out.close()
+            except OSError:
+                pass
 
     def _read(self):
-        while True:
+        try:
+            while True:
+                try:
+                    status, payload = pickle.load(self._results_in)
+                except Exception:  # EOF: the helper exited (or, impossible on this pipe, a torn result)
+                    break
+                with self._lock:
+                    future = self._futures.popleft()
+                if status == "ok":
+                    future.set_result(payload)
+                else:
+                    future.set_exception(HelperError(f"instance helper process failed:\n{payload}"))
+        finally:
+            self._results_in.close()
+            # The result pipe ends when the helper exits; if it ended otherwise, the helper must not stay.
             try:
-                status, payload = pickle.load(self._process.stdout)
-            except Exception:  # EOF or a torn result: the helper exited
-                break
+                status = self._process.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                status = self._process.wait(timeout=10.0)
             with self._lock:
-                future = self._futures.popleft()
-            if status == "ok":
-                future.set_result(payload)
-            else:
-                future.set_exception(RuntimeError(f"instance helper process failed:\n{payload}"))
-        returncode = self._process.wait()
-        with self._lock:
-            orphans, self._futures = list(self._futures), collections.deque()
-        for future in orphans:
-            future.set_exception(RuntimeError(f"instance helper process exited with status {returncode}"))
+                self._exit_status = status
+                self._dead = True
+                orphans, self._futures = list(self._futures), collections.deque()
+            for future in orphans:
+                future.set_exception(self._death_error())
 
     def close(self, kill: bool = False, timeout: float = 30.0):
-        """Stops the helper: after its requests (kill=False) or at once."""
+        """Stops the helper: after its requests (kill=False) or at once; waits at most about `timeout` s."""
         if kill:
             self._process.kill()
         self._requests.put(None)
@@ -181,8 +277,9 @@ class HelperProcess:
             self._process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self._process.kill()
-            self._process.wait()
-        self._reader.join()
+            self._process.wait(timeout=10.0)
+        self._sender.join(timeout=10.0)
+        self._reader.join(timeout=10.0)
 
 
 class HelperPool:
@@ -202,15 +299,27 @@ class HelperPool:
         return len(self._helpers)
 
     def idle_helper(self) -> Optional[HelperProcess]:
-        """The least busy helper, if it has room for another chunk."""
+        """The least busy helper, if it has room for another chunk; raises `HelperError` if one has died."""
         if not self._helpers:
             return None
+        for helper in self._helpers:
+            helper.check_alive()
         helper = min(self._helpers, key=HelperProcess.in_flight)
         return helper if helper.in_flight() < self.max_in_flight else None
 
     def close(self, kill: bool = False):
         for helper in self._helpers:
             helper.close(kill=kill)
+
+
+def wait_for(future: concurrent.futures.Future, helper: Optional[HelperProcess], poll_seconds: float = 1.0):
+    """`future.result()`, checking every `poll_seconds` that the helper computing it is still alive."""
+    while True:
+        try:
+            return future.result(timeout=poll_seconds)
+        except concurrent.futures.TimeoutError:
+            if helper is not None:
+                helper.check_alive()
 
 
 def serve(requests, results):
@@ -229,10 +338,13 @@ def serve(requests, results):
         results.flush()
 
 
-def helper_main():
-    """Entry point of a helper subprocess (see `HelperProcess`)."""
-    results = sys.stdout.buffer
-    sys.stdout = sys.stderr  # a stray print must not corrupt the result stream
+def helper_main(request_fd: int, result_fd: int):
+    """Entry point of a helper subprocess (see `HelperProcess`): requests and results on their own pipes."""
+    sys.stdout = sys.stderr  # a stray print goes to the console, never to the parent's results
     # Ctrl-C reaches the whole process group; the parent decides when helpers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    serve(sys.stdin.buffer, results)
+    with os.fdopen(request_fd, "rb") as requests, os.fdopen(result_fd, "wb") as results:
+        try:
+            serve(requests, results)
+        except (BrokenPipeError, EOFError):
+            pass  # the parent is gone

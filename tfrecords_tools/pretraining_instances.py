@@ -535,8 +535,15 @@ def finish_instances(
 
 
 def chunk_seeds(random_seed: int, chunk_index: int):
-    """(python_seed, numpy_generator) of one chunk, independent of other chunks."""
-    sequence = np.random.SeedSequence([random_seed, chunk_index])
+    """(python_seed, numpy_generator) of one chunk, independent of other chunks.
+
+    Any integer seed works, as in the original (Python's `random.Random`):
+    numpy's `SeedSequence` takes only non-negative entropy, so a negative seed
+    `s` seeds with `[-s, chunk_index, 1]`, which no non-negative seed's
+    `[s, chunk_index]` (the same as `[s, chunk_index, 0]` to `SeedSequence`) gives.
+    """
+    entropy = [random_seed, chunk_index] if random_seed >= 0 else [-random_seed, chunk_index, 1]
+    sequence = np.random.SeedSequence(entropy)
     python_seed = int.from_bytes(sequence.generate_state(4).tobytes(), "little")
     return python_seed, np.random.Generator(np.random.PCG64(sequence.spawn(1)[0]))
 

@@ -258,6 +258,9 @@ def write_pretraining_data(
         ValueError (CorpusError for the corpus), FileNotFoundError: bad input,
         before anything is written. Outputs are written under temporary names
         and renamed only when everything succeeded.
+        instance_workers.HelperError: a helper process died (the message names
+        its exit status) or failed; the temporary files are removed and every
+        helper is stopped and waited for.
     """
     start_time = time.time()
     vocab = _check_arguments(input_files, output_files, vocab_file, config, compression)
@@ -265,6 +268,8 @@ def write_pretraining_data(
     num_workers = num_workers or default_num_workers()
     if num_workers < 1:
         raise ValueError(f"--num_workers={num_workers} must be >= 1")
+    # Logged only now that the input is known to be good: bad input prints nothing but its error.
+    _log_run(input_files, output_files, config)
     settings = instance_workers.BuilderSettings(
         config=config,
         vocab=vocab,
@@ -299,9 +304,12 @@ def write_pretraining_data(
         output.commit()
         helpers.close()
     except BaseException:
-        output.abort()
-        if helpers is not None:
-            helpers.close(kill=True)
+        # No helper outlives the run, and no output is left under its final name.
+        try:
+            if helpers is not None:
+                helpers.close(kill=True)
+        finally:
+            output.abort()
         raise
 
     summary = WriteSummary(
@@ -331,6 +339,19 @@ def _check_arguments(input_files, output_files, vocab_file, config, compression)
     return vocab
 
 
+def _log_run(input_files, output_files, config) -> None:
+    if config.masking_shortfall():
+        logging.warning(
+            "--max_predictions_per_seq=%d caps the masked positions: full-length instances are "
+            "masked at %.3f instead of --masked_lm_prob=%g (as the original does).",
+            config.max_predictions_per_seq,
+            config.max_predictions_per_seq / config.max_seq_length,
+            config.masked_lm_prob,
+        )
+    for what, paths in (("Reading %d input file(s): %s", input_files), ("Writing %d output file(s): %s", output_files)):
+        logging.info(what, len(paths), ", ".join(paths[:5]) + (", ..." if len(paths) > 5 else ""))
+
+
 def _use_one_tensorflow_thread() -> None:
     """The helpers fill the other cores; TensorFlow's thread pools here would oversubscribe them."""
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -344,24 +365,26 @@ def _use_one_tensorflow_thread() -> None:
 
 def _process_chunks(input_files, chunk_bytes, tokenize, skip_invalid_utf8, build, helpers, write) -> None:
     """Tokenizes every chunk here, builds its records here or in a helper, and writes them in chunk order."""
-    pending = collections.deque()  # (tokenization stats, result or future of the records), in chunk order
+    pending = collections.deque()  # (tokenization stats, result or future of the records, helper), in chunk order
     # Written as soon as they are done; at most this many wait, which bounds memory.
     max_pending = helpers.max_in_flight * len(helpers) + 1 if helpers else 1
     for index, data in enumerate(text_corpus.iter_chunks(input_files, chunk_bytes)):
         chunk, token_stats = tokenize_chunk(data, tokenize, skip_invalid_utf8)
         # While this process tokenizes the next chunk, a helper builds this one; when
         # they are all busy, this process builds it. Who builds a chunk does not change it.
+        # A helper that has died fails the run here (HelperError), before anything more is sent to it.
         helper = helpers.idle_helper() if helpers else None
         records = helper.submit(index, chunk) if helper else _Finished(build(index, chunk))
-        pending.append((token_stats, records))
+        pending.append((token_stats, records, helper))
         while pending and (pending[0][1].done() or len(pending) > max_pending):
             _write_chunk(write, *pending.popleft())
     while pending:
         _write_chunk(write, *pending.popleft())
 
 
-def _write_chunk(write, token_stats, records):
-    records, stats = records.result()
+def _write_chunk(write, token_stats, records, helper):
+    # Waits while the helper computing the records is alive; its death fails the future at once.
+    records, stats = instance_workers.wait_for(records, helper) if helper else records.result()
     stats.add(token_stats)
     write(records, stats)
 

@@ -1,6 +1,7 @@
 """Running absl entry points in the test process without leaking their flags."""
 
 import contextlib
+import sys
 
 from absl import flags
 
@@ -23,10 +24,39 @@ def temporary_flags(define_flags, argv):
             delattr(flags.FLAGS, name)
 
 
+@contextlib.contextmanager
+def absl_logs_to_current_stderr():
+    """Logs to `sys.stderr` as it is now, through absl's handler, as `absl.app.run` makes a tool's process do.
+
+    Without `app.run`, absl's handler is not on the root logger (pytest's are),
+    and it keeps the stream that was `sys.stderr` when absl was imported; a
+    test's capsys/capfd would miss every line a tool logs.
+    """
+    import logging as python_logging
+
+    from absl import logging
+
+    handler = logging.get_absl_handler()
+    added = handler not in python_logging.root.handlers
+    if added:
+        python_logging.root.addHandler(handler)
+    saved = handler.python_handler.stream
+    handler.python_handler.stream = sys.stderr
+    try:
+        yield
+    finally:
+        handler.python_handler.stream = saved
+        if added:
+            python_logging.root.removeHandler(handler)
+
+
 def run_main(module, argv, program=None) -> int:
-    """Runs a tool module's `main` in this process as its command line would; returns the exit status."""
+    """Runs a tool module's `main` in this process as its command line would; returns the exit status.
+
+    What the tool logs goes to the current `sys.stderr`, so tests see all of its stderr.
+    """
     program = program or module.__name__.rsplit(".", 1)[-1]
-    with temporary_flags(module.define_flags, [program, *argv]):
+    with temporary_flags(module.define_flags, [program, *argv]), absl_logs_to_current_stderr():
         try:
             module.main([program])
         except SystemExit as exit_:
