@@ -1,4 +1,4 @@
-"""Loads TensorFlow without its C++ start-up notes on stderr.
+"""Loads TensorFlow without its C++ start-up notes on stderr, except where they matter.
 
 On a machine without a GPU, TensorFlow 2.21 prints "Could not find cuda
 drivers", "failed call to cuInit: ... UNKNOWN ERROR (303)" and oneDNN notes
@@ -6,9 +6,18 @@ while it loads and enumerates devices. They read like failures, and
 `TF_CPP_MIN_LOG_LEVEL` cannot hide them: they are logged before TensorFlow
 initialises absl logging, which then ignores thresholds. So the package loads
 TensorFlow once with stderr captured at the file-descriptor level and passes
-on every captured line except these known notes. Standard library only.
+on every captured line except these known notes.
+
+The CUDA lines are hidden only where they are noise: on a machine with no
+NVIDIA GPU (no `/dev/nvidia<N>` device node, no `/proc/driver/nvidia/gpus/*`),
+or where the user asked for the CPU (`CUDA_VISIBLE_DEVICES` empty or `-1`).
+On a machine with a GPU they are passed on, and if TensorFlow then sees no GPU
+(a broken driver, missing CUDA libraries, a CPU-only TensorFlow), one line
+says so: the run would otherwise train on the CPU without a word. Standard
+library only.
 """
 
+import glob
 import importlib.util
 import os
 import re
@@ -22,10 +31,52 @@ STARTUP_NOISE = re.compile(
     r"This TensorFlow binary is optimized|rebuild TensorFlow with the appropriate compiler flags|"
     r"TF-TRT Warning|Could not find cuda drivers"
 )
+# The part of STARTUP_NOISE that is noise on any machine (not about CUDA).
+CPU_NOISE = re.compile(
+    r"All log messages before absl::InitializeLog|oneDNN custom operations|cpu_feature_guard|"
+    r"This TensorFlow binary is optimized|rebuild TensorFlow with the appropriate compiler flags"
+)
+
+
+def nvidia_gpu_nodes() -> list:
+    """The NVIDIA GPUs the kernel driver shows: `/dev/nvidia<N>` device nodes, or the driver's /proc entries."""
+    return sorted(glob.glob("/dev/nvidia[0-9]*")) or sorted(glob.glob("/proc/driver/nvidia/gpus/*"))
+
+
+def cpu_requested(environ=None) -> bool:
+    """True when `CUDA_VISIBLE_DEVICES` hides every GPU ("" or "-1"), the usual way to ask for the CPU."""
+    value = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
+    return value is not None and value.strip() in ("", "-1")
+
+
+def hide_cuda_notes(environ=None) -> bool:
+    """Whether TensorFlow's CUDA start-up lines are noise here: no NVIDIA GPU, or the CPU was asked for."""
+    return cpu_requested(environ) or not nvidia_gpu_nodes()
+
+
+def kept_lines(captured: str, hide_cuda: bool) -> list:
+    """The captured start-up lines to pass on (with their line ends)."""
+    noise = STARTUP_NOISE if hide_cuda else CPU_NOISE
+    return [line for line in captured.splitlines(keepends=True) if not noise.search(line)]
+
+
+def unused_gpu_message(gpu_nodes, num_tensorflow_gpus: int, built_with_cuda: bool):
+    """The one line for a machine whose GPU TensorFlow cannot use; None when there is nothing to say."""
+    if not gpu_nodes or num_tensorflow_gpus > 0:
+        return None
+    reason = (
+        "this TensorFlow was built without CUDA"
+        if not built_with_cuda
+        else "see TensorFlow's CUDA lines above (driver, CUDA libraries: pip install 'tensorflow[and-cuda]')"
+    )
+    return (
+        f"bert_tf: warning: this machine has an NVIDIA GPU ({gpu_nodes[0]}) but TensorFlow cannot use it, "
+        f"so everything runs on the CPU: {reason}. Set CUDA_VISIBLE_DEVICES=-1 to use the CPU on purpose."
+    )
 
 
 def load_tensorflow_quietly() -> None:
-    """Imports TensorFlow and lists its devices, dropping the start-up notes from stderr.
+    """Imports TensorFlow and lists its devices, dropping the start-up notes that are noise from stderr.
 
     Does nothing when TensorFlow is already loaded, is not installed (JAX-only
     machines), or `TF_CPP_MIN_LOG_LEVEL=0` asks for everything.
@@ -37,6 +88,8 @@ def load_tensorflow_quietly() -> None:
     ):
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    hide_cuda = hide_cuda_notes()
+    message = None
     sys.stderr.flush()
     saved_stderr = os.dup(2)
     with tempfile.TemporaryFile() as captured:
@@ -44,12 +97,16 @@ def load_tensorflow_quietly() -> None:
         try:
             import tensorflow as tf
 
-            tf.config.list_physical_devices()  # CUDA initialisation, and its notes, happen here.
+            # CUDA initialisation, and its notes, happen here.
+            gpus = tf.config.list_physical_devices("GPU")
+            if not hide_cuda:
+                message = unused_gpu_message(nvidia_gpu_nodes(), len(gpus), tf.test.is_built_with_cuda())
         finally:
             os.dup2(saved_stderr, 2)
             os.close(saved_stderr)
             captured.seek(0)
-            for line in captured.read().decode("utf-8", errors="replace").splitlines(keepends=True):
-                if not STARTUP_NOISE.search(line):
-                    sys.stderr.write(line)
+            for line in kept_lines(captured.read().decode("utf-8", errors="replace"), hide_cuda):
+                sys.stderr.write(line)
+            if message:
+                sys.stderr.write(message + "\n")
             sys.stderr.flush()

@@ -47,3 +47,84 @@ def test_a_command_line_tool_prints_no_startup_notes(tmp_path):
     assert "a real warning" in result.stderr
     for note in ("cuInit", "Could not find cuda drivers", "oneDNN custom operations", "absl::InitializeLog"):
         assert note not in result.stdout + result.stderr
+
+
+# What TensorFlow 2.21 prints on a machine with an NVIDIA GPU it cannot use (no CUDA libraries installed).
+GPU_UNUSABLE_LINES = [
+    "W0000 00:00:1795460416.146351    2251 gpu_device.cc:2365] Cannot dlopen some GPU libraries. Please make sure "
+    "the missing libraries mentioned above are installed properly. Skipping registering GPU devices...",
+    "E0000 00:00:1795460421.088057    2251 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: Failed "
+    "call to cuInit: CUDA_ERROR_NO_DEVICE",
+]
+
+
+def test_cuda_lines_are_hidden_only_without_a_gpu_or_when_the_cpu_was_asked_for(monkeypatch):
+    captured = "".join(line + "\n" for line in CPU_STARTUP_LINES + GPU_UNUSABLE_LINES + ["a real warning"])
+    monkeypatch.setattr(tensorflow_startup, "nvidia_gpu_nodes", lambda: [])
+    assert tensorflow_startup.hide_cuda_notes({})
+    assert tensorflow_startup.kept_lines(captured, hide_cuda=True) == [GPU_UNUSABLE_LINES[0] + "\n", "a real warning\n"]
+
+    monkeypatch.setattr(tensorflow_startup, "nvidia_gpu_nodes", lambda: ["/dev/nvidia0"])
+    assert not tensorflow_startup.hide_cuda_notes({})
+    assert not tensorflow_startup.hide_cuda_notes({"CUDA_VISIBLE_DEVICES": "0"})
+    assert tensorflow_startup.hide_cuda_notes({"CUDA_VISIBLE_DEVICES": "-1"})
+    assert tensorflow_startup.hide_cuda_notes({"CUDA_VISIBLE_DEVICES": ""})
+    kept = tensorflow_startup.kept_lines(captured, hide_cuda=False)
+    # With a GPU, every CUDA line is passed on; only the notes that are noise on any machine are dropped.
+    assert [line.rstrip("\n") for line in kept] == [
+        CPU_STARTUP_LINES[2],
+        CPU_STARTUP_LINES[3],
+        *GPU_UNUSABLE_LINES,
+        "a real warning",
+    ]
+
+
+def test_one_line_says_when_tensorflow_cannot_use_the_gpu():
+    message = tensorflow_startup.unused_gpu_message(["/dev/nvidia0"], 0, built_with_cuda=True)
+    assert message.startswith("bert_tf: warning: this machine has an NVIDIA GPU (/dev/nvidia0) but TensorFlow")
+    assert "\n" not in message and "runs on the CPU" in message
+    assert "built without CUDA" in tensorflow_startup.unused_gpu_message(["/dev/nvidia0"], 0, built_with_cuda=False)
+    assert tensorflow_startup.unused_gpu_message(["/dev/nvidia0"], 1, built_with_cuda=True) is None
+    assert tensorflow_startup.unused_gpu_message([], 0, built_with_cuda=True) is None
+
+
+# Loads tensorflow_startup by its path (importing bert_tf would load TensorFlow first), pretends the
+# machine has an NVIDIA GPU, and loads TensorFlow through it.
+PRETEND_A_GPU = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("tensorflow_startup", sys.argv[1])
+startup = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(startup)
+startup.nvidia_gpu_nodes = lambda: ["/dev/nvidia0"]
+startup.load_tensorflow_quietly()
+"""
+
+
+def _load_with_a_pretended_gpu(**env):
+    environ = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "CUDA_VISIBLE_DEVICES")}
+    path = os.path.join(REPO_ROOT, "bert_tf", "tensorflow_startup.py")
+    result = subprocess.run(
+        [sys.executable, "-c", PRETEND_A_GPU, path],
+        cwd=REPO_ROOT,
+        env=dict(environ, **env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stderr
+
+
+def test_a_gpu_tensorflow_cannot_use_is_reported_in_one_line():
+    # A device that does not exist: TensorFlow finds no GPU, on this machine as on one with a GPU,
+    # like a broken driver would leave it. The CUDA lines are passed on, with one line that says so.
+    stderr = _load_with_a_pretended_gpu(CUDA_VISIBLE_DEVICES="99")
+    warnings = [line for line in stderr.splitlines() if line.startswith("bert_tf: warning:")]
+    assert len(warnings) == 1 and "NVIDIA GPU (/dev/nvidia0) but TensorFlow cannot use it" in warnings[0], stderr
+    assert "cuInit" in stderr or "GPU" in stderr.replace(warnings[0], "")
+    assert "oneDNN custom operations" not in stderr
+
+
+def test_asking_for_the_cpu_on_a_gpu_machine_stays_quiet():
+    stderr = _load_with_a_pretended_gpu(CUDA_VISIBLE_DEVICES="-1")
+    assert "bert_tf: warning" not in stderr and "cuInit" not in stderr and "cuda" not in stderr.lower(), stderr
