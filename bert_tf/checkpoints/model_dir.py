@@ -1,19 +1,25 @@
-"""The model directory: `bert_config.json`, `vocab.txt` and TF2 checkpoints.
+"""The model directory: `bert_config.json`, `vocab.txt`, TF2 checkpoints and `weights.safetensors`.
 
 `bert_tf.convert` and `experiments.pretrain` write this layout and
 `experiments.export`, `experiments.finetune` and `load_encoder` read it. The
 checkpoint's top-level objects are `encoder`, `masked_lm` and `next_sentence`
 (training checkpoints add `optimizer`, `step` and the input iterator), so an
 encoder restores from a pretraining checkpoint and vice versa.
+
+Beside the checkpoints, `weights.safetensors` (`weights_file.py`) holds the
+same weights for every Keras backend: `load_encoder` and `load_pretrainer`
+read it when the backend is not TensorFlow or TensorFlow cannot be imported
+(and on TensorFlow when the directory has no checkpoint). TensorFlow is
+imported only by the functions that read or write checkpoints.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
-import tensorflow as tf
-
 from bert_tf import file_io
+from bert_tf.checkpoints import weights_file
 from bert_tf.config import BertConfig
 from bert_tf.models import BertEncoder, BertPretrainer, Task
 from bert_tf.models.bert_pretrainer import MASKED_LM_KEY, NEXT_SENTENCE_KEY
@@ -39,6 +45,8 @@ def checkpoint_items(model: BertEncoder | Task) -> dict:
 
 def find_checkpoint(path: str) -> str:
     """Resolves a checkpoint prefix, or the latest checkpoint of a directory."""
+    import tensorflow as tf
+
     if tf.io.gfile.isdir(path):
         latest = tf.train.latest_checkpoint(path)
         if latest is None:
@@ -51,6 +59,8 @@ def find_checkpoint(path: str) -> str:
 
 def has_pretraining_heads(checkpoint_path: str) -> bool:
     """Whether a checkpoint holds masked-LM and next-sentence weights."""
+    import tensorflow as tf
+
     names = [name for name, _ in tf.train.list_variables(checkpoint_path)]
     return any(n.startswith(MASKED_LM_KEY + "/") for n in names) and any(
         n.startswith(NEXT_SENTENCE_KEY + "/") for n in names
@@ -62,6 +72,8 @@ def restore(model: BertEncoder | Task, checkpoint_path: str) -> None:
 
     Extra objects in the checkpoint (an optimizer, unused heads) are allowed.
     """
+    import tensorflow as tf
+
     checkpoint_path = find_checkpoint(checkpoint_path)
     status = tf.train.Checkpoint(**checkpoint_items(model)).restore(checkpoint_path)
     try:
@@ -77,26 +89,77 @@ def load_config(model_dir: str) -> BertConfig:
     return BertConfig.from_json_file(os.path.join(model_dir, CONFIG_NAME))
 
 
+def tensorflow_checkpoints_usable() -> bool:
+    """Whether TF2 checkpoints can be read here: the Keras backend is TensorFlow and TensorFlow imports."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        return False
+    try:
+        return importlib.util.find_spec("tensorflow") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def uses_weights_file(model_dir: str, checkpoint: str | None) -> bool:
+    """Whether to read `weights.safetensors` rather than a TF2 checkpoint (see the module docstring)."""
+    if checkpoint:
+        return False
+    if not tensorflow_checkpoints_usable():
+        return True
+    return (
+        os.path.exists(weights_file.weights_path(model_dir)) and weights_file.latest_checkpoint_name(model_dir) is None
+    )
+
+
+def restore_from_model_dir(model: BertEncoder | Task, model_dir: str, checkpoint: str | None = None) -> None:
+    """Sets `model`'s weights from `checkpoint`, or from `model_dir` by the rule of the module docstring."""
+    if uses_weights_file(model_dir, checkpoint):
+        weights_file.load_weights_file(model, model_dir)
+    else:
+        restore(model, checkpoint or model_dir)
+
+
 def load_encoder(model_dir: str, checkpoint: str | None = None, dtype=None) -> BertEncoder:
     """A `BertEncoder` built from `model_dir/bert_config.json` with restored weights.
 
     Args:
-      model_dir: a directory written by `bert_tf.convert` or `experiments.pretrain`.
-      checkpoint: a checkpoint prefix; defaults to the latest one in `model_dir`.
+      model_dir: a directory written by `bert_tf.convert`, `experiments.pretrain` or `experiments.finetune`.
+      checkpoint: a TF2 checkpoint prefix; defaults to the latest one in `model_dir` on TensorFlow, and to
+        `weights.safetensors` on other backends or without TensorFlow.
     """
     encoder = BertEncoder(load_config(model_dir), dtype=dtype)
-    restore(encoder, checkpoint or model_dir)
+    restore_from_model_dir(encoder, model_dir, checkpoint)
     return encoder
 
 
 def load_pretrainer(model_dir: str, checkpoint: str | None = None, dtype=None) -> BertPretrainer:
     """A `BertPretrainer` (encoder + MLM + NSP heads) with restored weights."""
+    if uses_weights_file(model_dir, checkpoint):
+        if not weights_file.has_pretraining_heads(model_dir):
+            raise ValueError(
+                f"{weights_file.weights_path(model_dir)} has no masked-LM/next-sentence weights; use load_encoder()."
+            )
+        pretrainer = BertPretrainer(BertEncoder(load_config(model_dir), dtype=dtype))
+        weights_file.load_weights_file(pretrainer, model_dir)
+        return pretrainer
     checkpoint = find_checkpoint(checkpoint or model_dir)
     if not has_pretraining_heads(checkpoint):
         raise ValueError(f"Checkpoint {checkpoint} has no masked-LM/next-sentence weights; use load_encoder() for it.")
     pretrainer = BertPretrainer(BertEncoder(load_config(model_dir), dtype=dtype))
     restore(pretrainer, checkpoint)
     return pretrainer
+
+
+def load_task_model(model_dir: str, build, checkpoint: str | None = None, dtype=None) -> Task:
+    """A task model `build(encoder)` (say, `lambda e: BertClassifier(e, num_classes=2)`) with restored weights.
+
+    Reads a fine-tuned model directory (`experiments.finetune`, `bert_tf.keras_fit`) by the rule of
+    `load_encoder`: the TF2 checkpoint's `task_model` on TensorFlow, `weights.safetensors` elsewhere.
+    """
+    model = build(BertEncoder(load_config(model_dir), dtype=dtype))
+    restore_from_model_dir(model, model_dir, checkpoint)
+    return model
 
 
 def write_model_files(model_dir: str, config: BertConfig, vocab_file: str | None, keep_existing: bool = False) -> None:
@@ -118,11 +181,14 @@ def write_model_files(model_dir: str, config: BertConfig, vocab_file: str | None
 
 
 def write_model_dir(output_dir: str, model: BertEncoder | Task, vocab_file: str | None = None) -> str:
-    """Writes config, vocab and a checkpoint of `model` to `output_dir` atomically.
+    """Writes config, vocab, a checkpoint of `model` and `weights.safetensors` to `output_dir` atomically.
 
     The directory is assembled under a temporary name beside `output_dir` and
     renamed at the end, so an interrupted run never leaves a half-written one.
-    Returns the checkpoint path.
+    Where TF2 checkpoints cannot be written (another Keras backend, or no
+    TensorFlow), the directory holds the weights file alone, which every loader
+    reads, TensorFlow's included. Returns the checkpoint path (or the weights
+    file's, without a checkpoint).
     """
     encoder = model.encoder if isinstance(model, Task) else model
     output_dir = os.path.abspath(output_dir)
@@ -130,8 +196,14 @@ def write_model_dir(output_dir: str, model: BertEncoder | Task, vocab_file: str 
         raise FileExistsError(f"Output directory {output_dir} exists and is not empty.")
     with file_io.atomic_path(output_dir, directory=True) as tmp_dir:
         write_model_files(tmp_dir, encoder.config, vocab_file)
+        if not tensorflow_checkpoints_usable():
+            weights_file.write_weights_file(tmp_dir, model)
+            return weights_file.weights_path(output_dir)
+        import tensorflow as tf
+
         checkpoint = tf.train.Checkpoint(**checkpoint_items(model))
         manager = tf.train.CheckpointManager(checkpoint, tmp_dir, max_to_keep=1, checkpoint_name=CHECKPOINT_PREFIX)
         saved = manager.save(checkpoint_number=0)
+        weights_file.write_weights_file(tmp_dir, model, checkpoint=saved)
     # The `checkpoint` index file records relative paths, so the move keeps it valid.
     return os.path.join(output_dir, os.path.basename(saved))

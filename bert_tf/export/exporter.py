@@ -223,15 +223,27 @@ def export_model_dir(
     vocab_file = _resolve(vocab_file, model_dir, VOCAB_NAME, "vocab_file")
     if checkpoint is None and model_dir is None:
         raise ValueError("No checkpoint: pass model_dir (--model_dir) or checkpoint (--checkpoint).")
-    checkpoint = find_checkpoint(checkpoint or model_dir)
+    from bert_tf.checkpoints import model_dir as model_dir_lib, weights_file
+
+    # A directory written without TensorFlow (say, fine-tuned on JAX) holds weights.safetensors alone.
+    use_weights_file = checkpoint is None and model_dir_lib.uses_weights_file(model_dir, None)
+    if not use_weights_file:
+        checkpoint = find_checkpoint(checkpoint or model_dir)
     config = BertConfig.from_json_file(config_file)
     _check_vocab(vocab_file, config, config_file)
     _check_seq_length(seq_length, config)
     _check_destination(os.path.abspath(export_dir), overwrite)  # fail before the slow part
 
-    with_mlm = include_mlm and has_pretraining_heads(checkpoint)
+    if use_weights_file:
+        checkpoint = weights_file.weights_path(model_dir)
+        with_mlm = include_mlm and weights_file.has_pretraining_heads(model_dir)
+    else:
+        with_mlm = include_mlm and has_pretraining_heads(checkpoint)
     model = BertPretrainer(BertEncoder(config)) if with_mlm else BertEncoder(config)
-    restore(model, checkpoint)
+    if use_weights_file:
+        weights_file.load_weights_file(model, model_dir)
+    else:
+        restore(model, checkpoint)
     logging.info("Exporting %s (%s) to %s", checkpoint, "encoder + mlm" if with_mlm else "encoder", export_dir)
 
     with atomic_directory(export_dir, overwrite) as tmp_dir:

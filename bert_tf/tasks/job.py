@@ -294,6 +294,13 @@ def run_finetuning(
                 # Written first, so a run stopped during training can be evaluated or resumed as it is.
                 _write_model_files(inputs.output_dir, inputs.source, inputs.task_object)
             trained, step = _train(inputs, strategy, schedule, runtime)
+            if is_chief:
+                # The backend-neutral copy of the trained weights (bert_tf/checkpoints/weights_file.py).
+                from bert_tf.checkpoints import weights_file
+
+                weights_file.write_weights_file(
+                    inputs.output_dir, trained, checkpoint=_latest_checkpoint(inputs.output_dir)
+                )
         else:
             trained, step = _restore_finetuned(inputs.task_object, inputs.source, strategy, inputs.output_dir)
 

@@ -197,7 +197,7 @@ def run_pretraining(
         )
         if training.is_chief(strategy):
             _prepare_output_dir(output_dir, model, vocab_file)
-        return _train(
+        result = _train(
             strategy,
             output_dir,
             model,
@@ -210,6 +210,12 @@ def run_pretraining(
             init_checkpoint,
             loop_callback,
         )
+        if training.is_chief(strategy):
+            # The backend-neutral copy of the final weights (bert_tf/checkpoints/weights_file.py).
+            from bert_tf.checkpoints import weights_file
+
+            weights_file.write_weights_file(output_dir, result.model, checkpoint=result.checkpoint)
+        return result
 
 
 # --- checks before TensorFlow runs ----------------------------------------------------

@@ -1,28 +1,47 @@
 """Tokenization: in-graph WordPiece, packing, the preprocessing SavedModel, vocab tools.
 
 `BertTokenizer` reproduces the original BERT tokenizer id for id (see its
-docstring and tests/fixtures/tokenization/README.md for the exact reference).
+docstring and tests/fixtures/tokenization/README.md for the exact reference);
+`PythonBertTokenizer` gives the same ids in plain Python, without TensorFlow.
 """
 
-from bert_tf.tokenization.basic_tokenizer import BasicTokenizer
-from bert_tf.tokenization.bert_tokenizer import MAX_CHARS_PER_WORD, BertTokenizer
-from bert_tf.tokenization.packing import bert_pack_inputs
-from bert_tf.tokenization.preprocessor import BertPreprocessor, save_preprocessor
-from bert_tf.tokenization.vocab import (
-    SPECIAL_TOKENS,
-    SUFFIX_INDICATOR,
-    continuation_mask,
-    load_vocab,
-    special_token_ids,
-    write_vocab,
-)
-from bert_tf.tokenization.vocab_learning import count_words, learn_vocab
+import importlib
+
+_NAMES = {
+    "basic_tokenizer": ("BasicTokenizer",),
+    "bert_tokenizer": ("MAX_CHARS_PER_WORD", "BertTokenizer"),
+    "packing": ("bert_pack_inputs",),
+    "preprocessor": ("BertPreprocessor", "save_preprocessor"),
+    "python_tokenizer": ("PythonBertTokenizer",),
+    "vocab": (
+        "SPECIAL_TOKENS",
+        "SUFFIX_INDICATOR",
+        "continuation_mask",
+        "load_vocab",
+        "special_token_ids",
+        "write_vocab",
+    ),
+    "vocab_learning": ("count_words", "learn_vocab"),
+}
+_MODULE_OF = {name: module for module, names in _NAMES.items() for name in names}
+
+
+def __getattr__(name):
+    # Names load on first use: the in-graph tokenizer imports TensorFlow and tensorflow_text,
+    # `PythonBertTokenizer` and `vocab` need neither.
+    if name in _MODULE_OF:
+        value = getattr(importlib.import_module(f"bert_tf.tokenization.{_MODULE_OF[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'bert_tf.tokenization' has no attribute {name!r}")
+
 
 __all__ = [
     "BasicTokenizer",
     "BertPreprocessor",
     "BertTokenizer",
     "MAX_CHARS_PER_WORD",
+    "PythonBertTokenizer",
     "SPECIAL_TOKENS",
     "SUFFIX_INDICATOR",
     "bert_pack_inputs",

@@ -1,0 +1,35 @@
+"""Runs Python with `import tensorflow` (and tensorflow_text, _hub, _datasets, tf_keras) failing, as where it is absent.
+
+`environment(tmp_dir, **extra)` writes a `sitecustomize.py` into `tmp_dir` that puts an import finder raising
+ImportError for those names first on `sys.meta_path`, and returns an environment whose PYTHONPATH starts with
+`tmp_dir` (so the blocker loads at start-up) and then the repository.
+"""
+
+import os
+
+from tests.helpers import training_data
+
+BLOCKER = '''
+import sys
+
+
+class _NoTensorFlow:
+    """Fails every import of TensorFlow and its companions, as where they are not installed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0].startswith("tensorflow") or name.split(".")[0] == "tf_keras":
+            raise ImportError(f"No module named {name!r} (blocked: this process runs without TensorFlow)")
+        return None
+
+
+sys.meta_path.insert(0, _NoTensorFlow())
+'''
+
+
+def environment(tmp_dir, **extra) -> dict:
+    os.makedirs(tmp_dir, exist_ok=True)
+    with open(os.path.join(tmp_dir, "sitecustomize.py"), "w", encoding="utf-8") as f:
+        f.write(BLOCKER)
+    env = training_data.subprocess_env(**extra)
+    env["PYTHONPATH"] = str(tmp_dir) + os.pathsep + env["PYTHONPATH"]
+    return env
