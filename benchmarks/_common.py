@@ -82,7 +82,9 @@ def peer_python(peer_dir: str, name: str, create: bool) -> str | None:
 
 def run_child(python: str, script: str, args: list, env: dict | None = None, timeout: int = 1800) -> dict:
     """Runs `python script --child ... args` and returns the JSON on its last `RESULT ` line."""
-    child_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
+    # The repository first, then the caller's PYTHONPATH (packages installed with --target, a test's import blocker).
+    pythonpath = os.pathsep.join(p for p in [ROOT, os.environ.get("PYTHONPATH", "")] if p)
+    child_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=pythonpath)
     child_env.update(env or {})
     proc = subprocess.run(
         [python, script] + args, capture_output=True, text=True, env=child_env, timeout=timeout, check=False
@@ -119,7 +121,8 @@ def write_section(name: str, title: str, body_lines: list) -> None:
 def header_lines(command: str, load_before: str, load_after: str, versions: dict) -> list:
     return [
         f"- Date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- Machine: {os.cpu_count()} CPU cores ({cpu_name()}), no GPU, shared with other jobs",
+        f"- Machine: {os.cpu_count()} CPU cores ({cpu_name()}), "
+        + (f"accelerator: {versions['device']}" if "device" in versions else "no GPU, shared with other jobs"),
         f"- Load average (1/5/15 min) before: {load_before}; after: {load_after}",
         "- Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
         f"- Command: `{command}`",

@@ -3,8 +3,9 @@ r"""BERT pretraining-step throughput (MLM + NSP): ours and, with --peers, the im
     python benchmarks/train_throughput.py                    # ours: TF backend (XLA off, on), JAX if installed
     python benchmarks/train_throughput.py --peers --rounds=2 # + HF/PyTorch, keras-hub, Model Garden, interleaved
     python benchmarks/train_throughput.py --preset=bert_tiny --timed_steps=10 --no-write
-    # On a GPU machine with JAX and without TensorFlow (bf16):
-    KERAS_BACKEND=jax python benchmarks/train_throughput.py --backends=jax --preset=bert_large --batch_size=64 \
+    # On a GPU machine with JAX and without TensorFlow (bf16; keras, numpy, safetensors, absl-py installed;
+    # `--model_dir=DIR` starts from a model directory's weights.safetensors instead of random weights):
+    KERAS_BACKEND=jax python benchmarks/train_throughput.py --backends=jax --preset=bert_large --batch_size=128 \
         --precision=mixed_bfloat16 --no-write
 
 What is measured: one optimizer step (forward, backward, global-norm clipping at 1.0, AdamW with weight
@@ -20,7 +21,9 @@ Contenders:
   one_device strategy, steps_per_loop=1, XLA off and on; step time from the loop's own timing.
 - ours, JAX backend (where JAX is installed): the same `BertPretrainer` and `pretraining_losses` under
   `model.stateless_call` in one jitted step with the same AdamW (written below; `bert_tf.training` is
-  TensorFlow-only).
+  TensorFlow-only). Imports no TensorFlow (tests/test_train_throughput_jax.py runs it with TensorFlow
+  blocked). With `--model_dir`, the model is read from that directory (`load_pretrainer`, or
+  `load_encoder` with new heads) and its config replaces `--preset`.
 - --peers, each in its own venv under --peer_dir, created from PyPI on first use:
   HuggingFace transformers `BertForPreTraining` on PyTorch (eager, torch.optim.AdamW), with MLM logits
   at the masked positions only ("hf_masked": `model.bert` + gather + `model.cls`), and as users usually
@@ -151,17 +154,33 @@ def model_garden_encoder(networks, tf, preset: str):
     )
 
 
-def synthetic_batch(args, np):
+def model_shape(args) -> tuple[dict, int]:
+    """(shape, vocabulary size): `--model_dir`'s bert_config.json, else `--preset`'s."""
+    if not getattr(args, "model_dir", None):
+        return SHAPES[args.preset], VOCAB
+    with open(os.path.join(args.model_dir, "bert_config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    shape = dict(
+        L=config["num_hidden_layers"],
+        H=config["hidden_size"],
+        A=config["num_attention_heads"],
+        I=config["intermediate_size"],
+    )
+    return shape, config["vocab_size"]
+
+
+def synthetic_batch(args, np, vocab: int = VOCAB):
     """The batch every contender trains on (same numbers everywhere), as numpy arrays."""
     rng = np.random.default_rng(0)
     B, S, P = args.batch_size, args.seq_length, args.predictions
+    low = min(1000, vocab // 2)
     positions = np.sort(np.stack([rng.choice(np.arange(1, S), P, replace=False) for _ in range(B)]), -1)
     return {
-        "input_word_ids": rng.integers(1000, VOCAB, (B, S)).astype("int32"),
+        "input_word_ids": rng.integers(low, vocab, (B, S)).astype("int32"),
         "input_mask": np.ones((B, S), "int32"),
         "input_type_ids": np.broadcast_to(np.arange(S) >= S // 2, (B, S)).astype("int32").copy(),
         "masked_lm_positions": positions.astype("int32"),
-        "masked_lm_ids": rng.integers(1000, VOCAB, (B, P)).astype("int32"),
+        "masked_lm_ids": rng.integers(low, vocab, (B, P)).astype("int32"),
         "masked_lm_weights": np.ones((B, P), "float32"),
         "next_sentence_labels": rng.integers(0, 2, (B,)).astype("int32"),
     }
@@ -248,9 +267,18 @@ def child_ours_jax(args):
 
     if args.precision != "float32":
         keras.mixed_precision.set_global_policy(args.precision)
-    config = BertConfig.from_preset(args.preset)
-    model = BertPretrainer(BertEncoder(config))
-    batch = {k: jnp.asarray(v) for k, v in synthetic_batch(args, np).items()}
+    if args.model_dir:
+        from bert_tf.checkpoints import load_encoder, load_pretrainer, weights_file
+
+        if weights_file.has_pretraining_heads(args.model_dir):
+            model = load_pretrainer(args.model_dir)
+        else:
+            model = BertPretrainer(load_encoder(args.model_dir))
+        config = model.encoder.config
+    else:
+        config = BertConfig.from_preset(args.preset)
+        model = BertPretrainer(BertEncoder(config))
+    batch = {k: jnp.asarray(v) for k, v in synthetic_batch(args, np, config.vocab_size).items()}
     inputs = {name: batch[name] for name in model.input}
     # bert_tf.training.optimization's rule: no decay for LayerNorm and bias variables.
     decay = [not re.search("layer_norm|LayerNorm|bias", v.path) for v in model.trainable_variables]
@@ -289,6 +317,8 @@ def child_ours_jax(args):
     result = _time_steps(step, args, sync=lambda x: x.block_until_ready())
     result["versions"] = {"jax": jax.__version__, "keras": keras.__version__}
     result["device"] = str(jax.devices()[0].device_kind)
+    result["final_loss"] = float(step())
+    result["tensorflow_imported"] = any(m.split(".")[0] == "tensorflow" for m in sys.modules)
     return result
 
 
@@ -469,12 +499,16 @@ CHILDREN = {
 def _have_module(name):
     import importlib.util
 
-    return importlib.util.find_spec(name) is not None
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="bert_mini", choices=sorted(SHAPES))
+    parser.add_argument("--model_dir", default="", help="JAX only: start from this model directory's weights")
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--predictions", type=int, default=20, help="masked positions per sequence")
@@ -531,6 +565,10 @@ def main():
         f"--timed_steps={args.timed_steps}",
         f"--precision={args.precision}",
     ]
+    if args.model_dir:
+        if "tensorflow" in backends or args.peers:
+            parser.error("--model_dir is for --backends=jax alone (the other contenders build --preset)")
+        common_flags.append(f"--model_dir={os.path.abspath(args.model_dir)}")
     load_before = _common.load_average()
     results = {label: {"step_s": [], "first_step_s": []} for label, *_ in contenders}
     matmul = {}
@@ -543,6 +581,10 @@ def main():
                 print(f"[round {round_index + 1}] {label}: FAILED\n{out['error']}", flush=True)
                 results[label].setdefault("errors", []).append(out["error"][-300:])
                 continue
+            if out.get("tensorflow_imported"):
+                results[label]["tensorflow_imported"] = True
+            if "device" in out:
+                versions["device"] = out["device"]
             results[label]["step_s"] += out["step_s"]
             results[label]["first_step_s"].append(out["first_step_s"])
             versions.update(out.get("versions", {}))
@@ -559,7 +601,8 @@ def main():
                     matmul[kind] = max(matmul.get(kind, 0.0), out["flops_per_s"])
     load_after = _common.load_average()
 
-    flops = training_flops_per_sequence(SHAPES[args.preset], args.seq_length, args.predictions)
+    shape, vocab = model_shape(args)
+    flops = training_flops_per_sequence(shape, args.seq_length, args.predictions, vocab)
     matmul_rate = max(matmul.values()) if matmul else None
     rows = {}
     for label, *_ in contenders:
@@ -575,8 +618,9 @@ def main():
     best_ours_label = max(ours, key=lambda k: ours[k]["sequences_per_s"]) if ours else None
     peers = {label: row for label, row in rows.items() if not label.startswith("ours")}
 
+    model_name = f"`{args.model_dir}` (L={shape['L']}, H={shape['H']})" if args.model_dir else f"`{args.preset}`"
     lines = [
-        f"`{args.preset}`, seq {args.seq_length}, batch {args.batch_size}, {args.predictions} masked positions, "
+        f"{model_name}, seq {args.seq_length}, batch {args.batch_size}, {args.predictions} masked positions, "
         f"MLM + NSP (keras-hub: MLM only), dropout 0.1, {args.precision}, synthetic batches; "
         f"{args.rounds} interleaved round(s) of {args.warmup_steps} warm-up + {args.timed_steps} timed steps "
         f"per contender, each in a fresh process; figure = median step.",
@@ -607,6 +651,8 @@ def main():
             f"{fraction} | {ratio} |"
         )
     for label in results:
+        if results[label].get("tensorflow_imported"):
+            lines.append(f"\n{label}: TensorFlow was imported in its process.")
         if results[label].get("errors"):
             lines.append(f"\n{label} failed: `{results[label]['errors'][-1].strip().splitlines()[-1][:200]}`")
     if peers and best_ours_label:
