@@ -6,12 +6,14 @@ mirrored run happens in a subprocess.
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 
 import keras
 import numpy as np
+import pytest
 
 from tests.fixtures.finetune import synthetic
 from tests.helpers.jobs import finetune
@@ -130,27 +132,47 @@ def _checkpoint_values(path):
     }
 
 
-def test_killed_finetuning_resumes_to_the_same_weights(tmp_path):
-    """Killed inside the loop after the step-6 checkpoint (in a subprocess), resumed: the weights of an
-    uninterrupted run, bit for bit."""
-    import signal
+KILL_ARGUMENTS = dict(
+    task="classification",
+    max_seq_length=16,
+    train_batch_size=16,
+    learning_rate=1e-3,
+    num_train_steps=12,
+    steps_per_loop=3,
+    save_checkpoints_steps=6,
+    do_train=True,
+    deterministic=True,
+    seed=3,
+)
 
-    model_dir = synthetic.make_model_dir(str(tmp_path / "model"))
-    train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["text_a", "label"], synthetic.sentiment_rows(96, 1))
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The model, data and final checkpoint of a fine-tuning run that nothing interrupts."""
+    tmp = tmp_path_factory.mktemp("finetune_kill")
     arguments = dict(
-        task="classification",
-        train_file=train,
-        model_dir=model_dir,
-        max_seq_length=16,
-        train_batch_size=16,
-        learning_rate=1e-3,
-        num_train_steps=12,
-        steps_per_loop=3,
-        save_checkpoints_steps=6,
-        do_train=True,
-        deterministic=True,
-        seed=3,
+        KILL_ARGUMENTS,
+        model_dir=synthetic.make_model_dir(str(tmp / "model")),
+        train_file=synthetic.write_tsv(str(tmp / "train.tsv"), ["text_a", "label"], synthetic.sentiment_rows(96, 1)),
     )
+    finetune(**dict(arguments, output_dir=str(tmp / "uninterrupted")))
+    return arguments, _checkpoint_values(str(tmp / "uninterrupted" / "ckpt-12"))
+
+
+@pytest.mark.parametrize(
+    "kill",
+    [
+        # Deterministic: inside step 8, between its forward pass and its update (after the step-6 checkpoint).
+        ["--kill_in_step=8"],
+        # An arbitrary moment after the inner loop ending at step 6, fixed by the seed: wherever it lands
+        # (in a step, in the step-12 checkpoint write, after it), resuming must give the same weights.
+        ["--kill_at_step=6", "--kill_at_random_moment=5"],
+    ],
+    ids=["in_step_8", "random_moment_seed_5"],
+)
+def test_killed_finetuning_resumes_to_the_same_weights(uninterrupted, tmp_path, kill):
+    """Killed (in a subprocess), resumed: the weights of an uninterrupted run, bit for bit."""
+    arguments, reference = uninterrupted
     killed_dir = tmp_path / "killed"
     helper = os.path.join(REPO, "tests", "helpers", "training_run.py")
     killed = subprocess.Popen(
@@ -158,8 +180,7 @@ def test_killed_finetuning_resumes_to_the_same_weights(tmp_path):
             sys.executable,
             helper,
             "finetune",
-            "--kill_at_step=6",
-            "--kill_delay=0.02",
+            *kill,
             "--args=" + json.dumps(dict(arguments, output_dir=str(killed_dir))),
         ],
         stdout=subprocess.PIPE,
@@ -169,16 +190,16 @@ def test_killed_finetuning_resumes_to_the_same_weights(tmp_path):
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
     )
     try:
-        finetune(**dict(arguments, output_dir=str(tmp_path / "uninterrupted")))
         log, _ = killed.communicate(timeout=300)
     finally:
         if killed.poll() is None:
             killed.kill()
-            killed.wait()
+            killed.wait(timeout=60)
     assert killed.returncode == -signal.SIGKILL, log[-3000:]
-    assert os.path.exists(killed_dir / "ckpt-6.index") and not os.path.exists(killed_dir / "ckpt-12.index")
+    assert os.path.exists(killed_dir / "ckpt-6.index")
+    if kill == ["--kill_in_step=8"]:
+        assert not os.path.exists(killed_dir / "ckpt-12.index") and "step 9/12" not in log
     finetune(**dict(arguments, output_dir=str(killed_dir)))
-    reference = _checkpoint_values(str(tmp_path / "uninterrupted" / "ckpt-12"))
     resumed = _checkpoint_values(str(killed_dir / "ckpt-12"))
     assert sorted(reference) == sorted(resumed)
     assert any(name.startswith("optimizer/") for name in reference)

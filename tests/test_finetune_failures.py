@@ -17,8 +17,11 @@ def test_nan_metric_fails_the_run_and_is_listed_in_the_results(tmp_path, monkeyp
     train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["text_a", "label"], synthetic.sentiment_rows(16, 1))
     evaluate = classification.ClassificationTask.evaluate
 
+    computed = []
+
     def evaluate_with_nan(self, examples, predictions):
-        return dict(evaluate(self, examples, predictions), matthews_corrcoef=math.nan)
+        computed.append(evaluate(self, examples, predictions))
+        return dict(computed[-1], matthews_corrcoef=math.nan)
 
     monkeypatch.setattr(classification.ClassificationTask, "evaluate", evaluate_with_nan)
     output_dir = tmp_path / "out"
@@ -37,5 +40,7 @@ def test_nan_metric_fails_the_run_and_is_listed_in_the_results(tmp_path, monkeyp
         )
     results = json.loads((output_dir / "eval_results.json").read_text())  # strict JSON: no NaN token
     assert results["matthews_corrcoef"] is None and results["non_finite_metrics"] == ["matthews_corrcoef"]
-    assert 0.0 <= results["accuracy"] <= 1.0 and results["num_examples"] == 16
+    # The finite metrics are written as the task computed them: accuracy is a count of the 16 examples.
+    assert len(computed) == 1 and results["accuracy"] == computed[0]["accuracy"]
+    assert results["num_examples"] == 16 and results["accuracy"] * 16 == round(results["accuracy"] * 16)
     assert os.path.exists(output_dir / "ckpt-1.index")  # the trained model is kept

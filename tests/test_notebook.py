@@ -46,7 +46,13 @@ def test_notebook_converts_exports_and_fine_tunes_the_real_weights(tmp_path):
     assert "48 training reviews" in outputs
     changed, total = map(int, re.search(r"Fine-tuning changed (\d+) of (\d+) encoder", outputs).groups())
     assert total == MINILM_ENCODER_WEIGHTS and changed == total
-    assert re.search(r"Test accuracy: (0|1)\.\d{3}", outputs)
+    # Accuracy and the majority baseline over the 16 test reviews: each a count of 16, printed to 3 decimals.
+    found = re.search(r"Test accuracy: (\d\.\d{3}) \(always predicting 'great' would give (\d\.\d{3})\)", outputs)
+    assert found, outputs[-2000:]
+    for value in map(float, found.groups()):
+        assert 0 <= value <= 1 and abs(value * 16 - round(value * 16)) <= 0.01, found.group(0)
     predictions = re.findall(r"^(\d\.\d{3})  (great|other) ", outputs, flags=re.MULTILINE)
     assert len(predictions) == 3
+    # Each sentence's label is the rule applied to its probability (ties at 0.500 are printed "other").
+    assert all((float(p) > 0.5) == (label == "great") or p == "0.500" for p, label in predictions), predictions
     assert sorted(os.listdir(export_dir)) == ["encoder", "preprocess"]

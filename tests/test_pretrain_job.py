@@ -4,7 +4,7 @@
 the flat argument dicts below (the same dicts become the CLI's flags).
 
 The kill-and-resume test runs, side by side, (A) `run_pretraining` uninterrupted in this process and
-(B) the same run in a subprocess SIGKILLing itself at step 15 (after the step-10 checkpoint, before
+(B) the same run in a subprocess SIGKILLing itself after step 15 (after the step-10 checkpoint, before
 the step-20 one); then it leaves the debris of an interrupted checkpoint write in B's directory and
 runs the CLI there with the same flags (--flagfile), which resumes. With --deterministic (and dropout
 on), B must end with A's weights exactly.
@@ -146,6 +146,61 @@ def runs(setup):
     }
 
 
+def _evaluate_checkpoint(config, checkpoint, eval_file, batch_size):
+    """The pretraining evaluation's metrics, computed with numpy from a checkpoint and the eval file in order:
+    each batch's masked-LM accuracy (over its real predictions) and loss, weighted by the batch's examples."""
+    from bert_tf import BertEncoder, BertPretrainer
+    from bert_tf.data import pretraining_features
+
+    model = BertPretrainer(BertEncoder(config))
+    tf.train.Checkpoint(**model.checkpoint_items).read(checkpoint).expect_partial()
+    spec = {
+        name: tf.io.FixedLenFeature(
+            [
+                1
+                if name == "next_sentence_labels"
+                else training_data.MAX_PREDICTIONS
+                if "masked" in name
+                else training_data.SEQ_LENGTH
+            ],
+            tf.float32 if name in pretraining_features.FLOAT_FEATURES else tf.int64,
+        )
+        for name in pretraining_features.INT_FEATURES + pretraining_features.FLOAT_FEATURES
+    }
+    totals, count = {}, 0
+    for records in tf.data.TFRecordDataset(eval_file).batch(batch_size):
+        f = {k: v.numpy() for k, v in tf.io.parse_example(records, spec).items()}
+        outputs = model(
+            {
+                "input_word_ids": f["input_ids"].astype("int32"),
+                "input_mask": f["input_mask"].astype("int32"),
+                "input_type_ids": f["segment_ids"].astype("int32"),
+                "masked_lm_positions": f["masked_lm_positions"].astype("int32"),
+            },
+            training=False,
+        )
+        logits = np.asarray(outputs["mlm_logits"], np.float64)
+        log_probs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True))
+        log_probs -= logits.max(-1, keepdims=True)
+        ids, weights = f["masked_lm_ids"], f["masked_lm_weights"]
+        picked = np.take_along_axis(log_probs, ids[..., None], axis=-1)[..., 0]
+        nsp = np.asarray(outputs["nsp_logits"], np.float64)
+        nsp_log_probs = nsp - nsp.max(-1, keepdims=True)
+        nsp_log_probs -= np.log(np.exp(nsp_log_probs).sum(-1, keepdims=True))
+        labels = f["next_sentence_labels"][:, 0]
+        batch = {
+            "mlm_accuracy": ((logits.argmax(-1) == ids) * weights).sum() / (weights.sum() + 1e-5),
+            "mlm_loss": -(picked * weights).sum() / (weights.sum() + 1e-5),
+            "nsp_accuracy": (nsp.argmax(-1) == labels).mean(),
+            "nsp_loss": -nsp_log_probs[np.arange(len(labels)), labels].mean(),
+        }
+        batch["loss"] = batch["mlm_loss"] + batch["nsp_loss"]
+        for name, value in batch.items():
+            totals[name] = totals.get(name, 0.0) + value * len(labels)
+        count += len(labels)
+    return dict({name: value / count for name, value in totals.items()}, num_examples=count)
+
+
 def test_run_pretraining_writes_a_model_directory(setup, runs):
     tmp, config, arguments = setup
     output_dir = runs["dirs"][0]
@@ -158,7 +213,9 @@ def test_run_pretraining_writes_a_model_directory(setup, runs):
     results = json.loads((output_dir / "eval_results.json").read_text())
     assert results["step"] == STEPS and results["num_examples"] > 0
     assert results == pytest.approx(dict(runs["reference"].eval_metrics, step=STEPS))
-    assert 0.0 <= results["mlm_accuracy"] <= 1.0 and np.isfinite(results["loss"])
+    # The evaluation's numbers, recomputed here from the saved checkpoint and the eval file.
+    expected = _evaluate_checkpoint(config, str(output_dir / f"ckpt-{STEPS}"), arguments["eval_input_file"], 8)
+    assert results == pytest.approx(dict(expected, step=STEPS), abs=1e-5)
     # A model directory for the rest of the package: the encoder loads from it.
     encoder = load_encoder(str(output_dir))
     saved = _checkpoint_values(str(output_dir / f"ckpt-{STEPS}"))
@@ -318,18 +375,18 @@ def test_special_tokens_are_checked_without_dynamic_masking(setup, tmp_path):
 
 @pytest.fixture(scope="module")
 def dynamic_runs(setup):
-    """Dynamic masking: uninterrupted here; in a subprocess killed inside the loop after step 10, resumed here."""
+    """Dynamic masking: uninterrupted here; in a subprocess killed inside step 13, resumed here."""
     tmp, _, arguments = setup
     arguments = dict(arguments, dynamic_masking=True, steps_per_loop=5)
     killed_dir = tmp / "dynamic_killed"
-    # 20 ms after the step-10 checkpoint: inside steps 11-15 (a loop of 5 tiny steps takes ~0.2 s here).
+    # Inside the inner loop of steps 11-15, in step 13 itself (after its forward pass, before its update),
+    # whatever the machine's speed: the helper's kill point is part of the step.
     killed = _start(
         [
             sys.executable,
             HELPER,
             "pretrain",
-            "--kill_at_step=10",
-            "--kill_delay=0.02",
+            "--kill_in_step=13",
             "--args=" + json.dumps(dict(arguments, output_dir=str(killed_dir))),
         ],
         tmp / "dynamic_killed.log",

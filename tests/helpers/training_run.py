@@ -11,14 +11,19 @@ mixed_float16, `name:jit+float16` for both), evaluates it on
 `--clipping_out` then also runs the `clipping` check. `clipping` checks the global-norm clipping of
 `AdamWeightDecay` across two mirrored replicas. `pretrain` calls `bert_tf.tasks.pretraining.run_pretraining`
 and `finetune` `bert_tf.tasks.job.run_finetuning` with the JSON arguments (the flags, sorted into the
-jobs' configs by `tests.helpers.jobs`). All three SIGKILL themselves
-after the inner loop that ends at `--kill_at_step`, or `--kill_delay` seconds later (inside the next
-loop: in a step or a checkpoint write).
+jobs' configs by `tests.helpers.jobs`). All three can SIGKILL themselves at a point that does not
+depend on the machine's speed: after the inner loop that ends at `--kill_at_step`, or inside training
+step `--kill_in_step` (between its forward pass and its update: a `tf.py_function` that the step's
+outputs depend on, counting training steps from the start of this process). `--kill_at_random_moment=SEED`
+instead kills at an arbitrary moment after the inner loop ending at `--kill_at_step`: a timer of
+`random.Random(SEED).uniform(0, 1)` seconds, so wherever that lands (in a step, in a checkpoint write,
+after the last one), and the process waits for the timer rather than exit first.
 """
 
 import argparse
 import json
 import os
+import random
 import signal
 import sys
 import threading
@@ -34,24 +39,77 @@ def _configure_cpus(count):
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)
 
 
+def _kill_now():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+_timers = []
+
+
 def _killer(args):
-    """A loop callback that SIGKILLs this process at --kill_at_step, or --kill_delay seconds later.
+    """A loop callback that SIGKILLs this process after the inner loop ending at --kill_at_step.
 
-    With a delay the kill lands inside the next inner loop (in a step, or in a checkpoint write),
-    wherever it happens to be: resuming must give the same weights from any point.
+    With --kill_at_random_moment=SEED it starts a timer instead (seeded delay, see the module docstring):
+    resuming must give the same weights from any point.
     """
-
-    def kill_now():
-        os.kill(os.getpid(), signal.SIGKILL)
 
     def kill(step, metrics):
         if step == args.kill_at_step:
-            if args.kill_delay:
-                threading.Timer(args.kill_delay, kill_now).start()
+            if args.kill_at_random_moment is not None:
+                timer = threading.Timer(random.Random(args.kill_at_random_moment).uniform(0.0, 1.0), _kill_now)
+                _timers.append(timer)
+                timer.start()
             else:
-                kill_now()
+                _kill_now()
 
     return kill if args.kill_at_step else None
+
+
+def _wait_for_a_pending_kill():
+    """The run ended before the random moment: the kill still comes, after it (at most 1 s)."""
+    for timer in _timers:
+        timer.join(timeout=30)
+
+
+def _forward_killing_in_step(forward_fn, step):
+    """`forward_fn`, whose training outputs wait for a `tf.py_function` that SIGKILLs this process in step `step`."""
+    import tensorflow as tf
+
+    calls = []
+
+    def count_and_kill():
+        calls.append(1)
+        if len(calls) == step:
+            _kill_now()
+        return 0
+
+    def forward(model, batch, training):
+        outputs = forward_fn(model, batch, training)
+        if not training:  # evaluation does not count
+            return outputs
+        with tf.control_dependencies([tf.py_function(count_and_kill, [], tf.int32)]):
+            return tf.nest.map_structure(tf.identity, outputs)
+
+    return forward
+
+
+def _install_kill_points(args):
+    """Makes `bert_tf.training.train`, as the jobs call it, kill this process at the points `args` name."""
+    from bert_tf import training
+    from bert_tf.training import loop
+
+    train = training.train
+
+    def train_with_kill_points(*positional, **keywords):
+        if args.kill_in_step:
+            keywords["forward_fn"] = _forward_killing_in_step(
+                keywords.get("forward_fn", loop.default_forward), args.kill_in_step
+            )
+        if args.kill_at_step:
+            keywords["loop_callback"] = _killer(args)
+        return train(*positional, **keywords)
+
+    training.train = train_with_kill_points
 
 
 def run_synthetic(args):
@@ -136,17 +194,18 @@ def run_clipping(out, strategy=None):
 def run_pretrain(args):
     from tests.helpers import jobs
 
-    jobs.pretrain(loop_callback=_killer(args), **json.loads(args.args))
+    _install_kill_points(args)
+    jobs.pretrain(**json.loads(args.args))
+    _wait_for_a_pending_kill()
 
 
 def run_finetune(args):
-    """`run_finetuning` with the JSON arguments; the loop gets the killer as its callback."""
-    from bert_tf import training
+    """`run_finetuning` with the JSON arguments, with the kill points installed."""
     from tests.helpers import jobs
 
-    train = training.train
-    training.train = lambda *a, **k: train(*a, **dict(k, loop_callback=_killer(args)))
+    _install_kill_points(args)
     jobs.finetune(**json.loads(args.args))
+    _wait_for_a_pending_kill()
 
 
 def main():
@@ -163,7 +222,8 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--clipping_out", help="synthetic: also run the clipping check, writing here")
     parser.add_argument("--kill_at_step", type=int, default=0)
-    parser.add_argument("--kill_delay", type=float, default=0.0)
+    parser.add_argument("--kill_in_step", type=int, default=0)
+    parser.add_argument("--kill_at_random_moment", type=int, default=None, help="the seed of the moment")
     parser.add_argument("--args", default="{}")
     args = parser.parse_args()
     _configure_cpus(args.logical_cpus)
