@@ -100,6 +100,10 @@ def write_weights_file(model_dir: str, model, checkpoint: str | None = None) -> 
     path = weights_path(model_dir)
     with file_io.atomic_path(path) as tmp:
         save_file(tensors, tmp, metadata=metadata)
+        # safetensors writes a new file (mode 0600); give it an ordinary file's mode, as file_io does.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
     return path
 
 
