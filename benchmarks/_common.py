@@ -6,6 +6,7 @@ Standard library only: the benchmarks run this module under every peer's own Pyt
 from __future__ import annotations
 
 import datetime
+import glob
 import json
 import os
 import platform
@@ -41,6 +42,40 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.machine()
+
+
+def gpu_note() -> str:
+    """What the machine has in GPUs, looked up rather than assumed: "no GPU", or the NVIDIA GPUs' names.
+
+    The benchmarks' contenders run on the CPU unless one reports its device; on a machine with a GPU the
+    header says so, so that a CPU figure is not read as the machine's best.
+    """
+    nodes = sorted(glob.glob("/dev/nvidia[0-9]*"))
+    if not nodes:
+        return "no GPU"
+    try:
+        names = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.split("\n")
+        names = [name.strip() for name in names if name.strip()]
+    except (OSError, subprocess.SubprocessError):
+        names = []
+    return f"{len(nodes)} NVIDIA GPU(s)" + (f" ({', '.join(names)})" if names else "") + " present"
+
+
+def tensorflow_models_version(official_module) -> str:
+    """tf-models-official's installed version, from its package metadata (the module has no `__version__`)."""
+    from importlib import metadata
+
+    for distribution in ("tf-models-official", "tf-models-nightly"):
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            continue
+    return getattr(official_module, "__version__", "unknown")
 
 
 def load_average() -> str:
@@ -121,8 +156,8 @@ def write_section(name: str, title: str, body_lines: list) -> None:
 def header_lines(command: str, load_before: str, load_after: str, versions: dict) -> list:
     return [
         f"- Date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- Machine: {os.cpu_count()} CPU cores ({cpu_name()}), "
-        + (f"accelerator: {versions['device']}" if "device" in versions else "no GPU, shared with other jobs"),
+        f"- Machine: {os.cpu_count()} CPU cores ({cpu_name()}), {gpu_note()}"
+        + (f"; a contender ran on: {versions['device']}" if versions.get("device", "cpu").lower() != "cpu" else ""),
         f"- Load average (1/5/15 min) before: {load_before}; after: {load_after}",
         "- Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
         f"- Command: `{command}`",

@@ -29,6 +29,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "RESULTS.md")
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "tokenization")
@@ -149,7 +152,11 @@ def time_hf(texts, args):
             slow_sentences=args.slow_sentences,
         )
         proc = subprocess.run(
-            [args.hf_python, "-c", _HF_SCRIPT, json.dumps(config)], capture_output=True, text=True, check=False
+            [args.hf_python, "-c", _HF_SCRIPT, json.dumps(config)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=3600,
         )
     if proc.returncode != 0:
         raise RuntimeError(f"HuggingFace timing failed under {args.hf_python}:\n{proc.stderr[-3000:]}")
@@ -213,7 +220,7 @@ def main():
         "## Tokenizer throughput",
         "",
         f"{datetime.date.today().isoformat()}, {os.cpu_count()}-core CPU ({_cpu_name()}), "
-        f"shared machine (1-min load average {load:.1f} at the end), no GPU. Command: `{command}`",
+        f"1-min load average {load:.1f} at the end, {_common.gpu_note()}. Command: `{command}`",
         "",
         f"{n} sentences ({words} whitespace words, {n / max(1, len(set(texts))):.0f}x repeats of "
         f"real sentences), vocabulary `{os.path.relpath(args.vocab_file, ROOT)}`, "

@@ -449,7 +449,7 @@ def child_model_garden(args):
     import official
 
     result["versions"] = {
-        "tf-models-official": getattr(official, "__version__", "2.20.0"),
+        "tf-models-official": _common.tensorflow_models_version(official),
         "tensorflow (Model Garden venv)": tf.__version__,
     }
     return result

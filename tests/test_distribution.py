@@ -62,7 +62,7 @@ def _wait(processes):
         for process in processes:
             if process.poll() is None:
                 process.kill()
-                process.wait()
+                process.wait(timeout=60)
     return [(process.returncode, open(process.log_path).read()) for process in processes]
 
 

@@ -86,7 +86,7 @@ def _finish(process, log_path):
     finally:
         if process.poll() is None:
             process.kill()
-            process.wait()
+            process.wait(timeout=60)
     return process.returncode, open(log_path).read()
 
 
@@ -128,6 +128,7 @@ def runs(setup):
     finally:
         if killed.poll() is None:
             killed.kill()
+            killed.wait(timeout=60)
     listing_after_kill = sorted(os.listdir(killed_dir))
     # Debris of a save interrupted at step 20: data written, `checkpoint` index not yet updated.
     shutil.copyfile(killed_dir / "ckpt-10.index", killed_dir / "ckpt-20.index")
@@ -397,6 +398,7 @@ def dynamic_runs(setup):
     finally:
         if killed.poll() is None:
             killed.kill()
+            killed.wait(timeout=60)
     listing = sorted(os.listdir(killed_dir))
     resumed = jobs.pretrain(**arguments, output_dir=str(killed_dir))
     return {
