@@ -4,11 +4,20 @@
         --output_file=features.jsonl --model_dir=models/bert_base \\
         --layers=-1,-2,-3,-4 --max_seq_length=128 --batch_size=8
 
+Sentence embeddings (sentence-transformers' recipe for all-MiniLM-L6-v2: mean
+over real tokens of the last layer, then unit length):
+
+    python -m experiments.extract_features --input_file=input.txt \\
+        --output_file=embeddings.npy --model_dir=models/minilm \\
+        --layers=-1 --pooling=mean --normalize
+
 `--input_file` holds one example per line: a text, or a pair `text_a ||| text_b`.
 `--output_file` ends in `.jsonl` (the original format: per token, the values of
 each requested layer), `.npy` (float32 [lines, max_seq_length, layers, hidden])
 or `.npz` (`layer_<index>` arrays and the packed inputs). See
-`bert_tf.tasks.feature_extraction` for the exact layouts.
+`bert_tf.jobs.extract_features` for the exact layouts. `--layers` takes
+Transformer layer indices, `embeddings` (the embedding layer's output) and
+`all`.
 """
 
 from absl import flags
@@ -26,7 +35,26 @@ def define_flags():
     flags.DEFINE_string("init_checkpoint", None, "TF2 checkpoint of the encoder (prefix or directory).")
     flags.DEFINE_string("bert_config_file", None, "bert_config.json (default: the one in --model_dir).")
     flags.DEFINE_string("vocab_file", None, "vocab.txt (default: the one in --model_dir).")
-    flags.DEFINE_list("layers", ["-1", "-2", "-3", "-4"], "Layers to output; -1 is the last Transformer layer.")
+    flags.DEFINE_list(
+        "layers",
+        ["-1", "-2", "-3", "-4"],
+        "Layers to output: Transformer layer indices (-1 is the last), 'embeddings' (the embedding layer's "
+        "output) or 'all' (embeddings and every Transformer layer).",
+    )
+    flags.DEFINE_enum(
+        "pooling",
+        None,
+        ["cls", "mean", "max", "pooled"],
+        "Write one vector per line instead of per token: [CLS], the mean or max over real tokens of each layer, "
+        "or the pooler's output (then --layers is not used).",
+    )
+    flags.DEFINE_boolean("normalize", False, "Scale each pooled vector to unit L2 length (needs --pooling).")
+    flags.DEFINE_integer(
+        "bucket_width",
+        16,
+        "Run lines in batches of similar length padded to multiples of this (outputs unchanged); 0: pad every "
+        "batch to --max_seq_length.",
+    )
     flags.DEFINE_integer("max_seq_length", 128, "Packed sequence length; longer inputs are truncated.")
     flags.DEFINE_integer("batch_size", 32, "Batch size for the forward passes.")
     flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents (uncased models).")
@@ -37,13 +65,11 @@ def define_flags():
 @cli.main_function("extract_features", bad_input=(ValueError, FileNotFoundError))
 def main(argv):
     del argv  # Checked by cli.main_function.
-    from bert_tf.tasks.feature_extraction import extract_features
+    from bert_tf.jobs.extract_features import extract_features
 
     cli.require_flags("input_file", "output_file")
-    try:
-        layers = [int(layer) for layer in FLAGS.layers]
-    except ValueError:
-        raise cli.BadInputError(f"--layers must be integers, got {FLAGS.layers}.") from None
+    if FLAGS.pooling == "pooled" and FLAGS["layers"].present:
+        raise cli.BadInputError("--layers does not apply to --pooling=pooled (the pooler reads the last layer).")
     path = extract_features(
         FLAGS.input_file,
         FLAGS.output_file,
@@ -51,7 +77,10 @@ def main(argv):
         init_checkpoint=FLAGS.init_checkpoint,
         bert_config_file=FLAGS.bert_config_file,
         vocab_file=FLAGS.vocab_file,
-        layers=layers,
+        layers=FLAGS.layers,
+        pooling=FLAGS.pooling,
+        normalize=FLAGS.normalize,
+        bucket_width=FLAGS.bucket_width,
         max_seq_length=FLAGS.max_seq_length,
         batch_size=FLAGS.batch_size,
         do_lower_case=FLAGS.do_lower_case,

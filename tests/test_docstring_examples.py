@@ -5,10 +5,11 @@ import io
 
 import pytest
 
+from bert_tf.layers import ScalarMix
 from bert_tf.models import BertClassifier, BertEncoder, BertPretrainer
 from bert_tf.tokenization import BertPreprocessor, BertTokenizer
 
-DOCUMENTED = [BertEncoder, BertPretrainer, BertClassifier, BertTokenizer, BertPreprocessor]
+DOCUMENTED = [BertEncoder, BertPretrainer, BertClassifier, BertTokenizer, BertPreprocessor, ScalarMix]
 
 
 @pytest.mark.parametrize("documented", DOCUMENTED, ids=lambda obj: obj.__name__)

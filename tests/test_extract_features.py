@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bert_tf.checkpoints import load_encoder
-from bert_tf.tasks.feature_extraction import extract_features
+from bert_tf.jobs.extract_features import extract_features
 from bert_tf.tasks.readers import DataError
 from bert_tf.tasks.task_tokenizer import TaskTokenizer
 from tests.fixtures.finetune import synthetic
@@ -121,7 +121,7 @@ def test_command_line(setup, capsys):
     code = run_main(tool, common + ["--layers=-1", f"--max_seq_length={SEQ}", "--batch_size=4"])
     assert code == 0, capsys.readouterr().err[-2000:]
     assert np.load(output_file)["layer_-1"].shape == (len(LINES), SEQ, 32)
-    code = run_main(tool, common + ["--layers=-1,last"])
+    code = run_main(tool, common + ["--layers=-1,last", f"--max_seq_length={SEQ}"])
     assert code == 2 and "--layers must be integers" in capsys.readouterr().err
 
 

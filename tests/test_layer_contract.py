@@ -39,6 +39,7 @@ BATCH = _batch()
 _RNG = np.random.default_rng(1)
 HIDDEN_STATES = _RNG.normal(size=(2, 5, HIDDEN)).astype("float32")
 POOLED = _RNG.normal(size=(2, HIDDEN)).astype("float32")
+STACKED_LAYERS = _RNG.normal(size=(2, 3, HIDDEN)).astype("float32")
 POSITIONS = np.array([[1, 3], [0, 2]], "int32")
 
 
@@ -74,6 +75,7 @@ CASES = [
     Case("TokenClassificationHead", lambda: layers.TokenClassificationHead(num_labels=4), (HIDDEN_STATES,), "float32"),
     Case("SpanHead", lambda: layers.SpanHead(), (HIDDEN_STATES,), "float32"),
     Case("NextSentenceHead", lambda: layers.NextSentenceHead(), (POOLED,), "float32"),
+    Case("ScalarMix", lambda: layers.ScalarMix(num_layers=3), (STACKED_LAYERS,), "bfloat16"),
     # Its output matrix is the encoder's embedding, which get_config leaves out: saved within BertPretrainer.
     Case(
         "MaskedLMHead",

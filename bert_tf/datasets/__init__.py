@@ -11,6 +11,7 @@ from bert_tf.datasets.bundled import (
     corpus_documents_path,
     corpus_path,
     corpus_sentence_dataset,
+    pos_path,
     read_corpus_documents,
     read_sentiment,
     sentiment_dataset,

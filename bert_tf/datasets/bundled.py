@@ -1,6 +1,6 @@
 """Paths and readers for the datasets bundled in `data/` at the repository root.
 
-Two datasets ship with the repository (see `data/README.md` for origin,
+Three datasets ship with the repository (see `data/README.md` for origin,
 licence and how they were produced):
 
 * The Jane Austen corpus: six novels, one document per chapter, in the input
@@ -8,6 +8,9 @@ licence and how they were produced):
   between documents), with a TSV listing each document's novel and chapter.
 * Fine foods reviews: Amazon food reviews labelled 1 (5 stars, "great") or
   0 ("other"), as `text<TAB>label` TSV files with a header and no quoting.
+* Part-of-speech tags: 3,000 Brown corpus sentences (2,000 train, 1,000 test,
+  from disjoint files), `word<TAB>tag` per line with the 12 universal tags,
+  a blank line between sentences (`experiments.probe_layers`' token task).
 
 The files are found relative to this package, which works for a checkout
 installed with `pip install -e .`; every function also takes `data_dir` to
@@ -25,6 +28,7 @@ SENTIMENT_SPLITS = ("train", "test")
 SENTIMENT_LABEL_NAMES = ("other", "great")  # index = label id
 _SENTIMENT_FILENAME = "fine_foods_{split}.tsv"
 _SENTIMENT_HEADER = "text\tlabel"
+_POS_FILENAME = "brown_pos_{split}.conll"
 _CORPUS_DOCUMENTS_HEADER = "novel\tchapter\theading\tnum_sentences"
 
 
@@ -78,6 +82,13 @@ def sentiment_path(split, data_dir=None):
 def sentiment_paths(data_dir=None):
     """{"train": path, "test": path} of the fine foods TSV files."""
     return {split: sentiment_path(split, data_dir) for split in SENTIMENT_SPLITS}
+
+
+def pos_path(split, data_dir=None):
+    """Path of the Brown part-of-speech file of `split` ("train" or "test"), `word<TAB>tag` lines."""
+    if split not in SENTIMENT_SPLITS:
+        raise ValueError(f"Unknown part-of-speech split {split!r}; expected one of {SENTIMENT_SPLITS}.")
+    return _existing(_dir(data_dir) / _POS_FILENAME.format(split=split))
 
 
 def _read_lines(path):

@@ -1,7 +1,12 @@
-"""`extract_features`: per-token activations of chosen encoder layers, as BERT's `extract_features.py`.
+"""`extract_features`: activations of chosen encoder layers, per token (as BERT's `extract_features.py`) or
+pooled per line (sentence features).
 
 Input: a text file with one example per line, either a text or a pair
-`text_a ||| text_b`. Output, by the file's extension:
+`text_a ||| text_b`. Layers: Transformer layer indices as in the original
+(0 the first, -1 the last), `embeddings` (the embedding layer's output, the
+first Transformer layer's input) or `all` (`bert_tf.features.layer_selection`).
+
+Per-token output (`pooling=None`), by the file's extension:
 
 * `.jsonl`: one JSON object per line, as the original script writes it:
   `{"linex_index": i, "features": [{"token": "[CLS]", "layers": [{"index": -1,
@@ -10,12 +15,22 @@ Input: a text file with one example per line, either a text or a pair
   compatibility.)
 * `.npy`: float32 [num_lines, max_seq_length, num_layers, hidden_size], the
   layers in `layers` order; padding positions are zero.
-* `.npz`: `layer_<index>` float32 [num_lines, max_seq_length, hidden_size] per
-  layer, plus the int32 `input_word_ids`, `input_mask` and `input_type_ids`.
+* `.npz`: `layer_<name>` float32 [num_lines, max_seq_length, hidden_size] per
+  layer (`layer_-1`, `layer_embeddings`), plus the int32 `input_word_ids`,
+  `input_mask` and `input_type_ids`.
 
-Layers index the encoder's `encoder_outputs` (every Transformer layer's
-output): -1 is the last layer, 0 the first. Results are streamed to a
-temporary file and renamed at the end.
+Sentence features (`pooling` "cls", "mean" or "max" over real tokens, or
+"pooled": the pooler's dense + tanh on [CLS]), optionally scaled to unit
+length (`normalize`): `.jsonl` lines `{"linex_index": i, "layers": [{"index":
+-1, "values": [...]}]}`, `.npy` [num_lines, num_layers, hidden_size], `.npz`
+`layer_<name>` [num_lines, hidden_size] (`pooled` for the pooler) and the
+packed inputs. sentence-transformers' embedding of all-MiniLM-L6-v2 is
+`layers=[-1], pooling="mean", normalize=True`.
+
+Lines are packed at `max_seq_length`, then run in batches of similar length
+padded to multiples of `bucket_width` (`bert_tf.data.length_buckets`; None
+turns it off): the outputs are the same, minus most of the padding's cost.
+Results are streamed to a temporary file and renamed at the end.
 """
 
 from __future__ import annotations
@@ -25,16 +40,21 @@ import os
 import re
 import shutil
 import tempfile
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import numpy as np
+from absl import logging
 
+from bert_tf import file_io
+from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
+from bert_tf.features.layer_selection import parse_layers
 from bert_tf.tasks.base import ENCODER_INPUT_KEYS
-from bert_tf import cli, file_io
 from bert_tf.tasks.readers import DataError
 
 OUTPUT_FORMATS = (".jsonl", ".npy", ".npz")
+POOLINGS = ("cls", "mean", "max", "pooled")
 PAIR_SEPARATOR = re.compile(r"^(.*) \|\|\| (.*)$")
+POOLED = "pooled"
 
 
 def read_lines(input_file: str) -> tuple[list[str], list[Optional[str]]]:
@@ -60,6 +80,19 @@ def read_lines(input_file: str) -> tuple[list[str], list[Optional[str]]]:
     return texts_a, texts_b
 
 
+def pack_texts(tokenizer, texts_a: Sequence[str], texts_b: Sequence[Optional[str]], max_seq_length: int) -> dict:
+    """Tokenizes and packs texts (pairs where `texts_b` has one) into int32 [num_lines, max_seq_length] inputs."""
+    import tensorflow as tf
+
+    columns = {"text_a": np.array(texts_a, dtype=str)}
+    if any(b is not None for b in texts_b):
+        columns["text_b"] = np.array([b or "" for b in texts_b], dtype=str)
+        columns["has_text_b"] = np.array([b is not None for b in texts_b])
+    dataset = tf.data.Dataset.from_tensor_slices(columns).batch(1024).map(tokenizer.pack_fn(max_seq_length))
+    parts = [{name: batch[name].numpy() for name in ENCODER_INPUT_KEYS} for batch in dataset]
+    return {name: np.concatenate([part[name] for part in parts]) for name in ENCODER_INPUT_KEYS}
+
+
 def extract_features(
     input_file: str,
     output_file: str,
@@ -68,10 +101,13 @@ def extract_features(
     init_checkpoint: Optional[str] = None,
     bert_config_file: Optional[str] = None,
     vocab_file: Optional[str] = None,
-    layers: Sequence[int] = (-1, -2, -3, -4),
+    layers: Sequence[Union[int, str]] = (-1, -2, -3, -4),
     max_seq_length: int = 128,
     batch_size: int = 32,
     do_lower_case: bool = True,
+    pooling: Optional[str] = None,
+    normalize: bool = False,
+    bucket_width: Optional[int] = DEFAULT_BUCKET_WIDTH,
     strategy=None,
     jit_compile: bool = False,
 ) -> str:
@@ -79,14 +115,19 @@ def extract_features(
 
     The model comes from `model_dir` (bert_config.json, vocab.txt, checkpoint)
     or `init_checkpoint` + `bert_config_file` + `vocab_file` (each of which
-    also overrides the model directory's).
+    also overrides the model directory's). `pooling` None writes per-token
+    features; see the module docstring for the rest. With `pooling="pooled"`,
+    `layers` is not used: the pooler's output is the one feature.
     """
     import tensorflow as tf
 
-    from bert_tf.checkpoints.model_dir import CONFIG_NAME, VOCAB_NAME, restore
-    from bert_tf.config import BertConfig
+    from bert_tf.checkpoints.model_dir import restore
+    from bert_tf.checkpoints.model_source import ModelSource
+    from bert_tf.data.length_buckets import bucketed_dataset
+    from bert_tf.features.layer_selection import all_layers, select_layers
+    from bert_tf.features.pooling import l2_normalize, pool_tokens
     from bert_tf.models import BertEncoder
-    from bert_tf.tasks.base import FEATURE_INDEX_KEY, with_feature_index
+    from bert_tf.tasks.base import FEATURE_INDEX_KEY
     from bert_tf.tasks.inference import iterate_outputs
     from bert_tf.tasks.task_tokenizer import TaskTokenizer
 
@@ -95,73 +136,64 @@ def extract_features(
         raise ValueError(f"--output_file must end in {', '.join(OUTPUT_FORMATS)}, got {output_file}.")
     if max_seq_length < 3 or batch_size < 1:
         raise ValueError(f"--max_seq_length must be >= 3 and --batch_size >= 1, got {max_seq_length}, {batch_size}.")
-    if model_dir:
-        bert_config_file = bert_config_file or os.path.join(model_dir, CONFIG_NAME)
-        vocab_file = vocab_file or os.path.join(model_dir, VOCAB_NAME)
-        init_checkpoint = init_checkpoint or model_dir
-    if not (bert_config_file and vocab_file and init_checkpoint):
-        raise ValueError("Give --model_dir, or --init_checkpoint with --bert_config_file and --vocab_file.")
-    try:
-        config = BertConfig.from_json_file(bert_config_file)
-    except ValueError as e:
-        raise ValueError(f"--bert_config_file={bert_config_file}: {e}") from None
-    if max_seq_length > config.max_position_embeddings:
-        raise ValueError(
-            f"--max_seq_length={max_seq_length} exceeds the model's max_position_embeddings "
-            f"({config.max_position_embeddings})."
-        )
-    num_layers = config.num_hidden_layers
-    layers = [int(layer) for layer in layers]
-    bad = [layer for layer in layers if not -num_layers <= layer < num_layers]
-    if bad or not layers:
-        raise ValueError(
-            f"--layers {bad or layers} out of range: the model has {num_layers} layers "
-            f"(use -{num_layers}..{num_layers - 1}; -1 is the last)."
-        )
+    if pooling is not None and pooling not in POOLINGS:
+        raise ValueError(f"--pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}.")
+    if normalize and pooling is None:
+        raise ValueError("--normalize needs --pooling: it scales sentence features to unit length.")
+    if bucket_width is not None and bucket_width < 0:
+        raise ValueError(f"--bucket_width must be >= 0, got {bucket_width}.")
+    source = ModelSource(model_dir, init_checkpoint, bert_config_file, vocab_file, do_lower_case)
+    model = source.resolve(max_seq_length)
+    config = model.config
+    names = [POOLED] if pooling == POOLED else parse_layers(layers, config.num_hidden_layers)
+    positions = None if pooling == POOLED else select_layers(names, config.num_hidden_layers)
 
     texts_a, texts_b = read_lines(input_file)
-    cli.load_vocab(vocab_file, "vocab_file")  # errors naming the flag, file and line
-    tokenizer = TaskTokenizer(vocab_file, lower_case=do_lower_case)
-    if tokenizer.vocab_size != config.vocab_size:
-        raise ValueError(
-            f"--vocab_file: {vocab_file} has {tokenizer.vocab_size} tokens but the model's "
-            f"vocab_size is {config.vocab_size}."
-        )
+    tokenizer = TaskTokenizer(model.vocab_file, lower_case=do_lower_case)
     strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():
         encoder = BertEncoder(config)
-    restore(encoder, init_checkpoint)
+    restore(encoder, model.checkpoint)
 
-    def model(inputs, training=False):
-        outputs = encoder(inputs, training=training)["encoder_outputs"]
-        return {
-            "layers": tf.stack([outputs[layer] for layer in layers], axis=2),
-            **{name: tf.cast(inputs[name], tf.float32) for name in inputs},
-        }
+    def forward(inputs, training=False):
+        outputs = encoder(inputs, training=training)
+        if pooling == POOLED:
+            values = outputs["pooled_output"][:, None, :]
+        else:
+            every_layer = all_layers(outputs)
+            values = tf.stack([every_layer[i] for i in positions], axis=2)  # [batch, seq, layers, hidden]
+            mask = tf.cast(inputs["input_mask"], values.dtype)
+            if pooling is None:
+                values *= mask[:, :, None, None]
+            else:
+                values = pool_tokens(values, mask, pooling)
+        if normalize:
+            values = l2_normalize(values)
+        return {"layers": values}
 
-    has_pairs = any(b is not None for b in texts_b)
-    columns = {"text_a": np.array(texts_a, dtype=str)}
-    if has_pairs:
-        columns["text_b"] = np.array([b or "" for b in texts_b], dtype=str)
-        columns["has_text_b"] = np.array([b is not None for b in texts_b])
-    columns = with_feature_index(columns, batch_size, training=False)
-    dataset = tf.data.Dataset.from_tensor_slices(columns).batch(batch_size, drop_remainder=True)
-    dataset = dataset.map(tokenizer.pack_fn(max_seq_length)).prefetch(tf.data.AUTOTUNE)
-
+    packed = pack_texts(tokenizer, texts_a, texts_b, max_seq_length)
+    dataset, batches = bucketed_dataset(packed, batch_size, max_seq_length, bucket_width)
+    logging.info(
+        "extract_features: %d lines in %d batches of %d sequence lengths %s",
+        len(texts_a),
+        len(batches),
+        len({b.seq_length for b in batches}),
+        sorted({b.seq_length for b in batches}),
+    )
+    per_token = pooling is None
     # Written under a temporary name and renamed when complete, so a failed run leaves no partial output.
     with file_io.atomic_path(output_file) as tmp_path:
-        writer = _WRITERS[extension](tmp_path, len(texts_a), max_seq_length, layers, config.hidden_size, tokenizer)
+        writer = _WRITERS[extension](tmp_path, len(texts_a), max_seq_length, names, config.hidden_size, tokenizer)
+        writer.per_token = per_token
+        writer.open()
         try:
-            for batch in iterate_outputs(model, dataset, strategy=strategy, jit_compile=jit_compile):
-                mask = batch["input_mask"].astype(np.int32)
-                batch["layers"] *= mask[:, :, None, None]
-                writer.write(
-                    batch[FEATURE_INDEX_KEY],
-                    batch["layers"],
-                    batch["input_word_ids"].astype(np.int32),
-                    mask,
-                    batch["input_type_ids"].astype(np.int32),
-                )
+            for batch in iterate_outputs(forward, dataset, strategy=strategy, jit_compile=jit_compile):
+                indices = batch[FEATURE_INDEX_KEY]
+                writer.write_inputs(indices, {name: packed[name][indices] for name in ENCODER_INPUT_KEYS})
+                values = batch["layers"]
+                if per_token:  # back to max_seq_length: the padding beyond the bucket is zero
+                    values = np.pad(values, ((0, 0), (0, max_seq_length - values.shape[1]), (0, 0), (0, 0)))
+                writer.write(indices, values)
             writer.close()
         except BaseException:
             writer.abort()
@@ -170,7 +202,12 @@ def extract_features(
 
 
 class _Writer:
-    """Streams rows into `path` (the output's temporary name); `close` checks every line was written."""
+    """Streams rows into `path` (the output's temporary name); `close` checks every line was written.
+
+    `write` takes `values` [rows, max_seq_length, layers, hidden] per token or [rows, layers, hidden] per line.
+    """
+
+    per_token = True
 
     def __init__(self, path, num_lines, seq_length, layers, hidden_size, tokenizer):
         self.path = path
@@ -180,6 +217,16 @@ class _Writer:
         self.hidden_size = hidden_size
         self.tokenizer = tokenizer
         self.written = 0
+        self.inputs = {}
+
+    def open(self):
+        pass
+
+    def row_shape(self):
+        return ((self.seq_length,) if self.per_token else ()) + (self.hidden_size,)
+
+    def write_inputs(self, indices, inputs):
+        self.inputs = inputs
 
     def abort(self):
         pass
@@ -190,24 +237,30 @@ class _Writer:
 
 
 class _JsonlWriter(_Writer):
-    def __init__(self, *args):
-        super().__init__(*args)
+    def open(self):
         self.file = open(self.path, "w", encoding="utf-8")
 
-    def write(self, indices, layer_values, word_ids, mask, type_ids):
+    def _values(self, layer_values):
+        return [
+            {"index": layer, "values": [round(float(v), 6) for v in layer_values[i]]}
+            for i, layer in enumerate(self.layers)
+        ]
+
+    def write(self, indices, values):
+        word_ids, mask = self.inputs["input_word_ids"], self.inputs["input_mask"]
         for row, index in enumerate(indices.tolist()):
-            features = []
-            for position in range(int(mask[row].sum())):
-                features.append(
+            if not self.per_token:
+                record = {"linex_index": index, "layers": self._values(values[row])}
+            else:
+                features = [
                     {
                         "token": self.tokenizer.vocab[word_ids[row, position]],
-                        "layers": [
-                            {"index": layer, "values": [round(float(v), 6) for v in layer_values[row, position, i]]}
-                            for i, layer in enumerate(self.layers)
-                        ],
+                        "layers": self._values(values[row, position]),
                     }
-                )
-            self.file.write(json.dumps({"linex_index": index, "features": features}) + "\n")
+                    for position in range(int(mask[row].sum()))
+                ]
+                record = {"linex_index": index, "features": features}
+            self.file.write(json.dumps(record) + "\n")
             self.written += 1
 
     def close(self):
@@ -219,17 +272,13 @@ class _JsonlWriter(_Writer):
 
 
 class _NpyWriter(_Writer):
-    def __init__(self, *args):
-        super().__init__(*args)
-        self.array = np.lib.format.open_memmap(
-            self.path,
-            mode="w+",
-            dtype=np.float32,
-            shape=(self.num_lines, self.seq_length, len(self.layers), self.hidden_size),
-        )
+    def open(self):
+        shape = (self.num_lines,) + self.row_shape()
+        shape = shape[:-1] + (len(self.layers), self.hidden_size)
+        self.array = np.lib.format.open_memmap(self.path, mode="w+", dtype=np.float32, shape=shape)
 
-    def write(self, indices, layer_values, word_ids, mask, type_ids):
-        self.array[indices] = layer_values
+    def write(self, indices, values):
+        self.array[indices] = values
         self.written += len(indices)
 
     def close(self):
@@ -241,26 +290,27 @@ class _NpyWriter(_Writer):
 class _NpzWriter(_Writer):
     """Fills one memory-mapped array per layer and input in a scratch directory, then zips them into `path`."""
 
-    def __init__(self, *args):
-        super().__init__(*args)
+    def open(self):
         self.scratch = tempfile.mkdtemp(prefix=".features-", dir=os.path.dirname(os.path.abspath(self.path)))
-        shape = (self.num_lines, self.seq_length)
         self.arrays = {
-            f"layer_{layer}": self._memmap(f"layer_{layer}", shape + (self.hidden_size,), np.float32)
+            self._key(layer): self._memmap(self._key(layer), (self.num_lines,) + self.row_shape(), np.float32)
             for layer in self.layers
         }
         for name in ENCODER_INPUT_KEYS:
-            self.arrays[name] = self._memmap(name, shape, np.int32)
+            self.arrays[name] = self._memmap(name, (self.num_lines, self.seq_length), np.int32)
+
+    @staticmethod
+    def _key(layer):
+        return POOLED if layer == POOLED else f"layer_{layer}"
 
     def _memmap(self, name, shape, dtype):
         return np.lib.format.open_memmap(os.path.join(self.scratch, name + ".npy"), mode="w+", dtype=dtype, shape=shape)
 
-    def write(self, indices, layer_values, word_ids, mask, type_ids):
+    def write(self, indices, values):
         for i, layer in enumerate(self.layers):
-            self.arrays[f"layer_{layer}"][indices] = layer_values[:, :, i]
-        self.arrays["input_word_ids"][indices] = word_ids
-        self.arrays["input_mask"][indices] = mask
-        self.arrays["input_type_ids"][indices] = type_ids
+            self.arrays[self._key(layer)][indices] = values[..., i, :]
+        for name in ENCODER_INPUT_KEYS:
+            self.arrays[name][indices] = self.inputs[name]
         self.written += len(indices)
 
     def close(self):
@@ -270,8 +320,9 @@ class _NpzWriter(_Writer):
         self.abort()
 
     def abort(self):
-        self.arrays.clear()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        if hasattr(self, "arrays"):
+            self.arrays.clear()
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 _WRITERS = {".jsonl": _JsonlWriter, ".npy": _NpyWriter, ".npz": _NpzWriter}

@@ -32,7 +32,12 @@ class BertEncoder(keras.Model):
     Outputs: a dict with
       `sequence_output`: [batch, seq_length, hidden_size], the last layer;
       `pooled_output`: [batch, hidden_size], dense + tanh on the [CLS] state;
-      `encoder_outputs`: a list with every layer's [batch, seq_length, hidden_size].
+      `encoder_outputs`: a list with every Transformer layer's [batch, seq_length, hidden_size];
+      `embedding_output`: [batch, seq_length, hidden_size], the embedding layer's output (after its
+        LayerNorm and dropout), the input of the first Transformer layer ("layer 0" when probing layers).
+
+    The SavedModel export keeps TF Hub's keys (`sequence_output`, `pooled_output`,
+    `encoder_outputs`, `default`).
 
     Example:
 
@@ -46,8 +51,8 @@ class BertEncoder(keras.Model):
     ...                    "input_type_ids": np.zeros_like(word_ids)})
     >>> tuple(outputs["sequence_output"].shape), tuple(outputs["pooled_output"].shape)
     ((1, 5, 32), (1, 32))
-    >>> len(outputs["encoder_outputs"])
-    2
+    >>> len(outputs["encoder_outputs"]), tuple(outputs["embedding_output"].shape)
+    (2, (1, 5, 32))
     """
 
     def __init__(self, config: BertConfig | dict, dtype=None, **kwargs):
@@ -86,7 +91,8 @@ class BertEncoder(keras.Model):
         )
 
         inputs = encoder_inputs()
-        hidden_states = embeddings(inputs["input_word_ids"], inputs["input_type_ids"])
+        embedding_output = embeddings(inputs["input_word_ids"], inputs["input_type_ids"])
+        hidden_states = embedding_output
         # Once for all layers, not once per layer.
         attention_bias = padding_attention_bias(inputs["input_mask"])
         encoder_outputs = []
@@ -94,7 +100,12 @@ class BertEncoder(keras.Model):
             hidden_states = block(hidden_states, attention_bias=attention_bias)
             encoder_outputs.append(hidden_states)
         pooled_output = pooler(hidden_states[:, 0, :])
-        outputs = {"sequence_output": hidden_states, "pooled_output": pooled_output, "encoder_outputs": encoder_outputs}
+        outputs = {
+            "sequence_output": hidden_states,
+            "pooled_output": pooled_output,
+            "encoder_outputs": encoder_outputs,
+            "embedding_output": embedding_output,
+        }
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
         self.config = config

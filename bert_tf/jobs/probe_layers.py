@@ -1,0 +1,441 @@
+"""`probe_layers`: which layer, and which combination of layers, gives a model's best frozen features.
+
+For a model directory and two tasks (token tagging and sentence classification, from the user's files or the
+bundled Brown part-of-speech tags and fine-food reviews), it computes every layer's features once
+(`bert_tf.probing.layer_features`), fits the fixed linear probe of `bert_tf.probing.probes` to each row of the
+BERT paper's Table 7 and the probing literature, and writes `report.md`, `report.json` and `layers.png`:
+
+* rows: `layer_0` (the embeddings) to `layer_<L>` separately, `second_to_last`, `last`, `mean_last_four`,
+  `concat_last_four` (the last min(4, L) Transformer layers), `scalar_mix` (a learned softmax mix of all
+  layers), and as a reference `fine_tuned` (the whole encoder fine-tuned with `bert_tf.tasks.run_finetuning`
+  on the same training file, scored on the test file);
+* controls: the same architecture randomly initialised (same probes, same rows), and a non-contextual
+  baseline (each word's most frequent training tag, the most frequent tag for unseen words; the majority
+  label for sentences).
+
+Sentences are represented by `[CLS]` (`sentence_cls`) and by the mean over real tokens (`sentence_mean`);
+words by their first WordPiece or the mean of their pieces (`word_piece`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+
+import numpy as np
+from absl import logging
+
+from bert_tf.checkpoints.model_source import ModelSource
+from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
+from bert_tf.probing import data as data_lib
+from bert_tf.probing.layer_features import WORD_PIECE_MODES
+from bert_tf.tasks.readers import DataError
+
+TASKS = (data_lib.TOKEN, data_lib.SENTENCE)
+REPORT_KEYS = {data_lib.TOKEN: ("token",), data_lib.SENTENCE: ("sentence_mean", "sentence_cls")}
+DEFAULT_SEED = 42
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeLayersConfig:
+    """What to probe and how (the flags of the same names).
+
+    Attributes:
+      output_dir: where the report goes; must not exist or be empty.
+      model: the model's files.
+      token_train_file, token_test_file: `word<TAB>tag` files; None: the bundled Brown tags.
+      sentence_train_file, sentence_test_file: `text<TAB>label` TSVs; None: the bundled reviews.
+      tasks: a subset of `TASKS`.
+      max_seq_length, batch_size, bucket_width: the forward passes (bucket_width 0: pad to max_seq_length).
+      word_piece: "first" or "mean": a word's representation.
+      random_control: also probe the randomly initialised twin.
+      finetune: add the fine-tuned reference row; finetune_epochs, finetune_learning_rate,
+        finetune_batch_size its recipe (BERT's schedule: 10% warm-up, then linear decay).
+      dev_fraction: the training file's share held out to choose each probe's strength.
+      seed: the development split, the random twin's weights, the probes and the fine-tuning.
+      cache_dir: the features' cache; None: `<output_dir>/feature_cache`.
+    """
+
+    output_dir: str
+    model: ModelSource
+    token_train_file: str | None = None
+    token_test_file: str | None = None
+    sentence_train_file: str | None = None
+    sentence_test_file: str | None = None
+    tasks: tuple = TASKS
+    max_seq_length: int = 128
+    batch_size: int = 32
+    bucket_width: int = DEFAULT_BUCKET_WIDTH
+    word_piece: str = "first"
+    random_control: bool = True
+    finetune: bool = True
+    finetune_epochs: float = 1.0
+    finetune_learning_rate: float = 1e-4
+    finetune_batch_size: int = 32
+    dev_fraction: float = 0.1
+    seed: int = DEFAULT_SEED
+    cache_dir: str | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "tasks", tuple(self.tasks))
+        unknown = [task for task in self.tasks if task not in TASKS]
+        if unknown or not self.tasks:
+            raise ValueError(f"--tasks must name some of {', '.join(TASKS)}, got {list(self.tasks)}.")
+        for flag in ("max_seq_length", "batch_size", "finetune_batch_size"):
+            value = getattr(self, flag)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"--{flag} must be a positive integer, got {value!r}.")
+        if self.max_seq_length < 3:
+            raise ValueError(f"--max_seq_length must be at least 3, got {self.max_seq_length}.")
+        if self.bucket_width < 0:
+            raise ValueError(f"--bucket_width must be >= 0, got {self.bucket_width}.")
+        if self.word_piece not in WORD_PIECE_MODES:
+            raise ValueError(f"--word_piece must be one of {', '.join(WORD_PIECE_MODES)}, got {self.word_piece!r}.")
+        if not 0.0 < self.dev_fraction < 0.5:
+            raise ValueError(f"--dev_fraction must be in (0, 0.5), got {self.dev_fraction}.")
+        if not self.finetune_epochs > 0 or not self.finetune_learning_rate > 0:
+            raise ValueError("--finetune_epochs and --finetune_learning_rate must be positive.")
+
+    def files(self) -> dict:
+        """task -> (flag prefix, train path, test path), the bundled files where none was given."""
+        from bert_tf.datasets import bundled
+
+        return {
+            data_lib.TOKEN: (
+                "token",
+                self.token_train_file or str(bundled.pos_path("train")),
+                self.token_test_file or str(bundled.pos_path("test")),
+            ),
+            data_lib.SENTENCE: (
+                "sentence",
+                self.sentence_train_file or str(bundled.sentiment_path("train")),
+                self.sentence_test_file or str(bundled.sentiment_path("test")),
+            ),
+        }
+
+
+def run_probe_layers(config: ProbeLayersConfig) -> dict:
+    """Probes every layer of `config.model`; writes the report files and returns the report (as in report.json).
+
+    Every input is read and checked before any forward pass, and nothing is written before that.
+
+    Raises:
+      DataError: a bad data file (naming the file and line).
+      ValueError: a bad option or model (naming the flag).
+      FileExistsError: `output_dir` exists and is not empty.
+    """
+    start = time.monotonic()
+    output_dir = os.path.abspath(config.output_dir)
+    if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or os.listdir(output_dir)):
+        raise FileExistsError(f"--output_dir={output_dir} exists and is not empty.")
+    model = config.model.resolve(config.max_seq_length)
+    files = config.files()
+    data = {}
+    for task in config.tasks:
+        prefix, train_path, test_path = files[task]
+        read = data_lib.read_token_file if task == data_lib.TOKEN else data_lib.read_sentence_file
+        data[task] = (read(train_path, f"{prefix}_train_file"), read(test_path, f"{prefix}_test_file"))
+        labels = _labels(task, data[task][0])
+        if len(set(labels)) < 2:
+            raise DataError(f"--{prefix}_train_file: {train_path}: needs at least two distinct labels.")
+
+    from bert_tf.probing import report as report_lib
+
+    features, feature_seconds = _all_features(config, model, data, output_dir)
+    probe_start = time.monotonic()
+    report = {
+        "model": {
+            "model_dir": config.model.model_dir,
+            "checkpoint": model.checkpoint,
+            "num_hidden_layers": model.config.num_hidden_layers,
+            "hidden_size": model.config.hidden_size,
+        },
+        "recipe": _recipe(config),
+        "data": {},
+        "seconds": {"features": round(feature_seconds, 1)},
+    }
+    for task in config.tasks:
+        train, test = data[task]
+        report["data"][task] = _data_summary(task, train, test, files[task])
+        report.update(_probe_task(task, train, test, features, config))
+    report["seconds"]["probes"] = round(time.monotonic() - probe_start, 1)
+    if config.finetune:
+        finetune_start = time.monotonic()
+        for task in config.tasks:
+            accuracy = _fine_tuned_accuracy(task, files[task], config, output_dir)
+            for key in REPORT_KEYS[task]:
+                report[key]["rows"]["fine_tuned"] = accuracy
+        report["seconds"]["finetune"] = round(time.monotonic() - finetune_start, 1)
+    report["seconds"]["total"] = round(time.monotonic() - start, 1)
+    report_lib.write_report(output_dir, report)
+    return report
+
+
+def _labels(task, split_data):
+    if task == data_lib.TOKEN:
+        return [tag for tags in split_data.tags for tag in tags]
+    return list(split_data.labels)
+
+
+def _recipe(config: ProbeLayersConfig) -> dict:
+    from bert_tf.probing import probes
+
+    return {
+        "linear_probe": "standardised features, multinomial logistic regression (scikit-learn, L2, lbfgs); "
+        f"C chosen from {list(probes.STRENGTHS)} by accuracy on a {config.dev_fraction:.0%} development split "
+        "of the training file; accuracy on the test file",
+        "scalar_mix": "standardised layers, softmax-weighted sum times a scale, then a dense softmax layer, "
+        f"trained with Adam (learning rate {probes.MIX_LEARNING_RATE}, batch {probes.MIX_BATCH_SIZE}); the best "
+        f"of {probes.MIX_EPOCHS} epochs on the development split",
+        "word": f"{config.word_piece} WordPiece of each word",
+        "sentence_mean": "mean over real tokens ([CLS] and [SEP] included)",
+        "sentence_cls": "the [CLS] position",
+        "fine_tuned": (
+            f"bert_tf.tasks.run_finetuning, {config.finetune_epochs:g} epoch(s), peak learning rate "
+            f"{config.finetune_learning_rate:g}, batch {config.finetune_batch_size}, 10% warm-up then linear decay"
+            if config.finetune
+            else None
+        ),
+        "max_seq_length": config.max_seq_length,
+        "seed": config.seed,
+    }
+
+
+def _data_summary(task, train, test, files) -> dict:
+    summary = {"train_file": files[1], "test_file": files[2]}
+    if task == data_lib.TOKEN:
+        summary.update(
+            train_sentences=len(train.sentences),
+            train_words=train.num_words,
+            test_sentences=len(test.sentences),
+            test_words=test.num_words,
+            labels=sorted(set(_labels(task, train))),
+        )
+    else:
+        summary.update(train_texts=len(train.texts), test_texts=len(test.texts), labels=sorted(set(train.labels)))
+    return summary
+
+
+def _all_features(config, model, data, output_dir):
+    """{(model name, task, split, representation): float16 [items, L + 1, hidden]}, and the seconds spent."""
+    import keras
+
+    from bert_tf.checkpoints.model_dir import restore
+    from bert_tf.models import BertEncoder
+    from bert_tf.probing.layer_features import FeatureCache, file_digest, sentence_features, token_features
+    from bert_tf.tasks.task_tokenizer import TaskTokenizer
+
+    start = time.monotonic()
+    cache = FeatureCache(config.cache_dir or os.path.join(output_dir, "feature_cache"))
+    tokenizer = TaskTokenizer(model.vocab_file, lower_case=model.do_lower_case)
+    model_key = {"checkpoint": _checkpoint_identity(model.checkpoint), "config": model.config.to_dict()}
+    encoders = {"pretrained": (model_key, None)}
+    if config.random_control:
+        encoders["random_init"] = ({"random_init_seed": config.seed, "config": model.config.to_dict()}, None)
+    options = {
+        "max_seq_length": config.max_seq_length,
+        "lower_case": model.do_lower_case,
+        "vocab": file_digest(model.vocab_file),
+    }
+    features = {}
+    for name, (key, _) in encoders.items():
+        encoder = None
+
+        def get_encoder():
+            nonlocal encoder
+            if encoder is None:
+                if name == "random_init":
+                    keras.utils.set_random_seed(config.seed)
+                    encoder = BertEncoder(model.config)
+                else:
+                    encoder = BertEncoder(model.config)
+                    restore(encoder, model.checkpoint)
+            return encoder
+
+        common = dict(
+            max_seq_length=config.max_seq_length, batch_size=config.batch_size, bucket_width=config.bucket_width
+        )
+        for task, (train, test) in data.items():
+            for split, split_data in (("train", train), ("test", test)):
+                label = f"{name} {task} {split}"
+                file_key = {"model": key, "file": file_digest(split_data.path), **options}
+                if task == data_lib.TOKEN:
+                    arrays = cache.get_or_compute(
+                        {"kind": "token", "word_piece": config.word_piece, **file_key},
+                        lambda: {
+                            "token": token_features(
+                                get_encoder(),
+                                tokenizer,
+                                split_data.sentences,
+                                word_piece=config.word_piece,
+                                label=label,
+                                **common,
+                            )
+                        },
+                    )
+                else:
+                    arrays = cache.get_or_compute(
+                        {"kind": "sentence", **file_key},
+                        lambda: sentence_features(get_encoder(), tokenizer, split_data.texts, label=label, **common),
+                    )
+                for representation, values in arrays.items():
+                    features[(name, task, split, representation)] = values
+        del encoder
+    return features, time.monotonic() - start
+
+
+def _checkpoint_identity(checkpoint: str) -> dict:
+    """What the cache key knows of a checkpoint: its resolved path and its index file's size and time."""
+    from bert_tf.checkpoints.model_dir import find_checkpoint
+
+    path = find_checkpoint(checkpoint)
+    stat = os.stat(path + ".index")
+    return {"path": os.path.abspath(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def _probe_task(task, train, test, features, config) -> dict:
+    """The report sections of one task: {"token": ...} or {"sentence_mean": ..., "sentence_cls": ...}."""
+    from bert_tf.probing import probes
+
+    label_list = sorted(set(_labels(task, train)))
+    train_y = data_lib.label_ids(_labels(task, train), label_list)
+    test_y = data_lib.label_ids(_labels(task, test), label_list)
+    if task == data_lib.TOKEN:
+        fit_sentences, dev_sentences = data_lib.dev_split(len(train.sentences), config.dev_fraction, config.seed)
+        sentence_of_word = np.repeat(np.arange(len(train.sentences)), [len(s) for s in train.sentences])
+        is_dev = np.isin(sentence_of_word, dev_sentences)
+        fit, dev = np.nonzero(~is_dev)[0], np.nonzero(is_dev)[0]
+        train_words = [w for s in train.sentences for w in s]
+        test_words = [w for s in test.sentences for w in s]
+        baseline = probes.word_baseline(
+            [train_words[i] for i in fit], [_labels(task, train)[i] for i in fit], test_words, _labels(task, test)
+        )
+        baseline_name = "most frequent tag per word"
+        representations = {"token": "token"}
+    else:
+        fit, dev = data_lib.dev_split(len(train.texts), config.dev_fraction, config.seed)
+        baseline = probes.majority_baseline(train_y[fit], test_y)
+        baseline_name = "majority label"
+        representations = {"sentence_mean": "mean", "sentence_cls": "cls"}
+    sections = {}
+    for key, representation in representations.items():
+        section = {"baseline": {"name": baseline_name, "accuracy": baseline}}
+        for model_name in ("pretrained", "random_init"):
+            if (model_name, task, "train", representation) not in features:
+                continue
+            logging.info("Probing %s %s", model_name, key)
+            train_x = features[(model_name, task, "train", representation)]
+            test_x = features[(model_name, task, "test", representation)]
+            results = _probe_rows(train_x, train_y, test_x, test_y, fit, dev, len(label_list), config.seed)
+            block = _section(results)
+            if model_name == "pretrained":
+                section.update(block)
+            else:
+                section["random_init"] = block
+        sections[key] = section
+    return sections
+
+
+def _probe_rows(train_x, train_y, test_x, test_y, fit, dev, num_classes, seed) -> dict:
+    """Row name -> ProbeResult, for every row of the module docstring except the fine-tuned reference."""
+    from bert_tf.probing import probes
+
+    def split(train_part, test_part):
+        return probes.Split(train_part[fit], train_y[fit], train_part[dev], train_y[dev], test_part, test_y)
+
+    num_layers = train_x.shape[1] - 1
+    results = {}
+    for layer in range(num_layers + 1):
+        started = time.monotonic()
+        results[f"layer_{layer}"] = probes.linear_probe(split(train_x[:, layer], test_x[:, layer]), seed=seed)
+        logging.info(
+            "  layer_%d: %.4f (%.1f s)", layer, results[f"layer_{layer}"].test_accuracy, time.monotonic() - started
+        )
+    results["second_to_last"] = results[f"layer_{max(num_layers - 1, 0)}"]
+    results["last"] = results[f"layer_{num_layers}"]
+    last_four = slice(max(1, num_layers - 3), num_layers + 1)
+    results["mean_last_four"] = probes.linear_probe(
+        split(train_x[:, last_four].astype(np.float32).mean(axis=1), test_x[:, last_four].astype(np.float32).mean(1)),
+        seed=seed,
+    )
+    flat = lambda x: x[:, last_four].reshape(len(x), -1)  # noqa: E731
+    results["concat_last_four"] = probes.linear_probe(split(flat(train_x), flat(test_x)), seed=seed)
+    results["scalar_mix"] = probes.scalar_mix_probe(split(train_x, test_x), num_classes, seed=seed)
+    logging.info("  scalar_mix: %.4f", results["scalar_mix"].test_accuracy)
+    return results
+
+
+def _section(results: dict) -> dict:
+    """The JSON of one model's rows: accuracies, the chosen strengths, the scalar mix, the best single layer."""
+    layers = {name: r for name, r in results.items() if name.startswith("layer_")}
+    best = max(layers, key=lambda name: (layers[name].test_accuracy, -int(name.split("_")[1])))
+    mix = results["scalar_mix"]
+    return {
+        "rows": {name: r.test_accuracy for name, r in results.items()},
+        "dev_accuracy": {name: r.dev_accuracy for name, r in results.items()},
+        "strength": {name: r.strength for name, r in results.items() if r.strength is not None},
+        "best_layer": best,
+        "scalar_mix": {
+            "weights": list(mix.mix_weights),
+            "scale": mix.mix_scale,
+            "expected_layer": mix.expected_layer,
+        },
+    }
+
+
+def _fine_tuned_accuracy(task, files, config, output_dir) -> float:
+    """Test accuracy of the whole encoder fine-tuned on the task's training file (the reference row)."""
+    from bert_tf.tasks import (
+        FinetuningDataConfig,
+        FinetuningModelConfig,
+        FinetuningScheduleConfig,
+        FinetuningTaskConfig,
+        run_finetuning,
+    )
+    from bert_tf.training import RuntimeConfig
+
+    _, train_file, test_file = files
+    source = config.model
+    model = FinetuningModelConfig(
+        model_dir=source.model_dir,
+        init_checkpoint=source.init_checkpoint,
+        bert_config_file=source.bert_config_file,
+        vocab_file=source.vocab_file,
+        do_lower_case=source.do_lower_case,
+    )
+    schedule = FinetuningScheduleConfig(
+        train_batch_size=config.finetune_batch_size,
+        eval_batch_size=64,
+        learning_rate=config.finetune_learning_rate,
+        num_train_epochs=config.finetune_epochs,
+        save_checkpoints_steps=1_000_000,
+        keep_checkpoint_max=1,
+    )
+    if task == data_lib.TOKEN:
+        task_config = FinetuningTaskConfig("token_classification", max_seq_length=config.max_seq_length)
+        data = FinetuningDataConfig(train_file=train_file, eval_file=test_file)
+        metric = "token_accuracy"
+    else:
+        task_config = FinetuningTaskConfig("classification", max_seq_length=config.max_seq_length)
+        data = FinetuningDataConfig(
+            train_file=train_file, eval_file=test_file, text_a_column="text", label_column="label", file_format="tsv"
+        )
+        metric = "accuracy"
+    logging.info("Fine-tuning the whole encoder on the %s task (the reference row)", task)
+    results = run_finetuning(
+        task_config,
+        os.path.join(output_dir, f"fine_tuned_{task}"),
+        model,
+        data,
+        schedule,
+        RuntimeConfig(seed=config.seed),
+        do_train=True,
+        do_eval=True,
+    )
+    return float(results[metric])
+
+
+def report_json(report: dict) -> str:
+    return json.dumps(report, indent=2, sort_keys=True) + "\n"

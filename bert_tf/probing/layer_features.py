@@ -1,0 +1,180 @@
+"""Every layer's frozen features for the probing tasks: one forward pass per model and file, cached on disk.
+
+A word is represented by its first WordPiece (as in the BERT paper's feature-based NER) or the mean of its
+pieces; a sentence by `[CLS]` and, separately, by the mean over its real tokens. Each is computed for all
+L + 1 layers at once (layer 0 is the embedding output) and stored as float16 [items, L + 1, hidden] in
+`cache_dir`, under a key that names the model, the file's contents and the options, so every probe row and a
+rerun with the same cache reuse it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+
+import numpy as np
+from absl import logging
+
+from bert_tf import file_io
+from bert_tf.tasks.base import ENCODER_INPUT_KEYS, FEATURE_INDEX_KEY
+
+WORD_PIECE_MODES = ("first", "mean")
+# Seconds between progress lines.
+_PROGRESS_EVERY = 10.0
+
+
+def file_digest(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class FeatureCache:
+    """float16 arrays in `directory`, one `.npz` per key (a dict that names what the arrays were made from)."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+
+    def path(self, key: dict) -> str:
+        name = hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()[:24]
+        return os.path.join(self.directory, f"{key.get('kind', 'features')}-{name}.npz")
+
+    def get_or_compute(self, key: dict, compute) -> dict:
+        path = self.path(key)
+        if os.path.exists(path):
+            with np.load(path) as arrays:
+                logging.info("Reusing cached features %s", path)
+                return {name: arrays[name] for name in arrays.files}
+        arrays = {name: np.asarray(value, np.float16) for name, value in compute().items()}
+        os.makedirs(self.directory, exist_ok=True)
+        with file_io.atomic_path(path) as tmp_path:
+            with open(tmp_path, "wb") as f:
+                np.savez(f, **arrays)
+        return arrays
+
+
+def _forward_batches(encoder, inputs: dict, outputs_fn, *, label, batch_size, max_seq_length, bucket_width):
+    """Yields (indices, numpy outputs) over length-bucketed batches of `inputs`, logging progress with an ETA."""
+    import tensorflow as tf
+
+    from bert_tf.data.length_buckets import bucketed_dataset
+    from bert_tf.tasks.inference import iterate_outputs
+
+    dataset, batches = bucketed_dataset(inputs, batch_size, max_seq_length, bucket_width)
+    total = len(next(iter(inputs.values())))
+    shapes = sorted({b.seq_length for b in batches})
+    logging.info(
+        "%s: %d sequences in %d batches, %d sequence lengths %s", label, total, len(batches), len(shapes), shapes
+    )
+
+    def forward(batch, training=False):
+        return outputs_fn(encoder(batch, training=False), tf.cast(batch["input_mask"], tf.float32))
+
+    start = last = time.monotonic()
+    done = 0
+    for batch in iterate_outputs(forward, dataset, jit_compile=False):
+        indices = batch.pop(FEATURE_INDEX_KEY)
+        done += len(indices)
+        now = time.monotonic()
+        if now - last >= _PROGRESS_EVERY or done == total:
+            last = now
+            eta = (now - start) / done * (total - done)
+            logging.info("%s: %d/%d sequences, %.0f s, ETA %.0f s", label, done, total, now - start, eta)
+        yield indices, batch
+
+
+def _stacked_layers(outputs):
+    """[batch, seq, L + 1, hidden]: the embedding output and every Transformer layer."""
+    from keras import ops
+
+    from bert_tf.features.layer_selection import all_layers
+
+    return ops.stack(all_layers(outputs), axis=2)
+
+
+def token_features(encoder, tokenizer, sentences, *, word_piece, max_seq_length, batch_size, bucket_width, label):
+    """float32 [num_words, L + 1, hidden]: each word's first piece (or mean of its pieces) at every layer.
+
+    A word the tokenizer turns into no piece at all (only deleted characters) gets zeros.
+    """
+    from bert_tf.tasks.examples import TaggingExample
+    from bert_tf.tasks.tagging import TaggingTask
+
+    if word_piece not in WORD_PIECE_MODES:
+        raise ValueError(f"--word_piece must be one of {WORD_PIECE_MODES}, got {word_piece!r}.")
+    # Tags are not needed to place the pieces: featurize the sentences unlabelled.
+    task = TaggingTask(tokenizer, max_seq_length, ["_"])
+    examples = [TaggingExample(guid=str(i), words=tuple(words)) for i, words in enumerate(sentences)]
+    features = task.featurize(examples, training=False)
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in sentences])])
+    piece_word = _piece_words(features.word_index, features.inputs["input_mask"])
+    # Global word number of each piece position (-1: [CLS], [SEP], padding; or not the first piece in "first").
+    positions = features.word_index if word_piece == "first" else piece_word
+    global_word = np.where(positions >= 0, offsets[features.example_index][:, None] + positions, -1)
+    num_layers = encoder.config.num_hidden_layers + 1
+    totals = np.zeros((offsets[-1], num_layers, encoder.config.hidden_size), np.float32)
+    counts = np.zeros(offsets[-1], np.float32)
+    inputs = {name: features.inputs[name] for name in ENCODER_INPUT_KEYS}
+    batches = _forward_batches(
+        encoder,
+        inputs,
+        lambda outputs, mask: {"layers": _stacked_layers(outputs)},
+        label=label,
+        batch_size=batch_size,
+        max_seq_length=max_seq_length,
+        bucket_width=bucket_width,
+    )
+    for indices, outputs in batches:
+        layers = outputs["layers"]
+        words = global_word[indices, : layers.shape[1]]
+        rows, cols = np.nonzero(words >= 0)
+        np.add.at(totals, words[rows, cols], layers[rows, cols])
+        np.add.at(counts, words[rows, cols], 1.0)
+    return totals / np.maximum(counts, 1.0)[:, None, None]
+
+
+def _piece_words(word_index: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The word of every piece ([rows, seq]): a word's first piece and its continuations; -1 elsewhere."""
+    piece_word = np.full_like(word_index, -1)
+    lengths = mask.sum(axis=1)
+    for row in range(word_index.shape[0]):
+        current = -1
+        for position in range(1, int(lengths[row]) - 1):  # between [CLS] and [SEP]
+            if word_index[row, position] >= 0:
+                current = word_index[row, position]
+            piece_word[row, position] = current
+    return piece_word
+
+
+def sentence_features(encoder, tokenizer, texts, *, max_seq_length, batch_size, bucket_width, label):
+    """{"cls", "mean"}: float32 [num_texts, L + 1, hidden], [CLS] and the mean over real tokens at every layer."""
+    from bert_tf.features.pooling import pool_tokens
+    from bert_tf.jobs.extract_features import pack_texts
+
+    inputs = pack_texts(tokenizer, list(texts), [None] * len(texts), max_seq_length)
+    num_layers = encoder.config.num_hidden_layers + 1
+    result = {
+        name: np.zeros((len(texts), num_layers, encoder.config.hidden_size), np.float32) for name in ("cls", "mean")
+    }
+
+    def outputs_fn(outputs, mask):
+        layers = _stacked_layers(outputs)
+        return {"cls": pool_tokens(layers, mask, "cls"), "mean": pool_tokens(layers, mask, "mean")}
+
+    batches = _forward_batches(
+        encoder,
+        inputs,
+        outputs_fn,
+        label=label,
+        batch_size=batch_size,
+        max_seq_length=max_seq_length,
+        bucket_width=bucket_width,
+    )
+    for indices, outputs in batches:
+        for name in result:
+            result[name][indices] = outputs[name]
+    return result

@@ -1,0 +1,96 @@
+"""Which layer's frozen features should I use? Probes every layer of a BERT model on real data.
+
+    python -m experiments.probe_layers --model_dir=models/minilm --output_dir=runs/probe
+
+With no data flags it uses the bundled Brown part-of-speech tags (token level) and fine-food reviews
+(sentence level). Your own data:
+
+    python -m experiments.probe_layers --model_dir=models/bert_base --output_dir=runs/probe_ner \\
+        --token_train_file=train.conll --token_test_file=test.conll \\
+        --sentence_train_file=train.tsv --sentence_test_file=test.tsv
+
+Token files: `word<TAB>tag` per line, a blank line between sentences. Sentence files: TSV with the header
+`text<TAB>label`. Writes `report.md`, `report.json` and `layers.png` to --output_dir (see
+`bert_tf.jobs.probe_layers` for the rows, controls and the probe's recipe). `--nofinetune` leaves out the
+fine-tuned reference row, `--norandom_control` the randomly initialised twin.
+"""
+
+from absl import flags
+
+from bert_tf import cli
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+    """Defines this tool's flags (at run time, so importing the module defines none)."""
+    from bert_tf.jobs.probe_layers import DEFAULT_SEED, TASKS
+    from bert_tf.probing.layer_features import WORD_PIECE_MODES
+
+    flags.DEFINE_string("output_dir", None, "Where report.md, report.json and layers.png go (new or empty).")
+    flags.DEFINE_string("model_dir", None, "A model directory (bert_config.json, vocab.txt, checkpoint).")
+    flags.DEFINE_string("init_checkpoint", None, "TF2 checkpoint of the encoder (prefix or directory).")
+    flags.DEFINE_string("bert_config_file", None, "bert_config.json (default: the one in --model_dir).")
+    flags.DEFINE_string("vocab_file", None, "vocab.txt (default: the one in --model_dir).")
+    flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+    flags.DEFINE_string("token_train_file", None, "word<TAB>tag training file (default: bundled Brown POS tags).")
+    flags.DEFINE_string("token_test_file", None, "word<TAB>tag test file (default: bundled Brown POS tags).")
+    flags.DEFINE_string("sentence_train_file", None, "text<TAB>label training TSV (default: bundled reviews).")
+    flags.DEFINE_string("sentence_test_file", None, "text<TAB>label test TSV (default: bundled reviews).")
+    flags.DEFINE_list("tasks", list(TASKS), "Which tasks to probe.")
+    flags.DEFINE_integer("max_seq_length", 128, "Packed sequence length; longer inputs are truncated.")
+    flags.DEFINE_integer("batch_size", 32, "Batch size of the forward passes.")
+    flags.DEFINE_integer("bucket_width", 16, "Batches padded to multiples of this; 0: to --max_seq_length.")
+    flags.DEFINE_enum("word_piece", "first", list(WORD_PIECE_MODES), "A word's WordPiece: the first or the mean.")
+    flags.DEFINE_boolean("random_control", True, "Also probe the same architecture randomly initialised.")
+    flags.DEFINE_boolean("finetune", True, "Add the fine-tuned reference row (fine-tunes the whole encoder).")
+    flags.DEFINE_float("finetune_epochs", 1.0, "Epochs of the fine-tuned reference.")
+    flags.DEFINE_float("finetune_learning_rate", 1e-4, "Peak learning rate of the fine-tuned reference.")
+    flags.DEFINE_integer("finetune_batch_size", 32, "Batch size of the fine-tuned reference.")
+    flags.DEFINE_float("dev_fraction", 0.1, "Share of the training file held out to choose each probe's strength.")
+    flags.DEFINE_integer("seed", DEFAULT_SEED, "Seeds the split, the random twin, the probes and the fine-tuning.")
+    flags.DEFINE_string("cache_dir", None, "Feature cache (default: <output_dir>/feature_cache); reused if present.")
+
+
+# Bad input (a DataError is a ValueError) is one clear line instead of a traceback.
+@cli.main_function("probe_layers", bad_input=(ValueError, FileNotFoundError, FileExistsError))
+def main(argv):
+    del argv  # Checked by cli.main_function.
+    from bert_tf.checkpoints.model_source import ModelSource
+    from bert_tf.jobs.probe_layers import ProbeLayersConfig, run_probe_layers
+
+    cli.require_flags("output_dir")
+    config = ProbeLayersConfig(
+        output_dir=FLAGS.output_dir,
+        model=ModelSource(
+            FLAGS.model_dir, FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case
+        ),
+        token_train_file=FLAGS.token_train_file,
+        token_test_file=FLAGS.token_test_file,
+        sentence_train_file=FLAGS.sentence_train_file,
+        sentence_test_file=FLAGS.sentence_test_file,
+        tasks=tuple(FLAGS.tasks),
+        max_seq_length=FLAGS.max_seq_length,
+        batch_size=FLAGS.batch_size,
+        bucket_width=FLAGS.bucket_width,
+        word_piece=FLAGS.word_piece,
+        random_control=FLAGS.random_control,
+        finetune=FLAGS.finetune,
+        finetune_epochs=FLAGS.finetune_epochs,
+        finetune_learning_rate=FLAGS.finetune_learning_rate,
+        finetune_batch_size=FLAGS.finetune_batch_size,
+        dev_fraction=FLAGS.dev_fraction,
+        seed=FLAGS.seed,
+        cache_dir=FLAGS.cache_dir,
+    )
+    run_probe_layers(config)
+    print(f"Wrote {FLAGS.output_dir}/report.md, report.json and layers.png")
+
+
+def run(argv=None):
+    """Console-script entry point."""
+    cli.run(main, define_flags, argv)
+
+
+if __name__ == "__main__":
+    run()
