@@ -8,6 +8,7 @@ import pickle
 import subprocess
 import signal
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -195,3 +196,34 @@ def test_closing_the_pool_leaves_no_process_behind():
     pool.idle_helper().submit(0, _chunk()).result(timeout=60)
     pool.close()
     assert not set(pids) & set(children())
+
+
+def _exited(pid):
+    """True once `pid` has exited (gone, or a zombie nobody has reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def test_helpers_exit_when_the_tool_is_killed():
+    # A tool killed with SIGKILL runs no clean-up: its helpers see the end of their request pipe and exit.
+    code = (
+        "import os, signal, sys; from tests.test_instance_workers import _settings, _chunk; "
+        "from tfrecords_tools import instance_workers; "
+        "pool = instance_workers.HelperPool(_settings(), num_helpers=2); "
+        "pool.idle_helper().submit(0, _chunk()).result(timeout=60); "
+        "print(' '.join(str(h.pid) for h in pool._helpers), flush=True); "
+        "os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+    assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]
+    pids = [int(pid) for pid in result.stdout.split()]
+    assert len(pids) == 2
+    # Exiting takes milliseconds; the bound only keeps a failure from hanging the test.
+    deadline = time.monotonic() + 60
+    while not all(_exited(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(_exited(pid) for pid in pids)

@@ -124,16 +124,17 @@ def describe_exit_status(status: Optional[int]) -> str:
 
 
 def _helper_command(request_fd: int, result_fd: int) -> List[str]:
-    """`python -I -c ...`: no current directory, no PYTHON* variables on the helper's `sys.path`.
+    """`python -I -c ...` with this process's `sys.path`: the helper imports what this process imports.
 
-    With a plain `python -c`, the current directory comes first on `sys.path`, so a
-    `tfrecords_tools` there (another checkout) would shadow this one. The helper
-    imports exactly this process's `tfrecords_tools` (its parent directory goes
-    first), and the rest (numpy) from this interpreter's site-packages, plus the
-    PYTHONPATH entries this process was given.
+    With a plain `python -c`, the helper's current directory comes first on its
+    `sys.path`, so a `tfrecords_tools` there (another checkout) would shadow
+    this one. `-I` leaves the current directory (and PYTHON* variables) out; the
+    helper's path is then this process's own, with the folder holding this
+    `tfrecords_tools` first (and the user site, PYTHONPATH entries and editable
+    installs this process sees, so numpy comes from where it comes here).
     """
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    paths = [package_parent] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    paths = [package_parent] + [p for p in sys.path if p and p != package_parent]
     code = (
         f"import sys; sys.path[:0] = {paths!r}; "
         f"from tfrecords_tools.instance_workers import helper_main; helper_main({request_fd}, {result_fd})"
