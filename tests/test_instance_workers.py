@@ -105,6 +105,21 @@ def test_a_helper_that_died_idle_fails_the_next_chunk_at_once():
     assert helper.pid not in children()
 
 
+def test_a_helper_that_crashes_at_start_up_fails_the_run(monkeypatch):
+    crash = [sys.executable, "-c", "raise SystemExit(3)"]
+    monkeypatch.setattr(instance_workers, "_helper_command", lambda request_fd, result_fd: crash)
+    pool = instance_workers.HelperPool(_settings(), num_helpers=1)
+    try:
+        (helper,) = pool._helpers
+        helper._process.wait(timeout=60)
+        with pytest.raises(instance_workers.HelperError, match="exited with status 3$"):
+            # Whether the pool has noticed yet or not, the first chunk cannot wait forever.
+            chosen = pool.idle_helper()
+            instance_workers.wait_for(chosen.submit(0, _chunk()), chosen, poll_seconds=0.05)
+    finally:
+        pool.close()
+
+
 def test_wait_for_notices_a_dead_helper():
     helper = instance_workers.HelperProcess(_settings())
     try:
