@@ -10,7 +10,7 @@ rename, and check before they write).
 
 Rows that do not apply to a tool are left out: `inspect_tfrecords` reads an
 empty file as an empty shard (0 records, not an error), `demo` reads no input
-file, and only `convert`/`export`/`pretrain`/`finetune` refuse an existing
+file, and only `convert`/`export`/`pretrain`/`finetune`/`probe_layers` refuse an existing
 output (the others replace their output file atomically, as the originals do).
 """
 
@@ -36,6 +36,7 @@ MODULES = {
     "pretrain": "experiments.pretrain",
     "finetune": "experiments.finetune",
     "extract_features": "experiments.extract_features",
+    "probe_layers": "experiments.probe_layers",
     "export": "experiments.export",
     "bert_tf.convert": "bert_tf.convert",
     "classify_with_hub": "experiments.classify_with_hub",
@@ -113,6 +114,15 @@ def files(tmp_path_factory):
     hf_config["num_attention_heads"] = hf_config["hidden_size"] + 1
     (root / "hf_bad_heads" / "config.json").write_text(json.dumps(hf_config))
     f["hf"] = str(TINY_HF)
+
+    # probe_layers' token (word<TAB>tag) and sentence (text<TAB>label) files, good and malformed.
+    (root / "probe_tokens.conll").write_text("alice\tX\nsaw\tV\n\nbob\tX\nwalked\tV\n", encoding="utf-8")
+    f["probe_tokens"] = str(root / "probe_tokens.conll")
+    (root / "probe_no_tab.conll").write_text("alice\tX\nsaw V\n", encoding="utf-8")
+    f["probe_no_tab"] = str(root / "probe_no_tab.conll")
+    rows = [(text, label) for text, label in synthetic.sentiment_rows(8, 1)]
+    f["probe_sentences"] = synthetic.write_tsv(str(root / "probe_sentences.tsv"), ["text", "label"], rows)
+    f["probe_no_label"] = synthetic.write_tsv(str(root / "probe_no_label.tsv"), ["text", "polarity"], rows)
 
     # An export directory as classify_with_hub checks it (only the two SavedModel folders' presence).
     for name in ("encoder", "preprocess"):
@@ -444,6 +454,48 @@ ROWS = [
                 ["--input_file={corpus}", "--model_dir={model_dir}", "--max_seq_length=128"],
                 "max_seq_length",
             ),
+        ]
+    ],
+    # probe_layers
+    *[
+        (
+            "probe_layers",
+            case,
+            (
+                lambda extra: (
+                    lambda f, o: [
+                        f"--output_dir={o}",
+                        "--max_seq_length=16",
+                        "--nofinetune",
+                        *[
+                            a.format(**f)
+                            for a in [
+                                "--model_dir={model_dir}",
+                                "--token_train_file={probe_tokens}",
+                                "--token_test_file={probe_tokens}",
+                                "--sentence_train_file={probe_sentences}",
+                                "--sentence_test_file={probe_sentences}",
+                                *extra,
+                            ]
+                        ],
+                    ]
+                )
+            )(extra),
+            expected,
+            kind,
+        )
+        for case, extra, expected, kind in [
+            ("missing_file", ["--token_train_file={missing}"], "--token_train_file: {missing} not found", None),
+            ("empty_file", ["--token_test_file={empty}"], "empty.txt: no sentences", None),
+            ("binary_garbage", ["--sentence_train_file={garbage}"], "garbage.bin:1: not valid UTF-8", None),
+            ("non_utf8_line", ["--token_train_file={latin1}"], "latin1.txt:3: not valid UTF-8", None),
+            ("token_line_without_tab", ["--token_train_file={probe_no_tab}"], "probe_no_tab.conll:2", None),
+            ("sentence_file_without_label", ["--sentence_test_file={probe_no_label}"], "no label column", None),
+            ("missing_model", ["--model_dir={missing}"], "missing.txt", None),
+            ("unknown_task", ["--tasks=token,parsing"], "--tasks", None),
+            ("impossible_dev_fraction", ["--dev_fraction=0.9"], "--dev_fraction", None),
+            ("seq_length_above_positions", ["--max_seq_length=128"], "max_position_embeddings", None),
+            ("output_exists", [], "--output_dir", "dir"),
         ]
     ],
     # export

@@ -187,7 +187,8 @@ def _recipe(config: ProbeLayersConfig) -> dict:
         f"C chosen from {list(probes.STRENGTHS)} by accuracy on a {config.dev_fraction:.0%} development split "
         "of the training file; accuracy on the test file",
         "scalar_mix": "standardised layers, softmax-weighted sum times a scale, then a dense softmax layer, "
-        f"trained with Adam (learning rate {probes.MIX_LEARNING_RATE}, batch {probes.MIX_BATCH_SIZE}); the best "
+        f"trained with Adam (learning rate {probes.MIX_LEARNING_RATE}, batch {probes.MIX_BATCH_SIZE} or fewer rows "
+        f"for at least {probes.MIX_MIN_STEPS_PER_EPOCH} steps an epoch); the best "
         f"of {probes.MIX_EPOCHS} epochs on the development split",
         "word": f"{config.word_piece} WordPiece of each word",
         "sentence_mean": "mean over real tokens ([CLS] and [SEP] included)",

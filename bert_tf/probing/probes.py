@@ -8,7 +8,8 @@ from the strongest regularisation to the weakest, each starting from the last on
 
 **Scalar mix** (Tenney et al., 2019): every layer standardised as above, mixed by `bert_tf.layers.ScalarMix`
 (softmax weights and a scale), then one dense softmax layer, trained together with Adam on the training
-part; the epoch with the best development accuracy is kept (at most `MIX_EPOCHS`). Its weights and their
+part in batches of `MIX_BATCH_SIZE` (fewer rows where that would give fewer than `MIX_MIN_STEPS_PER_EPOCH`
+steps an epoch); the epoch with the best development accuracy is kept (of `MIX_EPOCHS`). Its weights and their
 centre of gravity (the expected layer) are reported.
 """
 
@@ -24,7 +25,8 @@ MAX_ITERATIONS = 200
 TOLERANCE = 1e-3
 MIX_EPOCHS = 12
 MIX_BATCH_SIZE = 256
-MIX_LEARNING_RATE = 3e-3
+MIX_MIN_STEPS_PER_EPOCH = 50  # small data gets smaller batches, so the mixing weights still get to move
+MIX_LEARNING_RATE = 1e-2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,9 +105,10 @@ def scalar_mix_probe(split: Split, num_classes: int, seed: int = 0) -> ProbeResu
         optimizer=keras.optimizers.Adam(MIX_LEARNING_RATE),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
+    batch_size = max(1, min(MIX_BATCH_SIZE, len(train_x) // MIX_MIN_STEPS_PER_EPOCH))
     best, best_weights = None, None
     for _ in range(MIX_EPOCHS):
-        model.fit(train_x, split.train_y, batch_size=MIX_BATCH_SIZE, epochs=1, shuffle=True, verbose=0)
+        model.fit(train_x, split.train_y, batch_size=batch_size, epochs=1, shuffle=True, verbose=0)
         dev_accuracy = _accuracy(_predict(model, dev_x), split.dev_y)
         if best is None or dev_accuracy > best:
             best, best_weights = dev_accuracy, model.get_weights()
