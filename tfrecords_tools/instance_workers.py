@@ -142,6 +142,14 @@ def _helper_command(request_fd: int, result_fd: int) -> List[str]:
     return [sys.executable, "-I", "-c", code]
 
 
+def _stderr_fd():
+    """This process's stderr file descriptor (where a helper's stray output goes), or /dev/null without one."""
+    try:
+        return sys.__stderr__.fileno()
+    except (AttributeError, OSError, ValueError):
+        return subprocess.DEVNULL
+
+
 class HelperProcess:
     """One helper subprocess running `InstanceBuilder`s; `submit` returns a Future.
 
@@ -165,7 +173,7 @@ class HelperProcess:
             self._process = subprocess.Popen(
                 _helper_command(request_read, result_write),
                 stdin=subprocess.DEVNULL,
-                stdout=sys.__stderr__.fileno() if sys.__stderr__ is not None else subprocess.DEVNULL,
+                stdout=_stderr_fd(),
                 pass_fds=(request_read, result_write),
             )
         except BaseException:
