@@ -309,9 +309,10 @@ def _probe_task(task, train, test, features, config) -> dict:
         is_dev = np.isin(sentence_of_word, dev_sentences)
         fit, dev = np.nonzero(~is_dev)[0], np.nonzero(is_dev)[0]
         train_words = [w for s in train.sentences for w in s]
+        train_tags = _labels(task, train)
         test_words = [w for s in test.sentences for w in s]
         baseline = probes.word_baseline(
-            [train_words[i] for i in fit], [_labels(task, train)[i] for i in fit], test_words, _labels(task, test)
+            [train_words[i] for i in fit], [train_tags[i] for i in fit], test_words, _labels(task, test)
         )
         baseline_name = "most frequent tag per word"
         representations = {"token": "token"}

@@ -132,8 +132,12 @@ def token_features(encoder, tokenizer, sentences, *, word_piece, max_seq_length,
         layers = outputs["layers"]
         words = global_word[indices, : layers.shape[1]]
         rows, cols = np.nonzero(words >= 0)
-        np.add.at(totals, words[rows, cols], layers[rows, cols])
-        np.add.at(counts, words[rows, cols], 1.0)
+        if word_piece == "first":  # one position per word: no accumulation needed
+            totals[words[rows, cols]] = layers[rows, cols]
+            counts[words[rows, cols]] = 1.0
+        else:
+            np.add.at(totals, words[rows, cols], layers[rows, cols])
+            np.add.at(counts, words[rows, cols], 1.0)
     return totals / np.maximum(counts, 1.0)[:, None, None]
 
 
