@@ -112,6 +112,12 @@ def define_flags():
     flags.DEFINE_boolean("do_eval", False, "Evaluate on the evaluation data.")
     flags.DEFINE_boolean("do_predict", False, "Predict on the prediction data.")
     flags.DEFINE_integer("max_seq_length", 128, "Packed sequence length (WordPieces incl. [CLS]/[SEP]).")
+    flags.DEFINE_integer(
+        "bucket_width",
+        16,
+        "Group batches by length and pad each to the smallest multiple of this that holds it (at most "
+        "max_seq_length / bucket_width compiled shapes); 0 = off, every batch at --max_seq_length. Ignored by squad.",
+    )
     flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
     flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
     flags.DEFINE_integer("predict_batch_size", None, "Prediction batch size (default: --eval_batch_size).")

@@ -135,6 +135,8 @@ def _checkpoint_values(path):
 KILL_ARGUMENTS = dict(
     task="classification",
     max_seq_length=16,
+    # Length buckets of 4 (batches of 8, 12 or 16 pieces): resuming must restore the bucketed order exactly.
+    bucket_width=4,
     train_batch_size=16,
     learning_rate=1e-3,
     num_train_steps=12,

@@ -6,8 +6,11 @@ only real tokens, and, since a batch has one of at most `max_seq_length / bucket
 forward pass compiles that many graphs at most. Attention masks the padding, so the outputs of the real
 positions do not depend on the padded length (to float rounding); `tests/test_length_buckets.py` checks it.
 
-Numpy only: used for inference (feature extraction, layer probing), where the order of the batches does not
-matter because every row goes back to its own index.
+`length_batches`/`padded_batches`/`bucketed_dataset` serve inference (feature extraction, layer probing),
+where the order of the batches does not matter because every row goes back to its own index. The fine-tuning
+tasks' tf.data pipelines (`bert_tf.tasks.base.length_bucketed_dataset`) use `training_batch_indices` (training:
+shuffled from the seed, grouped by length inside chunks of batches, endless and checkpointable) and
+`inference_batch_indices` with `gather_batches`. TensorFlow is imported only by the tf.data functions.
 """
 
 from __future__ import annotations
@@ -113,3 +116,158 @@ def bucketed_dataset(
     signature[FEATURE_INDEX_KEY] = tf.TensorSpec((batch_size,), tf.int32)
     dataset = tf.data.Dataset.from_generator(generate, output_signature=signature)
     return dataset.prefetch(2), batches
+
+
+# --- tf.data pipelines of the fine-tuning tasks ------------------------------------------------------------
+
+#: Training batches are formed inside chunks of this many batches of shuffled examples, sorted by length (as
+#: HuggingFace's `group_by_length` does with its "megabatches" of 50): batches stay random in which examples
+#: they hold, while most of a batch's rows have about the same length.
+TRAIN_CHUNK_BATCHES = 50
+
+
+def _bucket_lengths_tf(max_lengths, bucket_width: int, max_seq_length: int):
+    import tensorflow as tf
+
+    max_lengths = tf.maximum(tf.cast(max_lengths, tf.int64), 1)
+    if not bucket_width:
+        return tf.fill(tf.shape(max_lengths), tf.constant(max_seq_length, tf.int64))
+    return tf.minimum(tf.constant(max_seq_length, tf.int64), -(-max_lengths // bucket_width) * bucket_width)
+
+
+def training_batch_indices(
+    lengths: np.ndarray,
+    batch_size: int,
+    max_seq_length: int,
+    bucket_width: int | None,
+    seed: int,
+    input_context=None,
+    chunk_batches: int = TRAIN_CHUNK_BATCHES,
+):
+    """An endless tf.data pipeline of training batches as (indices [batch_size] int64, seq_length int64).
+
+    Epoch `e` is a permutation of the examples drawn from (`seed`, `e`) with stateless random ops; its first
+    `len // batch_size * batch_size` examples (the rest sit out this epoch) are cut into chunks of
+    `chunk_batches` batches, sorted by length inside each chunk (stably), cut into batches, and the batches of
+    the epoch shuffled, again from (`seed`, `e`). Each batch is padded to the bucket length of its longest row.
+    Everything is a pure function of the seed and the epoch number, built from `Dataset.counter` and
+    `from_tensor_slices`, so the iterator state is a position that a checkpoint saves and restores exactly.
+    `bucket_width` 0/None: the same batches, all at `max_seq_length`. With an `InputContext` of several input
+    pipelines, pipeline `i` takes every `num_input_pipelines`-th batch of each epoch.
+    """
+    import tensorflow as tf
+
+    lengths = np.asarray(lengths, np.int64)
+    size = len(lengths)
+    num_batches = size // batch_size
+    if num_batches < 1:
+        raise ValueError(f"{size} training examples make no full batch of {batch_size}.")
+    if lengths.size and int(lengths.max()) > max_seq_length:
+        raise ValueError(f"A length of {int(lengths.max())} exceeds max_seq_length={max_seq_length}.")
+    used = num_batches * batch_size
+    chunk = max(1, chunk_batches) * batch_size
+    lengths_t = tf.constant(lengths)
+    chunk_ids = tf.constant(np.arange(used, dtype=np.int64) // chunk)
+    seed = tf.constant(int(seed), tf.int64)
+
+    def epoch_batches(epoch):
+        order = tf.random.experimental.stateless_shuffle(
+            tf.range(size, dtype=tf.int64), seed=tf.stack([seed, 2 * epoch])
+        )[:used]
+        key = chunk_ids * (max_seq_length + 1) + tf.gather(lengths_t, order)
+        order = tf.gather(order, tf.argsort(key, stable=True))
+        batches = tf.random.experimental.stateless_shuffle(
+            tf.reshape(order, [num_batches, batch_size]), seed=tf.stack([seed, 2 * epoch + 1])
+        )
+        seq_lengths = _bucket_lengths_tf(
+            tf.reduce_max(tf.gather(lengths_t, batches), axis=1), bucket_width, max_seq_length
+        )
+        dataset = tf.data.Dataset.from_tensor_slices((batches, seq_lengths))
+        if input_context is not None and input_context.num_input_pipelines > 1:
+            dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        return dataset
+
+    _log_shapes("training (epoch 1)", *[np.asarray(x) for x in _first_epoch(epoch_batches)], lengths, bucket_width)
+    return tf.data.Dataset.counter(dtype=tf.int64).flat_map(epoch_batches)
+
+
+def _first_epoch(epoch_batches):
+    import tensorflow as tf
+
+    batches, seq_lengths = [], []
+    for rows, seq_length in epoch_batches(tf.constant(0, tf.int64)):
+        batches.append(rows.numpy())
+        seq_lengths.append(int(seq_length))
+    return np.stack(batches), np.asarray(seq_lengths)
+
+
+def inference_batch_indices(lengths: np.ndarray, batch_size: int, max_seq_length: int, bucket_width: int | None):
+    """A tf.data pipeline of inference batches as (indices, feature_index, seq_length), each batch full.
+
+    The batches of `length_batches` (increasing length; input order without bucketing); a short batch is
+    filled up with its first row, whose `feature_index` is -1 (dropped from the outputs).
+    """
+    import tensorflow as tf
+
+    batches = length_batches(lengths, batch_size, max_seq_length, bucket_width)
+    rows = np.zeros((len(batches), batch_size), np.int64)
+    feature_index = np.full((len(batches), batch_size), -1, np.int32)
+    for i, batch in enumerate(batches):
+        rows[i] = batch.indices[0]
+        rows[i, : len(batch.indices)] = batch.indices
+        feature_index[i, : len(batch.indices)] = batch.indices
+    seq_lengths = np.asarray([b.seq_length for b in batches], np.int64)
+    _log_shapes("inference", rows, seq_lengths, np.asarray(lengths), bucket_width, feature_index)
+    return tf.data.Dataset.from_tensor_slices((rows, feature_index, seq_lengths))
+
+
+def _log_shapes(phase, rows, seq_lengths, lengths, bucket_width, feature_index=None):
+    from absl import logging
+
+    if feature_index is not None:
+        real = int(lengths[rows[feature_index >= 0]].sum())
+    else:
+        real = int(lengths[rows].sum())
+    padded = int((seq_lengths * rows.shape[1]).sum())
+    logging.info(
+        "Length buckets, %s: %d batches padded to %d distinct length(s) %s (bucket width %s); "
+        "%.0f%% of the padded tokens are real.",
+        phase,
+        len(seq_lengths),
+        len(set(seq_lengths.tolist())),
+        sorted(set(seq_lengths.tolist())),
+        bucket_width or "off",
+        100.0 * real / max(padded, 1),
+    )
+
+
+def gather_batches(index_dataset, columns: dict, sequence_keys, training: bool, transform=None):
+    """Maps an index pipeline (`training_batch_indices` / `inference_batch_indices`) to batches of `columns`.
+
+    `columns`: name -> numpy array [num_examples, ...]. `transform` (optional): a function of the gathered
+    batch dict (e.g. the in-graph tokenizer's packer) applied before the keys in `sequence_keys`
+    ([batch, max_seq_length]) are cut to the batch's length. Inference batches get `feature_index`.
+    """
+    import tensorflow as tf
+
+    from bert_tf.tasks.base import FEATURE_INDEX_KEY
+
+    tensors = {name: tf.constant(value) for name, value in columns.items()}
+
+    def gather(rows, seq_length, feature_index=None):
+        batch = {name: tf.gather(value, rows) for name, value in tensors.items()}
+        if feature_index is not None:
+            batch[FEATURE_INDEX_KEY] = feature_index
+        if transform is not None:
+            batch = transform(batch)
+        for name in sequence_keys:
+            if name in batch:
+                batch[name] = batch[name][:, :seq_length]
+        return batch
+
+    if training:
+        return index_dataset.map(gather, num_parallel_calls=tf.data.AUTOTUNE)
+    return index_dataset.map(
+        lambda rows, feature_index, seq_length: gather(rows, seq_length, feature_index),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )

@@ -99,14 +99,74 @@ def with_feature_index(columns: dict, batch_size: int, training: bool) -> dict:
     return columns
 
 
-def numpy_dataset(arrays: dict, batch_size: int, training: bool, seed=None, input_context=None):
-    """A batched tf.data pipeline over equal-length numpy arrays, with `feature_index` added."""
+def numpy_dataset(
+    arrays: dict, batch_size: int, training: bool, seed=None, input_context=None, bucket_width: int | None = 0
+):
+    """A batched tf.data pipeline over equal-length numpy arrays, with `feature_index` added.
+
+    `bucket_width` > 0 (the arrays must have `input_mask`): batches grouped by length and cut to the
+    smallest multiple of it that holds their longest row (`length_bucketed_dataset`); 0/None: every batch
+    at the arrays' full length, in input order or, for training, shuffled example by example.
+    """
     import tensorflow as tf
 
+    if bucket_width:
+        mask = np.asarray(arrays["input_mask"])
+        max_seq_length = mask.shape[1]
+        sequence_keys = [k for k, v in arrays.items() if np.ndim(v) >= 2 and np.shape(v)[1] == max_seq_length]
+        return length_bucketed_dataset(
+            arrays,
+            mask.sum(axis=1),
+            batch_size,
+            max_seq_length,
+            training,
+            seed=seed,
+            input_context=input_context,
+            bucket_width=bucket_width,
+            sequence_keys=sequence_keys,
+        )
     size = len(next(iter(arrays.values())))
     dataset = tf.data.Dataset.from_tensor_slices(with_feature_index(arrays, batch_size, training))
     dataset = sharded(dataset, input_context)
     if training:
         dataset = dataset.shuffle(min(size, 100_000), seed=seed, reshuffle_each_iteration=True).repeat()
     dataset = dataset.batch(batch_size, drop_remainder=True)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def length_bucketed_dataset(
+    columns: dict,
+    lengths,
+    batch_size: int,
+    max_seq_length: int,
+    training: bool,
+    seed=None,
+    input_context=None,
+    bucket_width: int | None = 16,
+    sequence_keys=(),
+    transform=None,
+):
+    """Batches of `columns` grouped by `lengths` and cut to a few bucket lengths (`bert_tf.data.length_buckets`).
+
+    Training: endless, shuffled from `seed` epoch by epoch and resumable from a saved iterator
+    (`training_batch_indices`); otherwise one pass, shortest batches first, every batch full (filled up with
+    `feature_index` -1 rows). `transform` runs on each gathered batch before `sequence_keys` are cut (e.g.
+    the tokenizer's packer, which pads to `max_seq_length`).
+    """
+    import tensorflow as tf
+
+    from bert_tf.data import length_buckets
+
+    if training:
+        if seed is None:
+            seed = int(np.random.default_rng().integers(2**31))
+        columns = with_feature_index(columns, batch_size, training=True)
+        indices = length_buckets.training_batch_indices(
+            lengths, batch_size, max_seq_length, bucket_width, seed, input_context
+        )
+    else:
+        indices = sharded(
+            length_buckets.inference_batch_indices(lengths, batch_size, max_seq_length, bucket_width), input_context
+        )
+    dataset = length_buckets.gather_batches(indices, columns, sequence_keys, training, transform)
     return dataset.prefetch(tf.data.AUTOTUNE)

@@ -16,9 +16,16 @@ import keras
 import numpy as np
 from keras import ops
 
+from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.models import BertClassifier
 from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks.base import FinetuningTask, sharded, with_feature_index
+from bert_tf.tasks.base import (
+    ENCODER_INPUT_KEYS,
+    FinetuningTask,
+    length_bucketed_dataset,
+    sharded,
+    with_feature_index,
+)
 from bert_tf.tasks.examples import TextExample
 from bert_tf.tasks.io_utils import write_text_atomic
 from bert_tf.tasks.readers import DataError
@@ -33,6 +40,8 @@ class ClassificationTask(FinetuningTask):
       label_list: class names in id order; None for regression (one score).
       sentence_pair: whether examples have a `text_b`.
       dropout_rate: before the output layer; None = the encoder's.
+      bucket_width: batches grouped by length and padded to a multiple of it (`bert_tf.data.length_buckets`);
+        0 or None: every batch padded to `seq_length`.
     """
 
     label_keys = ("label",)
@@ -44,8 +53,11 @@ class ClassificationTask(FinetuningTask):
         label_list: Optional[Sequence[str]],
         sentence_pair: bool = False,
         dropout_rate: Optional[float] = None,
+        bucket_width: Optional[int] = DEFAULT_BUCKET_WIDTH,
     ):
         self.tokenizer = tokenizer
+        self.bucket_width = bucket_width
+        self._lengths_cache = (None, None)
         self.seq_length = seq_length
         self.label_list = list(label_list) if label_list is not None else None
         self.sentence_pair = sentence_pair
@@ -130,6 +142,19 @@ class ClassificationTask(FinetuningTask):
 
         size = len(features["text_a"])
         columns = {k: (v.astype(str) if v.dtype == object else v) for k, v in features.items()}
+        if self.bucket_width:
+            return length_bucketed_dataset(
+                columns,
+                self.packed_lengths(features),
+                batch_size,
+                self.seq_length,
+                training,
+                seed=seed,
+                input_context=input_context,
+                bucket_width=self.bucket_width,
+                sequence_keys=ENCODER_INPUT_KEYS,
+                transform=self.tokenizer.pack_fn(self.seq_length),
+            )
         columns = with_feature_index(columns, batch_size, training)
         dataset = sharded(tf.data.Dataset.from_tensor_slices(columns), input_context)
         if training:
@@ -137,6 +162,24 @@ class ClassificationTask(FinetuningTask):
         dataset = dataset.batch(batch_size, drop_remainder=True)
         dataset = dataset.map(self.tokenizer.pack_fn(self.seq_length), num_parallel_calls=tf.data.AUTOTUNE)
         return dataset.prefetch(tf.data.AUTOTUNE)
+
+    def packed_lengths(self, features: dict) -> np.ndarray:
+        """[N] packed lengths (pieces incl. [CLS]/[SEP], after trimming to `seq_length`) of `features`' texts.
+
+        Tokenizes every text once more; remembered for the last `features` (the same arrays: `is`).
+        """
+        import tensorflow as tf
+
+        cached_texts, cached_lengths = self._lengths_cache
+        if cached_texts is features["text_a"]:
+            return cached_lengths
+        texts = {k: features[k].astype(str) for k in ("text_a", "text_b") if k in features}
+        pack = self.tokenizer.pack_fn(self.seq_length)
+        dataset = tf.data.Dataset.from_tensor_slices(texts).batch(1024)
+        dataset = dataset.map(lambda e: tf.reduce_sum(pack(e)["input_mask"], axis=1), num_parallel_calls=2)
+        lengths = np.concatenate([batch.numpy() for batch in dataset]).astype(np.int64)
+        self._lengths_cache = (features["text_a"], lengths)
+        return lengths
 
     # --- predictions and metrics -------------------------------------------
 

@@ -81,4 +81,12 @@ def predict_outputs(
     order = np.argsort(indices, kind="stable")
     if num_features is not None and not np.array_equal(indices[order], np.arange(num_features)):
         raise RuntimeError(f"Got outputs for {len(np.unique(indices))} of {num_features} features.")
-    return {name: np.concatenate(parts)[order] for name, parts in collected.items()}
+    return {name: _concatenate(parts)[order] for name, parts in collected.items()}
+
+
+def _concatenate(parts: list) -> np.ndarray:
+    """Concatenates batches; per-position outputs of length-bucketed batches are zero-padded to the longest."""
+    if len({part.shape[1:] for part in parts}) > 1 and all(part.ndim >= 2 for part in parts):
+        longest = max(part.shape[1] for part in parts)
+        parts = [np.pad(part, [(0, 0), (0, longest - part.shape[1])] + [(0, 0)] * (part.ndim - 2)) for part in parts]
+    return np.concatenate(parts)

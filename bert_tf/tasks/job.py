@@ -73,6 +73,10 @@ class FinetuningTaskConfig:
       task: one of `TASKS`.
       max_seq_length: packed sequence length (WordPieces incl. [CLS]/[SEP]).
       dropout_rate: dropout before the output layer; None: the model's hidden_dropout_prob.
+      bucket_width: training, evaluation and prediction batches are grouped by length and padded to the
+        smallest multiple of it that holds their longest sequence (capped at max_seq_length), so a batch
+        costs its tokens rather than max_seq_length, with at most max_seq_length / bucket_width compiled
+        shapes; 0 turns it off (every batch at max_seq_length). Not for SQuAD, whose windows are fixed.
       doc_stride, max_query_length, max_answer_length, n_best_size,
       version_2_with_negative, null_score_diff_threshold: SQuAD's options.
     """
@@ -80,6 +84,7 @@ class FinetuningTaskConfig:
     task: str
     max_seq_length: int = 128
     dropout_rate: Optional[float] = None
+    bucket_width: int = 16
     doc_stride: int = 128
     max_query_length: int = 64
     max_answer_length: int = 30
@@ -91,6 +96,8 @@ class FinetuningTaskConfig:
         if self.task not in TASKS:
             raise ValueError(f"--task must be one of {', '.join(TASKS)}, got {self.task!r}.")
         _check_positive_int("max_seq_length", self.max_seq_length)
+        if isinstance(self.bucket_width, bool) or not isinstance(self.bucket_width, int) or self.bucket_width < 0:
+            raise ValueError(f"--bucket_width must be a non-negative integer (0 = off), got {self.bucket_width!r}.")
         if self.task == "squad" and self.max_query_length + 3 >= self.max_seq_length:
             raise ValueError(
                 f"--max_seq_length ({self.max_seq_length}) must exceed --max_query_length "
@@ -642,12 +649,19 @@ def _build_task(task: FinetuningTaskConfig, tokenizer, labels, sentence_pair):
         from bert_tf.tasks.classification import ClassificationTask
 
         return ClassificationTask(
-            tokenizer, task.max_seq_length, labels, sentence_pair=sentence_pair, dropout_rate=task.dropout_rate
+            tokenizer,
+            task.max_seq_length,
+            labels,
+            sentence_pair=sentence_pair,
+            dropout_rate=task.dropout_rate,
+            bucket_width=task.bucket_width,
         )
     if task.task == "token_classification":
         from bert_tf.tasks.tagging import TaggingTask
 
-        return TaggingTask(tokenizer, task.max_seq_length, labels, dropout_rate=task.dropout_rate)
+        return TaggingTask(
+            tokenizer, task.max_seq_length, labels, dropout_rate=task.dropout_rate, bucket_width=task.bucket_width
+        )
     from bert_tf.tasks.squad import SquadTask
 
     return SquadTask(

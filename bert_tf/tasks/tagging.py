@@ -17,6 +17,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.models import BertTokenClassifier
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import FinetuningTask, numpy_dataset
@@ -49,12 +50,21 @@ class TaggingTask(FinetuningTask):
       seq_length: packed length per feature.
       tag_list: tag names in id order.
       dropout_rate: before the output layer; None = the encoder's.
+      bucket_width: batches grouped by length and padded to a multiple of it (`bert_tf.data.length_buckets`);
+        0 or None: every batch padded to `seq_length`.
     """
 
     name = "token_classification"
     label_keys = ("label_ids",)
 
-    def __init__(self, tokenizer, seq_length: int, tag_list: Sequence[str], dropout_rate: Optional[float] = None):
+    def __init__(
+        self,
+        tokenizer,
+        seq_length: int,
+        tag_list: Sequence[str],
+        dropout_rate: Optional[float] = None,
+        bucket_width: Optional[int] = DEFAULT_BUCKET_WIDTH,
+    ):
         if seq_length < 3:
             raise ValueError(f"max_seq_length must be at least 3 for tagging, got {seq_length}.")
         if not tag_list:
@@ -66,6 +76,7 @@ class TaggingTask(FinetuningTask):
         self.tag_list = list(tag_list)
         self.tag_ids = {tag: i for i, tag in enumerate(self.tag_list)}
         self.dropout_rate = dropout_rate
+        self.bucket_width = bucket_width
         # Words without any piece (only deleted characters) get the "outside" tag.
         self.default_tag = "O" if "O" in self.tag_ids else self.tag_list[0]
 
@@ -147,7 +158,7 @@ class TaggingTask(FinetuningTask):
         rows["example_index"].append(example_index)
 
     def dataset(self, features, batch_size, training, seed=None, input_context=None):
-        return numpy_dataset(features.inputs, batch_size, training, seed, input_context)
+        return numpy_dataset(features.inputs, batch_size, training, seed, input_context, self.bucket_width)
 
     # --- predictions and metrics -------------------------------------------
 
