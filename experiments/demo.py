@@ -17,7 +17,11 @@ Real published weights, as people use BERT:
      (`experiments.classify_with_hub`, the TF Hub notebook's program): on the real
      encoder, on the random one as the baseline, and on the one from step 3
      (`--nofinetune_from_scratch` skips it);
-  7. classify new sentences with the real-weights classifier.
+  7. probe every layer's frozen features (`experiments.probe_layers`): which layer of the
+     real encoder is best for part-of-speech tags and for the reviews, against its randomly
+     initialised twin; and whether the encoder pretrained in step 3 learned anything a token
+     probe sees that its random twin does not (`--noprobe_layers` skips it);
+  8. classify new sentences with the real-weights classifier.
 
 Every step runs the project's real command-line tool in a subprocess, so its
 progress lines are the tool's own. A step whose result is already in
@@ -114,10 +118,19 @@ def define_flags():
         "exported either way); --nofinetune_from_scratch saves about a minute.",
     )
     flags.DEFINE_bool("compare_random_init", True, "Fine-tune a randomly initialised encoder, the baseline.")
+    flags.DEFINE_bool(
+        "probe_layers",
+        True,
+        "Probe every layer of the real encoder (POS tags and reviews) and of the one pretrained in step 3 "
+        "(POS tags), each against its randomly initialised twin.",
+    )
     # Smaller runs.
     flags.DEFINE_integer("corpus_lines", 0, "Use only the first N lines of the bundled corpus (0: all).")
     flags.DEFINE_integer("train_examples", 0, "Use at most N labeled training reviews (0: all 4,000).")
     flags.DEFINE_integer("test_examples", 0, "Use at most N held-out reviews (0: all 1,000).")
+    flags.DEFINE_integer(
+        "probe_sentences", 0, "Probe layers on at most N tagged training and N test sentences (0: all bundled)."
+    )
 
 
 @dataclasses.dataclass
@@ -491,6 +504,101 @@ def export_encoders(output_dir, config, vocab, pretrained, real):
     )
 
 
+def _probe_summary(report: dict) -> dict:
+    """The probe report's headline numbers per task: best layer, last layer, scalar mix, controls."""
+    summary = {}
+    for key in ("token", "sentence_mean", "sentence_cls"):
+        if key not in report:
+            continue
+        section = report[key]
+        rows = section["rows"]
+        last = f"layer_{report['model']['num_hidden_layers']}"
+        random_rows = section["random_init"]["rows"]
+        summary[key] = {
+            "best_layer": section["best_layer"],
+            "best_accuracy": rows[section["best_layer"]],
+            "last_layer_accuracy": rows[last],
+            "scalar_mix_accuracy": rows["scalar_mix"],
+            "expected_layer": section["scalar_mix"]["expected_layer"],
+            "random_init_best_accuracy": max(v for k, v in random_rows.items() if k.startswith("layer_")),
+            "baseline_accuracy": section["baseline"]["accuracy"],
+        }
+    return summary
+
+
+def _head_lines(source, destination, count, header=False, blank_line_records=False):
+    """Writes the first `count` records of `source` (lines, or blank-line-separated blocks) to `destination`."""
+    with open(source, encoding="utf-8") as f:
+        text = f.read()
+    if blank_line_records:
+        kept = "\n\n".join(text.strip("\n").split("\n\n")[:count]) + "\n\n"
+    else:
+        lines = text.splitlines()
+        kept = "\n".join(lines[: count + int(header)]) + "\n"
+    file_io.write_text(destination, kept)
+    return destination
+
+
+def _probe_data_flags(step_dir):
+    """The probe's data flags: the bundled files, or their first --probe_sentences / --*_examples records."""
+    from bert_tf.datasets import bundled
+
+    data_flags = []
+    for split, reviews in (("train", FLAGS.train_examples), ("test", FLAGS.test_examples)):
+        if FLAGS.probe_sentences:
+            path = _head_lines(
+                bundled.pos_path(split),
+                os.path.join(step_dir, f"pos_{split}.conll"),
+                FLAGS.probe_sentences,
+                blank_line_records=True,
+            )
+            data_flags.append(f"--token_{split}_file={path}")
+        if reviews:
+            path = _head_lines(
+                bundled.sentiment_path(split), os.path.join(step_dir, f"reviews_{split}.tsv"), reviews, header=True
+            )
+            data_flags.append(f"--sentence_{split}_file={path}")
+    return data_flags
+
+
+def probe_layers(output_dir, real, pretrained):
+    def work(step_dir):
+        results = {}
+        data_flags = _probe_data_flags(step_dir)
+        # The real encoder on both tasks; the small one on the token task, where pretraining shows if anywhere.
+        for label, model_dir, extra in (
+            ("real_weights", real["model_dir"], []),
+            ("from_scratch", pretrained["model_dir"], ["--tasks=token"]),
+        ):
+            report_dir = os.path.join(step_dir, label)
+            with open(os.path.join(model_dir, "bert_config.json"), encoding="utf-8") as f:
+                seq_length = min(128, json.load(f)["max_position_embeddings"])
+            _run_tool(
+                "experiments.probe_layers",
+                os.path.join(step_dir, f"probe_{label}.log"),
+                f"--model_dir={model_dir}",
+                f"--output_dir={report_dir}",
+                f"--max_seq_length={seq_length}",
+                "--nofinetune",  # step 6 fine-tunes the real encoder on the reviews already
+                *data_flags,
+                *extra,
+            )
+            with open(os.path.join(report_dir, "report.json"), encoding="utf-8") as f:
+                results[label] = {"report_dir": report_dir, **_probe_summary(json.load(f))}
+        return results
+
+    def describe(r):
+        real_token, small_token = r["real_weights"]["token"], r["from_scratch"]["token"]
+        return (
+            f"real encoder, POS tags: best {real_token['best_layer']} {real_token['best_accuracy']:.3f}, last layer "
+            f"{real_token['last_layer_accuracy']:.3f}, random twin {real_token['random_init_best_accuracy']:.3f}; "
+            f"encoder pretrained here: best {small_token['best_accuracy']:.3f} vs its random twin "
+            f"{small_token['random_init_best_accuracy']:.3f}"
+        )
+
+    return Step(output_dir, "probe_layers").run("7. probe every layer's frozen features", work, describe)
+
+
 @dataclasses.dataclass(frozen=True)
 class Recipe:
     """How one encoder is fine-tuned by `experiments.classify_with_hub`."""
@@ -533,7 +641,7 @@ def fine_tune(output_dir, exports, recipe, train_file, test_file):
 # Results.
 
 
-def summarize(data, pretrained, classifiers, steps):
+def summarize(data, pretrained, classifiers, probes, steps):
     """The numbers of `summary.json`: accuracies, the MLM/NSP results with their baselines, seconds per step."""
     reference = classifiers.get("real_weights") or next(iter(classifiers.values()))
     accuracy = {label: result["test_accuracy"] for label, result in classifiers.items()}
@@ -552,6 +660,7 @@ def summarize(data, pretrained, classifiers, steps):
         "nsp_loss": _last(pretrained["eval_nsp_loss"]),
         "nsp_prior_loss": data["nsp_prior_loss"],
         "test_examples": reference["test_examples"],
+        "probe_layers": {label: value for label, value in (probes or {}).items() if label != "seconds"},
         "seconds": {step.key: round(step.seconds, 1) for step in steps},
     }
 
@@ -628,6 +737,29 @@ def print_summary(steps, summary, total_seconds, output_dir):
         f"({summary['nsp_majority_accuracy']:.3f} for always the majority label), NSP loss "
         f"{summary['nsp_loss']:.3f} vs {summary['nsp_prior_loss']:.3f} from the label frequencies"
     )
+    probes = summary["probe_layers"]
+    names = {
+        "token": "POS tags, first WordPiece",
+        "sentence_mean": "reviews, mean of tokens",
+        "sentence_cls": "reviews, [CLS]",
+    }
+    titles = {"real_weights": "real weights (all-MiniLM-L6-v2)", "from_scratch": "encoder pretrained here"}
+    if probes:
+        print(
+            "\n   which layer? linear probes on frozen features (test accuracy; random twin: same model, random "
+            "weights):"
+        )
+        print(f"   {'':46s} {'best layer':>16s} {'last':>6s} {'mix':>6s} {'random twin':>12s} {'baseline':>9s}")
+    for label, result in probes.items():
+        for key, row in result.items():
+            if key in names:
+                best = f"{row['best_layer']} {row['best_accuracy']:.3f}"
+                print(
+                    f"   {titles[label] + ', ' + names[key]:46s} {best:>16s} {row['last_layer_accuracy']:6.3f} "
+                    f"{row['scalar_mix_accuracy']:6.3f} {row['random_init_best_accuracy']:12.3f} "
+                    f"{row['baseline_accuracy']:9.3f}"
+                )
+        print(f"   report: {result['report_dir']}/report.md, figure: {result['report_dir']}/layers.png")
     print(
         f"\n   steps {sum(step.seconds for step in steps):.0f} s in all; this run {total_seconds:.0f} s "
         f"(finished steps are reused). Results: {output_dir}/summary.json, curves: {output_dir}/curves.png, "
@@ -737,11 +869,16 @@ def main(argv):
         classifiers[recipe.label], step = fine_tune(output_dir, exports, recipe, train_file, test_file)
         steps.append(step)
 
-    print("\n== 7. classify new sentences (real-weights classifier)")
+    probes = None
+    if FLAGS.probe_layers:
+        probes, step = probe_layers(output_dir, real, pretrained)
+        steps.append(step)
+
+    print("\n== 8. classify new sentences (real-weights classifier)")
     for prediction in classifiers["real_weights"]["predictions"]:
         print(f"   {prediction['score']:.3f}  {prediction['label']:5s}  {prediction['text']}")
 
-    summary = summarize(data, pretrained, classifiers, steps)
+    summary = summarize(data, pretrained, classifiers, probes, steps)
     file_io.write_json(os.path.join(output_dir, "summary.json"), summary)
     plot_curves(os.path.join(output_dir, "curves.png"), pretrained["model_dir"], summary, classifiers)
     print_summary(steps, summary, time.time() - start, output_dir)

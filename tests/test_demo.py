@@ -10,6 +10,9 @@ import os
 import subprocess
 import sys
 
+import numpy as np
+import pytest
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY_HF = os.path.join(REPO_ROOT, "tests", "fixtures", "convert", "tiny_bert_for_pretraining")
 TRAIN_EXAMPLES, TEST_EXAMPLES = 160, 80
@@ -26,6 +29,7 @@ TINY_FLAGS = [
     "--max_seq_length=64",
     f"--real_weights_dir={TINY_HF}",
     "--real_weights_seq_length=32",
+    "--probe_sentences=40",
 ]
 STEP_KEYS = [
     "vocab",
@@ -36,6 +40,7 @@ STEP_KEYS = [
     "classifier_real_weights",
     "classifier_random_init",
     "classifier_from_scratch",
+    "probe_layers",
 ]
 
 
@@ -49,6 +54,15 @@ def run_demo(output_dir):
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout, result.stderr
+
+
+def _next_sentence_labels(path):
+    import tensorflow as tf
+
+    return [
+        tf.train.Example.FromString(record.numpy()).features.feature["next_sentence_labels"].int64_list.value[0]
+        for record in tf.data.TFRecordDataset(path)
+    ]
 
 
 def _labels(path, limit):
@@ -69,7 +83,8 @@ def test_demo_runs_the_life_cycle_and_reuses_finished_steps(tmp_path):
         "6. fine-tune the real encoder",
         "6b. the same, from a randomly initialised",
         "6c. the same, from the small encoder pretrained",
-        "7. classify new sentences",
+        "7. probe every layer's frozen features",
+        "8. classify new sentences",
         "== Summary",
     ):
         assert title in stdout
@@ -101,11 +116,15 @@ def test_demo_runs_the_life_cycle_and_reuses_finished_steps(tmp_path):
     assert all((p["score"] >= 0.5) == (p["label"] == "great") for p in real["predictions"])
 
     data = json.loads((output_dir / "tfrecords" / "result.json").read_text())
-    assert data["train_instances"] > 100 and data["eval_instances"] > 0
     assert summary["mlm_unigram_accuracy"] == data["mlm_unigram_accuracy"]
     assert summary["mlm_unigram_loss"] == data["mlm_unigram_loss"]
-    assert summary["nsp_majority_accuracy"] == data["nsp_majority_accuracy"] >= 0.5
-    assert summary["nsp_prior_loss"] == data["nsp_prior_loss"] <= 0.6932  # at most ln 2
+    # The next-sentence baselines, recomputed from the held-out records' labels.
+    train_labels, eval_labels = _next_sentence_labels(data["train_file"]), _next_sentence_labels(data["eval_file"])
+    assert (len(train_labels), len(eval_labels)) == (data["train_instances"], data["eval_instances"])
+    share = float(np.mean(eval_labels))
+    assert summary["nsp_majority_accuracy"] == data["nsp_majority_accuracy"] == pytest.approx(max(share, 1 - share))
+    entropy = -(share * np.log(share) + (1 - share) * np.log(1 - share))
+    assert summary["nsp_prior_loss"] == data["nsp_prior_loss"] == pytest.approx(entropy, abs=1e-5)
     pretrain = json.loads((output_dir / "pretrain" / "result.json").read_text())
     assert len(pretrain["eval_mlm_accuracy"]) >= 2 and len(pretrain["eval_nsp_accuracy"]) >= 2
     assert summary["mlm_accuracy"] == pretrain["eval_mlm_accuracy"][-1][1]
@@ -135,6 +154,22 @@ def test_demo_runs_the_life_cycle_and_reuses_finished_steps(tmp_path):
     for label in ("real_weights", "from_scratch", "random_init"):
         for part in ("encoder", "preprocess"):
             assert (output_dir / "export" / label / part / "saved_model.pb").exists()
+    # Layer probing: the summary's numbers are the reports' own.
+    for label, tasks in (("real_weights", ("token", "sentence_mean", "sentence_cls")), ("from_scratch", ("token",))):
+        report_dir = output_dir / "probe_layers" / label
+        report = json.loads((report_dir / "report.json").read_text())
+        assert report["data"]["token"]["train_sentences"] == 40
+        for task in tasks:
+            row, section = summary["probe_layers"][label][task], report[task]
+            assert (
+                row["best_accuracy"]
+                == section["rows"][section["best_layer"]]
+                == max(v for k, v in section["rows"].items() if k.startswith("layer_"))
+            )
+            assert row["last_layer_accuracy"] == section["rows"][f"layer_{report['model']['num_hidden_layers']}"]
+            assert row["baseline_accuracy"] == section["baseline"]["accuracy"]
+        assert set(summary["probe_layers"][label]) == {"report_dir", *tasks}
+        assert (report_dir / "layers.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     curves = output_dir / "curves.png"
     assert curves.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and curves.stat().st_size > 10_000
 
