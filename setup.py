@@ -20,6 +20,7 @@ INSTALL_REQUIRES = [
     "numpy",
     "safetensors",
     "matplotlib",
+    "scikit-learn>=1.3",  # the linear probes of experiments.probe_layers
 ]
 
 EXTRAS_REQUIRE = {
