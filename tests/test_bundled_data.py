@@ -58,7 +58,7 @@ def documents():
 
 def test_files_match_their_checksums():
     lines = (DATA_DIR / "SHA256SUMS").read_text().splitlines()
-    assert len(lines) == 4
+    assert len(lines) == 6
     for line in lines:
         digest, name = line.split("  ")
         assert hashlib.sha256((DATA_DIR / name).read_bytes()).hexdigest() == digest, name
@@ -295,3 +295,61 @@ def test_novel_chapters_drops_front_matter_headings_and_notes():
 def test_clean_review():
     raw = 'Great!<br /><br />See <a href="http://www.amazon.com/gp/B0">this</a>\tcaf&eacute; &lt;3\nR\ufffdverie'
     assert prepare.clean_review(raw) == "Great! See this café <3 Rverie"
+
+
+# --- Part-of-speech tags ---------------------------------------------------------------------------
+
+
+UNIVERSAL_TAGS = {"NOUN", "VERB", "ADJ", "ADV", "PRON", "DET", "ADP", "NUM", "CONJ", "PRT", "X", "."}
+
+
+def _brown_pos():
+    spec = importlib.util.spec_from_file_location("prepare_brown_pos", DATA_DIR / "prepare_brown_pos.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    "brown,universal",
+    [
+        ("nn-tl", "NOUN"),
+        ("np$", "NOUN"),
+        ("nr", "NOUN"),
+        ("bedz", "VERB"),
+        ("do*", "VERB"),
+        ("md", "VERB"),
+        ("ppss+ber", "PRON"),
+        ("*", "ADV"),
+        ("ql", "ADV"),
+        ("wdt", "DET"),
+        ("ex", "DET"),
+        ("abn", "DET"),
+        ("in-hl", "ADP"),
+        ("od", "NUM"),
+        ("cs", "CONJ"),
+        ("to", "PRT"),
+        ("rp", "PRT"),
+        ("fw-nn", "X"),
+        ("uh", "X"),
+        ("--", "."),
+        ("''", "."),
+    ],
+)
+def test_brown_tags_map_to_universal_tags(brown, universal):
+    assert _brown_pos().universal_tag(brown) == universal
+
+
+def test_bundled_pos_files():
+    from bert_tf.probing.data import read_token_file
+
+    train = read_token_file(str(bundled.pos_path("train")), "token_train_file")
+    test = read_token_file(str(bundled.pos_path("test")), "token_test_file")
+    assert (len(train.sentences), len(test.sentences)) == (2000, 1000)
+    assert (train.num_words, test.num_words) == (38503, 18767)
+    for data in (train, test):
+        assert {tag for tags in data.tags for tag in tags} == UNIVERSAL_TAGS
+        assert all(3 <= len(s) <= 50 for s in data.sentences)
+    # Drawn from disjoint files: no long sentence is on both sides.
+    long_train = {s for s in train.sentences if len(s) >= 10}
+    assert not long_train & {s for s in test.sentences if len(s) >= 10}
