@@ -55,6 +55,7 @@ setuptools.setup(
             "bert_tf_pretrain=experiments.pretrain:run",
             "bert_tf_finetune=experiments.finetune:run",
             "bert_tf_extract_features=experiments.extract_features:run",
+            "bert_tf_probe_layers=experiments.probe_layers:run",
             "bert_tf_demo=experiments.demo:run",
             "create_pretraining_data=tfrecords_tools.create_pretraining_data:run",
             "inspect_tfrecords=tfrecords_tools.inspect_tfrecords:run",
