@@ -10,6 +10,22 @@ and fine-tuned end to end (the encoder's weights are trainable).
 
 `hub.KerasLayer` builds on tf_keras (Keras 2), so this job sets
 TF_USE_LEGACY_KERAS=1 before TensorFlow is imported.
+
+Length buckets (`--bucket_width`, default 16; 0 = the notebook's program
+unchanged). The notebook's preprocessing layer packs every batch to the
+exported default length (128), so a batch of short reviews pays for 128
+positions. Bucketing before that packer would save nothing: the packer would
+pad the short batch back to 128. So the classifier packs with the exported
+preprocessor's own TF Hub API, `tokenize` then `bert_pack_inputs(...,
+seq_length=)`, with a `seq_length` computed in the graph from the batch: the
+smallest multiple of `--bucket_width` that holds its longest text (at most
+`--seq_length`). Any TF Hub BERT preprocessor has that API, so no new export
+is needed, and the saved classifier keeps taking raw strings of any batch.
+The training batches are grouped by length (`bert_tf.data.length_buckets`:
+shuffled from `--seed`, sorted by length inside chunks of 50 batches, the
+batches shuffled), the held-out batches sorted by length, so nearly every
+position computed is a real token. Truncation at `--seq_length` is the same
+as the notebook's, so the model sees the same tokens.
 """
 
 import os
@@ -44,6 +60,15 @@ def define_flags():
         0.0,
         "0: a constant learning rate. Otherwise BERT's schedule, as in TF Hub's "
         "tutorial: linear warm-up over this fraction of the steps, then linear decay to 0.",
+    )
+    flags.DEFINE_integer(
+        "bucket_width",
+        16,
+        "Pack each batch to the smallest multiple of this that holds its longest text (at most --seq_length), "
+        "with training batches grouped by length; 0: the notebook's program (every batch at the exported length).",
+    )
+    flags.DEFINE_integer(
+        "seq_length", 0, "With --bucket_width: the longest packed length (0: the preprocessing model's default)."
     )
     flags.DEFINE_integer("max_train_examples", 0, "Use at most this many training examples (0: all).")
     flags.DEFINE_integer("max_test_examples", 0, "Use at most this many test examples (0: all).")
@@ -81,19 +106,102 @@ def read_labeled_tsv(path, limit=0):
     return texts, labels
 
 
-def build_classifier(preprocess_dir, encoder_dir):
-    """The TF Hub BERT classifier: text -> preprocess -> encoder -> dropout -> sigmoid."""
+def build_classifier(preprocess_dir, encoder_dir, bucket_width=0, seq_length=0):
+    """The TF Hub BERT classifier: text -> preprocess -> encoder -> dropout -> sigmoid.
+
+    `bucket_width` > 0: the preprocessing packs each batch to the smallest multiple of it that holds the
+    batch's longest text, at most `seq_length` (0: the preprocessing model's default length); see the
+    module docstring.
+    """
     import tensorflow as tf
     import tensorflow_hub as hub
     import tensorflow_text  # noqa: F401  (registers the preprocessing model's ops, as for TF Hub's BERT)
 
-    bert_preprocess = hub.KerasLayer(preprocess_dir, name="preprocessing")
+    if bucket_width:
+        bert_preprocess = BucketedPreprocessing(preprocess_dir, bucket_width, seq_length, name="preprocessing")
+    else:
+        bert_preprocess = hub.KerasLayer(preprocess_dir, name="preprocessing")
     bert_encoder = hub.KerasLayer(encoder_dir, trainable=True, name="encoder")
     text_input = tf.keras.layers.Input(shape=(), dtype=tf.string, name="text")
     outputs = bert_encoder(bert_preprocess(text_input))
     x = tf.keras.layers.Dropout(0.1)(outputs["pooled_output"])
     x = tf.keras.layers.Dense(1, activation="sigmoid", name="classifier")(x)
     return tf.keras.Model(inputs=[text_input], outputs=[x])
+
+
+def _bucketed_preprocessing_class():
+    import tensorflow as tf
+    import tensorflow_hub as hub
+
+    class BucketedPreprocessing(tf.keras.layers.Layer):
+        """text [batch] -> encoder inputs packed to the batch's bucket length, by a TF Hub preprocessor's API.
+
+        The length is the smallest multiple of `bucket_width` that holds the batch's longest text with [CLS]
+        and [SEP], capped at `seq_length` (0: the preprocessor's default length, read from its output).
+        """
+
+        def __init__(self, preprocess_dir, bucket_width, seq_length=0, **kwargs):
+            super().__init__(trainable=False, **kwargs)
+            self.preprocess_dir = preprocess_dir
+            self.bucket_width = int(bucket_width)
+            self.preprocessor = hub.load(preprocess_dir)
+            if not seq_length:
+                seq_length = int(self.preprocessor(tf.constant([""]))["input_word_ids"].shape[1])
+            self.seq_length = int(seq_length)
+
+        def packed_lengths(self, text):
+            """[batch] int32: each text's packed length (pieces + [CLS] + [SEP], at most `seq_length`)."""
+            return tf.minimum(tf.cast(self._pieces(text).row_lengths(), tf.int32) + 2, self.seq_length)
+
+        def _pieces(self, text):
+            pieces = self.preprocessor.tokenize(text)
+            # TF Hub's preprocessors give [batch, words, pieces]; bert_tf's [batch, pieces].
+            return pieces.merge_dims(1, -1) if pieces.ragged_rank > 1 else pieces
+
+        def call(self, text):
+            pieces = self._pieces(text)
+            longest = tf.maximum(tf.reduce_max(tf.cast(pieces.row_lengths(), tf.int32)) + 2, 2)
+            bucket = tf.minimum(-(-longest // self.bucket_width) * self.bucket_width, self.seq_length)
+            return self.preprocessor.bert_pack_inputs([pieces], seq_length=bucket)
+
+        def get_config(self):
+            return dict(
+                super().get_config(),
+                preprocess_dir=self.preprocess_dir,
+                bucket_width=self.bucket_width,
+                seq_length=self.seq_length,
+            )
+
+    return BucketedPreprocessing
+
+
+def BucketedPreprocessing(preprocess_dir, bucket_width, seq_length=0, **kwargs):
+    """A tf_keras layer: see `_bucketed_preprocessing_class` (defined there so that importing loads no TF)."""
+    return _bucketed_preprocessing_class()(preprocess_dir, bucket_width, seq_length, **kwargs)
+
+
+def bucketed_datasets(preprocessing, texts, labels, test_texts, test_labels, batch_size, seed):
+    """(training dataset (endless), steps per epoch, held-out dataset) with batches grouped by packed length."""
+    import numpy as np
+    import tensorflow as tf
+
+    from bert_tf.data import length_buckets
+
+    def lengths(values):
+        batches = tf.data.Dataset.from_tensor_slices(values).batch(1024)
+        return np.concatenate([preprocessing.packed_lengths(batch).numpy() for batch in batches]).astype(np.int64)
+
+    columns = {"text": np.asarray(texts, dtype=str), "label": np.asarray(labels, np.float32)}
+    indices = length_buckets.training_batch_indices(
+        lengths(columns["text"]), batch_size, preprocessing.seq_length, preprocessing.bucket_width, seed
+    )
+    train = length_buckets.gather_batches(indices, columns, (), training=True)
+    train = train.map(lambda batch: (batch["text"], batch["label"])).prefetch(tf.data.AUTOTUNE)
+    order = np.argsort(lengths(np.asarray(test_texts, dtype=str)), kind="stable")
+    test = tf.data.Dataset.from_tensor_slices(
+        (np.asarray(test_texts, dtype=str)[order], np.asarray(test_labels, np.float32)[order])
+    )
+    return train, len(texts) // batch_size, test.batch(batch_size).prefetch(tf.data.AUTOTUNE)
 
 
 def warmup_linear_decay(peak, num_steps, warmup_steps):
@@ -125,13 +233,35 @@ def main(argv):
     for name in ("encoder", "preprocess"):
         if not os.path.isdir(os.path.join(FLAGS.export_dir, name)):
             raise cli.BadInputError(f"--export_dir={FLAGS.export_dir} has no '{name}' SavedModel.")
+    for flag in ("bucket_width", "seq_length"):
+        if FLAGS[flag].value < 0:
+            raise cli.BadInputError(f"--{flag} must be >= 0, got {FLAGS[flag].value}.")
     train_texts, train_labels = read_labeled_tsv(FLAGS.train_file, FLAGS.max_train_examples)
     test_texts, test_labels = read_labeled_tsv(FLAGS.test_file, FLAGS.max_test_examples)
     x_train, y_train = tf.constant(train_texts), np.array(train_labels, "float32")
     x_test, y_test = tf.constant(test_texts), np.array(test_labels, "float32")
 
-    model = build_classifier(os.path.join(FLAGS.export_dir, "preprocess"), os.path.join(FLAGS.export_dir, "encoder"))
-    num_steps = FLAGS.epochs * -(-len(train_texts) // FLAGS.batch_size)
+    model = build_classifier(
+        os.path.join(FLAGS.export_dir, "preprocess"),
+        os.path.join(FLAGS.export_dir, "encoder"),
+        bucket_width=FLAGS.bucket_width,
+        seq_length=FLAGS.seq_length,
+    )
+    if FLAGS.bucket_width:
+        train_data, steps_per_epoch, test_data = bucketed_datasets(
+            model.get_layer("preprocessing"),
+            train_texts,
+            y_train,
+            test_texts,
+            y_test,
+            FLAGS.batch_size,
+            FLAGS.seed,
+        )
+        fit_data = dict(x=train_data, steps_per_epoch=steps_per_epoch, validation_data=test_data)
+    else:
+        steps_per_epoch = -(-len(train_texts) // FLAGS.batch_size)
+        fit_data = dict(x=x_train, y=y_train, batch_size=FLAGS.batch_size, validation_data=(x_test, y_test))
+    num_steps = FLAGS.epochs * steps_per_epoch
     learning_rate = FLAGS.learning_rate
     if FLAGS.warmup_fraction > 0:
         learning_rate = warmup_linear_decay(FLAGS.learning_rate, num_steps, int(FLAGS.warmup_fraction * num_steps))
@@ -139,11 +269,8 @@ def main(argv):
     os.makedirs(FLAGS.output_dir, exist_ok=True)
     start = time.time()
     history = model.fit(
-        x_train,
-        y_train,
+        **fit_data,
         epochs=FLAGS.epochs,
-        batch_size=FLAGS.batch_size,
-        validation_data=(x_test, y_test),
         verbose=2,
         callbacks=[tf.keras.callbacks.TensorBoard(os.path.join(FLAGS.output_dir, "summaries"))],
     )
@@ -170,6 +297,7 @@ def main(argv):
         "train_examples": len(train_texts),
         "test_examples": len(test_texts),
         "train_seconds": train_seconds,
+        "bucket_width": FLAGS.bucket_width,
         "history": {k: [float(v) for v in vs] for k, vs in history.history.items()},
         "predictions": predictions,
     }

@@ -250,14 +250,12 @@ def gather_batches(index_dataset, columns: dict, sequence_keys, training: bool, 
     """
     import tensorflow as tf
 
-    from bert_tf.tasks.base import FEATURE_INDEX_KEY
-
     tensors = {name: tf.constant(value) for name, value in columns.items()}
 
     def gather(rows, seq_length, feature_index=None):
         batch = {name: tf.gather(value, rows) for name, value in tensors.items()}
         if feature_index is not None:
-            batch[FEATURE_INDEX_KEY] = feature_index
+            batch["feature_index"] = feature_index  # bert_tf.tasks.base.FEATURE_INDEX_KEY (which loads Keras)
         if transform is not None:
             batch = transform(batch)
         for name in sequence_keys:
