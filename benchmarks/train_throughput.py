@@ -256,6 +256,7 @@ def child_ours_tf(args):
 
 def child_ours_jax(args):
     os.environ["KERAS_BACKEND"] = "jax"
+    import functools
     import re
 
     import jax
@@ -288,7 +289,8 @@ def child_ours_jax(args):
         outputs, non_trainable = model.stateless_call(trainable, non_trainable, inputs, training=True)
         return pretraining_losses(batch, outputs)["loss"], non_trainable
 
-    @jax.jit
+    # The weights, seed states and moments are donated: each step updates them in place (no second copy).
+    @functools.partial(jax.jit, donate_argnums=(0, 1, 2, 3))
     def train_step(trainable, non_trainable, m, v, lr):
         (loss, non_trainable), grads = jax.value_and_grad(loss_fn, has_aux=True)(trainable, non_trainable)
         norm = jnp.sqrt(sum(jnp.sum(jnp.square(g.astype(jnp.float32))) for g in grads))
