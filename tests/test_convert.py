@@ -124,6 +124,7 @@ def test_cli_converts_huggingface_directory(tmp_path, tiny_reference):
         "bert_config.json",
         "checkpoint",
         "vocab.txt",
+        "weights.safetensors",
     ]
     with open(output_dir / "vocab.txt") as f, open(os.path.join(TINY_HF, "vocab.txt")) as g:
         assert f.read() == g.read()
