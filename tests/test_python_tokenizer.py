@@ -58,3 +58,12 @@ def test_packed_inputs_equal_the_in_graph_preprocessor():
             )
             for key, value in expected.items():
                 np.testing.assert_array_equal(actual[key], value.numpy(), err_msg=f"{key}, length {seq_length}")
+
+
+def test_module_docstring_example_runs():
+    import doctest
+
+    from bert_tf.tokenization import python_tokenizer
+
+    result = doctest.testmod(python_tokenizer, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 5 and result.failed == 0
