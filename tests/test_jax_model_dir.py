@@ -195,3 +195,59 @@ def test_fit_on_jax_then_load_export_and_serve_on_tensorflow_and_back(tiny_dir, 
     write_model_dir(str(resaved), classifier, vocab_file=os.path.join(model_dir, "vocab.txt"))
     _run_jax(tmp_path, "logits", resaved, tmp_path / "data.json", tmp_path / "logits.npz")
     assert np.max(np.abs(np.load(tmp_path / "logits.npz")["logits"] - logits)) <= 1e-5
+
+
+def test_pretraining_and_finetuning_jobs_write_the_weights_file(tmp_path):
+    """experiments.pretrain and experiments.finetune (their library calls) leave the final weights in it too."""
+    from bert_tf.checkpoints import find_checkpoint, restore
+    from tests.fixtures.finetune import synthetic
+    from tests.helpers import jobs
+
+    records = training_data.write_pretraining_records(tmp_path / "records")
+    config_file = tmp_path / "bert_config.json"
+    training_data.tiny_bert_config(training_data.vocab_size(), num_layers=1).to_json_file(str(config_file))
+    result = jobs.pretrain(
+        output_dir=str(tmp_path / "pretrained"),
+        input_file=records["train"],
+        bert_config_file=str(config_file),
+        vocab_file=records["vocab"],
+        max_seq_length=training_data.SEQ_LENGTH,
+        max_predictions_per_seq=training_data.MAX_PREDICTIONS,
+        train_batch_size=8,
+        num_train_steps=4,
+        num_warmup_steps=1,
+        save_checkpoints_steps=2,
+    )
+    pretrained = str(tmp_path / "pretrained")
+    _, metadata = weights_file.read_weights_file(pretrained)
+    assert metadata["checkpoint"] == os.path.basename(result.checkpoint) == "ckpt-4"
+    only = _only_weights_file(pretrained, tmp_path / "pretrained_weights")
+    inputs = _inputs(length=training_data.SEQ_LENGTH, vocab_size=training_data.vocab_size())
+    expected = result.model.encoder(inputs)["sequence_output"].numpy()
+    np.testing.assert_array_equal(load_pretrainer(only).encoder(inputs)["sequence_output"].numpy(), expected)
+
+    model_dir = synthetic.make_model_dir(str(tmp_path / "model"))
+    train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["sentence", "label"], synthetic.sentiment_rows(64, 1))
+    output_dir = str(tmp_path / "finetuned")
+    jobs.finetune(
+        "classification",
+        output_dir,
+        train_file=train,
+        text_a_column="sentence",
+        model_dir=model_dir,
+        num_train_steps=3,
+        max_seq_length=16,
+        train_batch_size=16,
+        do_train=True,
+    )
+    _, metadata = weights_file.read_weights_file(output_dir)
+    assert metadata["model"] == "BertClassifier" and metadata["checkpoint"] == "ckpt-3"
+
+    def build(encoder):
+        return BertClassifier(encoder, num_classes=2)
+
+    from_checkpoint = build(bert_tf.BertEncoder(load_encoder(output_dir).config))
+    restore(from_checkpoint, find_checkpoint(output_dir))
+    from_weights = load_task_model(_only_weights_file(output_dir, tmp_path / "finetuned_weights"), build)
+    inputs = _inputs(length=16, vocab_size=from_checkpoint.encoder.config.vocab_size)
+    np.testing.assert_array_equal(from_weights(inputs).numpy(), from_checkpoint(inputs).numpy())
