@@ -121,7 +121,7 @@ def test_missing_and_inconsistent_files_fail_before_writing(model_dir, tmp_path)
         run_cli(f"--model_dir={broken}", f"--vocab_file={no_special}", f"--export_dir={export_dir}")
 
     for name in os.listdir(broken):
-        if name.startswith("ckpt") or name == "checkpoint":
+        if name.startswith("ckpt") or name in ("checkpoint", "weights.safetensors"):
             os.remove(broken / name)
     with pytest.raises(SystemExit, match="No TF2 checkpoint found in directory .*broken"):
         run_cli(f"--model_dir={broken}", f"--export_dir={export_dir}")
