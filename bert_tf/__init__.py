@@ -1,8 +1,11 @@
 """bert_tf: BERT for TensorFlow and Keras 3.
 
 The model code (`bert_tf.layers`, `bert_tf.models`) is backend-independent
-Keras 3. Checkpoint loading needs TensorFlow and is imported on first use, so
-`import bert_tf` works on the JAX backend too.
+Keras 3. With `KERAS_BACKEND=jax`, `import bert_tf` imports no TensorFlow (it
+need not be installed): `load_encoder` and `load_pretrainer` read a model
+directory's `weights.safetensors` there, and the TensorFlow-only parts (TF2
+checkpoints, tf.data, tf.distribute, SavedModel export, the in-graph tokenizer)
+load only when used (tests/test_jax_model_dir.py blocks TensorFlow to check it).
 """
 
 import os
