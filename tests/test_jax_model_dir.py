@@ -251,3 +251,20 @@ def test_pretraining_and_finetuning_jobs_write_the_weights_file(tmp_path):
     from_weights = load_task_model(_only_weights_file(output_dir, tmp_path / "finetuned_weights"), build)
     inputs = _inputs(length=16, vocab_size=from_checkpoint.encoder.config.vocab_size)
     np.testing.assert_array_equal(from_weights(inputs).numpy(), from_checkpoint(inputs).numpy())
+
+
+def test_weights_file_is_rewritten_from_the_latest_checkpoint(tiny_dir, tmp_path, capsys):
+    """`python -m bert_tf.checkpoints.weights_file DIR`: for a directory whose weights file is missing or stale."""
+    path, pretrainer = tiny_dir
+    copy = tmp_path / "copy"
+    shutil.copytree(path, copy)
+    os.remove(copy / WEIGHTS_NAME)
+    assert weights_file.main([str(copy)]) == 0
+    assert capsys.readouterr().out.strip() == str(copy / WEIGHTS_NAME)
+    rewritten, metadata = weights_file.read_weights_file(str(copy))
+    original, _ = weights_file.read_weights_file(path)
+    assert metadata["checkpoint"] == "ckpt-0" and metadata["model"] == "BertPretrainer"
+    assert sorted(rewritten) == sorted(original)
+    for key, value in original.items():
+        np.testing.assert_array_equal(rewritten[key], value, err_msg=key)
+    assert weights_file.main([]) == 2
