@@ -23,8 +23,9 @@ mask for its different examples (so would `keras.layers.Dropout`: Keras'
 sync group is folded into the key, `k0 ^ replica_id * 0x9E3779B9` (replica 0,
 and so every one-device run, keeps its key, so their masks and kill-and-resume
 are unchanged); tests/test_dropout_replicas.py checks it on two logical CPUs.
-On JAX one jitted step draws the mask for the global batch, sharded or not,
-so no replica term is needed there.
+On JAX the mask is drawn for the whole array in one jitted computation; under
+Keras' data-parallel distribution that array is the global batch, so its
+shards get different parts of one mask (untested: JAX runs on one device here).
 
 Keep probability: an element is dropped when its 16-bit number is below
 `threshold = round(rate * 65536)`, so the realized drop rate is
