@@ -10,7 +10,8 @@ r"""BERT pretraining-step throughput (MLM + NSP): ours and, with --peers, the im
 
 What is measured: one optimizer step (forward, backward, global-norm clipping at 1.0, AdamW with weight
 decay 0.01) on synthetic batches already in memory (random token ids, all tokens real, `--predictions`
-masked positions, random NSP labels), dropout 0.1, float32 unless --precision. Every contender runs in a
+masked positions, random NSP labels), dropout 0.1, exact GELU, float32 unless --precision, which every
+contender applies its own way (Keras/tf_keras dtype policies, PyTorch CPU autocast). Every contender runs in a
 fresh process; it takes `--warmup_steps` untimed steps (the first one traces/compiles: reported apart as
 "first step s"), then `--timed_steps` steps each timed on its own with the result fetched; the figure is
 the median step. With --rounds=N the contender list runs N times in turn (A B C A B C), and each
@@ -18,7 +19,9 @@ contender's figure is the median over all its timed steps.
 
 Contenders:
 - ours, TF backend: `bert_tf.training.train` (the loop `experiments/pretrain.py` and the demo use),
-  one_device strategy, steps_per_loop=1, XLA off and on; step time from the loop's own timing.
+  one_device strategy, steps_per_loop=1, XLA off and on; a step is timed as the peers' are, by the wall
+  clock from the end of one step to the end of the next (`loop_callback`), so the loop's per-step work
+  (metrics to the host, progress line, summaries) is inside it; the first step from the loop's timer.
 - ours, JAX backend (where JAX is installed): the same `BertPretrainer` and `pretraining_losses` under
   `model.stateless_call` in one jitted step with the same AdamW (written below; `bert_tf.training` is
   TensorFlow-only). Imports no TensorFlow (tests/test_train_throughput_jax.py runs it with TensorFlow
@@ -29,9 +32,13 @@ Contenders:
   at the masked positions only ("hf_masked": `model.bert` + gather + `model.cls`), and as users usually
   run it, with labels at every position ("hf_labels", -100 where not masked);
   keras-hub `BertMaskedLM` (Keras 3, TF backend, `train_on_batch`, XLA off and on; MLM only: keras-hub
-  has no NSP head);
+  has no NSP head; compiled without its default weighted accuracy, and with the exact GELU swapped in for
+  its backbone's tanh approximation, `use_exact_gelu`);
   TF Model Garden `BertPretrainerV2` (tf-models-official 2.20, tf_keras, its `create_optimizer` AdamW,
-  a `tf.function` step, XLA off and on).
+  which clips the global norm itself, so the step does not clip again; a `tf.function` step, XLA off and on).
+What remains different: keras-hub trains no NSP head; "hf_labels" computes MLM logits at every position
+(its users' usual way; "hf_masked" does the same work as ours); ours computes MLM and NSP accuracies with
+the loss (the peers compute the loss alone).
 
 Model FLOP/s: training FLOPs per sequence = 3 x forward FLOPs (the backward pass costs twice the
 forward), counting only matrix products (2 FLOPs per multiply-add):
@@ -115,8 +122,28 @@ def hf_bert_config(transformers, preset: str):
     )
 
 
+def use_exact_gelu(backbone, keras):
+    """Swaps keras-hub's tanh-approximated GELU (its BertBackbone's choice) for BERT's exact one, in place.
+
+    The feed-forward Dense layers read `activation` at call time, so the functional backbone then runs the
+    exact GELU that ours, HF (`hidden_act="gelu"`) and Model Garden use.
+    """
+    exact = lambda x: keras.activations.gelu(x, approximate=False)  # noqa: E731
+    for layer in backbone.transformer_layers:
+        layer.activation = exact
+        layer._feedforward_intermediate_dense.activation = exact
+    return backbone
+
+
 def keras_hub_backbone(keras_hub, preset: str):
+    """keras-hub's BertBackbone of `preset`'s shape, with the exact GELU (`use_exact_gelu`)."""
+    import keras
+
     shape = SHAPES[preset]
+    return use_exact_gelu(_keras_hub_bert_backbone(keras_hub, shape), keras)
+
+
+def _keras_hub_bert_backbone(keras_hub, shape: dict):
     return keras_hub.models.BertBackbone(
         vocabulary_size=VOCAB,
         num_layers=shape["L"],
@@ -223,9 +250,13 @@ def child_ours_tf(args):
     def dataset_fn(input_context):
         return tf.data.Dataset.from_tensors(batch).repeat()
 
-    step_seconds = []
+    step_seconds, step_end_times = [], []
 
     def record(step, metrics):
+        # The first step's own time (trace, compile) from the loop; every step after it as the peers' are
+        # timed: wall-clock time from the end of one step to the end of the next, so the loop's per-step
+        # work (metrics to the host, the progress line, summaries) is inside it.
+        step_end_times.append(time.perf_counter())
         step_seconds.append(args.batch_size / metrics["examples_per_second"])
 
     steps = args.warmup_steps + args.timed_steps
@@ -247,8 +278,9 @@ def child_ours_tf(args):
             loop_config,
             loop_callback=record,
         )
+    wall = [end - start for start, end in zip(step_end_times[:-1], step_end_times[1:])]
     return {
-        "step_s": step_seconds[args.warmup_steps :],
+        "step_s": wall[args.warmup_steps - 1 :],
         "first_step_s": step_seconds[0],
         "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
     }
@@ -329,9 +361,14 @@ def child_hf(args):
     import torch
     import transformers
 
+    import contextlib
+
     config = hf_bert_config(transformers, args.preset)
     torch.manual_seed(0)
     model = transformers.BertForPreTraining(config)
+    # --precision: float32 weights, the forward pass under CPU autocast (PyTorch's mixed precision).
+    autocast_dtype = {"mixed_bfloat16": torch.bfloat16, "mixed_float16": torch.float16}.get(args.precision)
+    autocast = (lambda: torch.autocast("cpu", dtype=autocast_dtype)) if autocast_dtype else contextlib.nullcontext
     model.train()
     no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
     decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
@@ -349,6 +386,15 @@ def child_hf(args):
         labels.scatter_(1, b["masked_lm_positions"], b["masked_lm_ids"])
 
     def step():
+        with autocast():
+            loss = forward()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.item()
+
+    def forward():
         if args.hf_mode == "masked":
             sequence_output, pooled_output = model.bert(
                 input_ids=b["input_word_ids"],
@@ -370,11 +416,7 @@ def child_hf(args):
                 labels=labels,
                 next_sentence_label=b["next_sentence_labels"],
             ).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss.item()
+        return loss
 
     result = _time_steps(step, args)
     result["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__}
@@ -389,11 +431,15 @@ def child_keras_hub(args):
     import numpy as np
     import tensorflow as tf
 
+    if args.precision != "float32":
+        keras.mixed_precision.set_global_policy(args.precision)
     backbone = keras_hub_backbone(keras_hub, args.preset)
     model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
-    # keras-hub's default loss and weighted accuracy, BERT's AdamW settings.
+    # keras-hub's default loss, BERT's AdamW settings; no metric (its default weighted accuracy is work the
+    # other contenders do not do).
     model.compile(
         optimizer=keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0),
+        weighted_metrics=[],
         jit_compile=args.xla == "1",
     )
     b = synthetic_batch(args, np)
@@ -417,13 +463,19 @@ def child_model_garden(args):
     from official.nlp import optimization
     from official.nlp.modeling import layers, models, networks
 
+    if args.precision != "float32":
+        tf.keras.mixed_precision.set_global_policy(args.precision)
     shape = SHAPES[args.preset]
     encoder = model_garden_encoder(networks, tf, args.preset)
     model = models.BertPretrainerV2(
         encoder_network=encoder,
         classification_heads=[layers.ClassificationHead(inner_dim=shape["H"], num_classes=2, name="next_sentence")],
     )
+    # Its AdamWeightDecay clips the gradients' global norm at 1.0 itself (gradient_clip_norm=1.0), so
+    # the step below does not clip again.
     optimizer = optimization.create_optimizer(1e-4, num_train_steps=1000, num_warmup_steps=10, optimizer_type="adamw")
+    if args.precision == "mixed_float16":
+        optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer)
     b = {k: tf.constant(v) for k, v in synthetic_batch(args, np).items()}
     inputs = {k: b[k] for k in ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions")}
     model(inputs)
@@ -442,8 +494,10 @@ def child_model_garden(args):
                 )
             )
             loss = mlm + nsp
-        grads = tape.gradient(loss, model.trainable_variables)
-        grads, _ = tf.clip_by_global_norm(grads, 1.0)
+            scaled = optimizer.get_scaled_loss(loss) if args.precision == "mixed_float16" else loss
+        grads = tape.gradient(scaled, model.trainable_variables)
+        if args.precision == "mixed_float16":
+            grads = optimizer.get_unscaled_gradients(grads)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
