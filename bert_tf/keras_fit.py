@@ -154,6 +154,7 @@ def main(argv=None) -> int:
     parser.add_argument("--learning_rate", type=float, default=1e-4)
     parser.add_argument("--warmup_fraction", type=float, default=0.1)
     parser.add_argument("--max_train_examples", type=int, default=0)
+    parser.add_argument("--cased", action="store_true", help="the vocabulary is cased: no lower-casing")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dtype", default=None, help="Keras dtype policy, e.g. mixed_bfloat16")
     args = parser.parse_args(argv)
@@ -173,6 +174,7 @@ def main(argv=None) -> int:
         batch_size=args.batch_size,
         learning_rate=args.learning_rate,
         warmup_fraction=args.warmup_fraction,
+        lower_case=not args.cased,
         seed=args.seed,
         dtype=args.dtype,
     )
