@@ -268,3 +268,27 @@ def test_weights_file_is_rewritten_from_the_latest_checkpoint(tiny_dir, tmp_path
     for key, value in original.items():
         np.testing.assert_array_equal(rewritten[key], value, err_msg=key)
     assert weights_file.main([]) == 2
+
+
+def test_keras_fit_command_line_on_tensorflow(tiny_dir, tmp_path, capsys):
+    """`python -m bert_tf.keras_fit` (here in process, on the TensorFlow backend): results and a model directory."""
+    from bert_tf import keras_fit
+
+    path, _ = tiny_dir
+    train = tmp_path / "train.tsv"
+    rows = ["text\tlabel"] + [f"{text}\t{label}" for text, label in zip(*_reviews("train", 32))]
+    train.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    arguments = [f"--model_dir={path}", f"--train_file={train}", f"--test_file={train}", f"--output_dir={out}"]
+    assert keras_fit.main(arguments + ["--seq_length=16", "--batch_size=16"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["backend"] == "tensorflow" and results["train_steps"] == 2 and 0 <= results["test_accuracy"] <= 1
+    assert {"checkpoint", WEIGHTS_NAME, "bert_config.json", "vocab.txt"} <= set(os.listdir(out / "model"))
+    load_task_model(str(out / "model"), lambda encoder: BertClassifier(encoder, num_classes=2))
+    capsys.readouterr()
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("sentence\tlabel\nx\t1\n", encoding="utf-8")
+    assert keras_fit.main([f"--model_dir={path}", f"--train_file={bad}", f"--output_dir={tmp_path / 'x'}"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"keras_fit: error: {bad}:1: expected the header 'text<TAB>label', found 'sentence\\tlabel'."
+    ]
