@@ -292,3 +292,24 @@ def test_keras_fit_command_line_on_tensorflow(tiny_dir, tmp_path, capsys):
     assert capsys.readouterr().err.strip().splitlines() == [
         f"keras_fit: error: {bad}:1: expected the header 'text<TAB>label', found 'sentence\\tlabel'."
     ]
+
+
+def test_import_and_loading_on_jax_leave_an_installed_tensorflow_unimported(tiny_dir, tmp_path):
+    path, _ = tiny_dir
+    code = (
+        "import sys, bert_tf\n"
+        "from bert_tf.tokenization import PythonBertTokenizer\n"
+        f"encoder = bert_tf.load_encoder({path!r})\n"
+        f"encoder(PythonBertTokenizer({path!r} + '/vocab.txt').encode(['Great taste.'], 16))\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'tensorflow')\n"
+        "assert not loaded, loaded[:5]\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env=training_data.subprocess_env(KERAS_BACKEND="jax"),
+        cwd=str(training_data.ROOT),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
