@@ -28,7 +28,8 @@ Contenders:
   schedule, `clip_grad_norm_`, `loss.item()` every step (the Trainer's loop, without the Trainer).
   keras-hub `BertClassifier` (Keras 3, TF backend, `train_on_batch`, XLA off) on a `BertBackbone` of the
   same shape with random weights (keras-hub loads HF weights only through its hub presets, which need
-  the network; the weights do not change the cost of a step), batches of token ids padded to 128 as its
+  the network; the weights do not change the cost of a step) with the exact GELU swapped in for its tanh
+  approximation (`train_throughput.use_exact_gelu`), batches of token ids padded to 128 as its
   `BertTextClassifierPreprocessor(sequence_length=128)` packs them, random batches; loss only, no metrics.
 
 What remains different: ours computes a batch accuracy with the loss (the peers compute the loss alone);
@@ -254,6 +255,9 @@ def child_keras_hub(args):
         max_sequence_length=hf["max_position_embeddings"],
         num_segments=hf["type_vocab_size"],
     )
+    from train_throughput import use_exact_gelu
+
+    use_exact_gelu(backbone, keras)  # MiniLM's (and BERT's) exact GELU, not keras-hub's tanh approximation
     model = keras_hub.models.BertClassifier(backbone, num_classes=2, preprocessor=None, dropout=0.1)
     steps = _num_steps(args)
     schedule = keras.optimizers.schedules.PolynomialDecay(1e-4, steps, 0.0)
