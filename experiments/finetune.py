@@ -27,6 +27,16 @@ The flags follow google-research/bert's `run_classifier.py` and
         --eval_file=dev.conll --model_dir=models/bert_base_cased --do_lower_case=false \\
         --output_dir=runs/ner --do_train --do_eval
 
+Differences from `run_classifier.py`: batches are grouped by length and each
+is padded to the smallest multiple of --bucket_width (16) that holds its
+longest sequence, instead of every batch to --max_seq_length (the same
+outputs to float rounding; far less padding on real text; at most
+max_seq_length / bucket_width compiled shapes); --bucket_width=0 restores
+fixed-length batches. Training batches are drawn epoch by epoch from --seed
+(shuffled, sorted by length inside chunks of 50 batches, the batches
+shuffled; the examples past the last full batch of an epoch sit that epoch
+out), so a resumed run sees the same batches. SQuAD keeps fixed windows.
+
 Outputs in --output_dir: checkpoints (training resumes from them), TensorBoard
 summaries, `eval_results.json`, `eval_predictions.*`, `predictions.*`, and
 `bert_config.json` + `vocab.txt` + `task_config.json`, so the directory can be
