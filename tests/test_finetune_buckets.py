@@ -201,3 +201,15 @@ def test_bad_bucket_width_is_refused():
 
     with pytest.raises(ValueError, match="--bucket_width"):
         FinetuningTaskConfig("classification", bucket_width=-1)
+
+
+def test_data_smaller_than_a_batch_per_pipeline_is_repeated_within_each_epoch():
+    lengths = np.array([5, 9, 30])
+    halves = [
+        length_buckets.training_batch_indices(lengths, 4, 32, WIDTH, 1, tf.distribute.InputContext(2, i, 2))
+        for i in range(2)
+    ]
+    for half in halves:
+        for rows, seq_length in half.take(3):
+            assert rows.shape == (4,) and set(rows.numpy().tolist()) <= {0, 1, 2}
+            assert int(seq_length) == -(-lengths[rows.numpy()].max() // WIDTH) * WIDTH

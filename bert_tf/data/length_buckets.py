@@ -150,6 +150,7 @@ def training_batch_indices(
     `len // batch_size * batch_size` examples (the rest sit out this epoch) are cut into chunks of
     `chunk_batches` batches, sorted by length inside each chunk (stably), cut into batches, and the batches of
     the epoch shuffled, again from (`seed`, `e`). Each batch is padded to the bucket length of its longest row.
+    Data too small for one batch per input pipeline is repeated within each epoch until it fills them.
     Everything is a pure function of the seed and the epoch number, built from `Dataset.counter` and
     `from_tensor_slices`, so the iterator state is a position that a checkpoint saves and restores exactly.
     `bucket_width` 0/None: the same batches, all at `max_seq_length`. With an `InputContext` of several input
@@ -159,9 +160,13 @@ def training_batch_indices(
 
     lengths = np.asarray(lengths, np.int64)
     size = len(lengths)
-    num_batches = size // batch_size
-    if num_batches < 1:
-        raise ValueError(f"{size} training examples make no full batch of {batch_size}.")
+    if size < 1:
+        raise ValueError("No training examples.")
+    pipelines = input_context.num_input_pipelines if input_context is not None else 1
+    # Slots per epoch: the examples, repeated where they do not fill one batch per pipeline.
+    repeats = max(1, -(-batch_size * pipelines // size))
+    slots = size * repeats
+    num_batches = slots // batch_size
     if lengths.size and int(lengths.max()) > max_seq_length:
         raise ValueError(f"A length of {int(lengths.max())} exceeds max_seq_length={max_seq_length}.")
     used = num_batches * batch_size
@@ -171,9 +176,12 @@ def training_batch_indices(
     seed = tf.constant(int(seed), tf.int64)
 
     def epoch_batches(epoch):
-        order = tf.random.experimental.stateless_shuffle(
-            tf.range(size, dtype=tf.int64), seed=tf.stack([seed, 2 * epoch])
-        )[:used]
+        order = (
+            tf.random.experimental.stateless_shuffle(tf.range(slots, dtype=tf.int64), seed=tf.stack([seed, 2 * epoch]))[
+                :used
+            ]
+            % size
+        )
         key = chunk_ids * (max_seq_length + 1) + tf.gather(lengths_t, order)
         order = tf.gather(order, tf.argsort(key, stable=True))
         batches = tf.random.experimental.stateless_shuffle(

@@ -279,6 +279,7 @@ def run_finetuning(
       ValueError: inconsistent arguments, naming the flag.
     """
     from bert_tf import training
+    from bert_tf.training import distribution
 
     schedule = schedule if schedule is not None else FinetuningScheduleConfig()
     runtime = runtime if runtime is not None else training.RuntimeConfig(seed=DEFAULT_SEED)
@@ -296,6 +297,10 @@ def run_finetuning(
     batch_sizes = {"train_batch_size": schedule.train_batch_size} if do_train else {}
     with training.training_runtime(runtime, batch_sizes=batch_sizes, always_seed=True) as strategy:
         is_chief = training.is_chief(strategy)
+        if getattr(inputs.task_object, "bucket_width", 0) and distribution.is_tpu_strategy(strategy):
+            # TPUs compile for static shapes; a batch of unknown length does not fit them.
+            logging.info("--bucket_width is off on TPU: every batch is padded to --max_seq_length.")
+            inputs.task_object.bucket_width = 0
         if do_train:
             if is_chief:
                 # Written first, so a run stopped during training can be evaluated or resumed as it is.
