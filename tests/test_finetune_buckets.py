@@ -161,8 +161,9 @@ def test_saved_training_iterator_resumes_exactly(tmp_path):
         np.testing.assert_array_equal(b["input_mask"].numpy().sum(1), lengths[b[FEATURE_INDEX_KEY].numpy()])
 
 
-def test_job_evaluates_the_same_bucketed_or_padded(tmp_path):
+def test_job_evaluates_the_same_bucketed_or_padded(tmp_path, caplog):
     """A model trained with buckets evaluates to the same probabilities with --bucket_width=0."""
+    caplog.set_level("INFO")
     model_dir = synthetic.make_model_dir(str(tmp_path / "model"))
     rng = random.Random(3)
     rows = [(_long(t, rng), y) for t, y in synthetic.sentiment_rows(70, 1)]
@@ -184,6 +185,10 @@ def test_job_evaluates_the_same_bucketed_or_padded(tmp_path):
     )
     with open(os.path.join(output_dir, "eval_predictions.tsv"), encoding="utf-8") as f:
         bucketed_rows = list(csv.reader(f, delimiter="\t"))
+    # The job logs the distinct padded lengths (the shapes an XLA-compiled step compiles for).
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Length buckets")]
+    assert any(m.startswith("Length buckets, training") for m in logged), logged
+    assert any(m.startswith("Length buckets, inference") and "bucket width 8" in m for m in logged), logged
     padded = finetune("classification", output_dir, bucket_width=0, **common)
     with open(os.path.join(output_dir, "eval_predictions.tsv"), encoding="utf-8") as f:
         padded_rows = list(csv.reader(f, delimiter="\t"))
