@@ -2,7 +2,8 @@
 
 Two logical CPUs (configured before TensorFlow starts, so in a subprocess), one `Dropout(0.1)` built under
 the strategy and called in `strategy.run` on the same input on both replicas, inside one `tf.function` as the
-training loop calls it. Before the replica id was folded into the mask's key both replicas applied one mask.
+training loop calls it, and in a model compiled with XLA per replica (the loop's `--jit_compile` path under
+mirrored). Before the replica id was folded into the mask's key both replicas applied one mask.
 """
 
 import json
@@ -34,6 +35,21 @@ masks = {}
 for call in range(2):
     per_replica = strategy.experimental_local_results(step())
     masks[call] = [(r.numpy() == 0).astype("uint8").tolist() for r in per_replica]
+# The loop's per-replica XLA path (`--jit_compile` under mirrored): a Keras model built in the scope, its
+# forward compiled with XLA on each replica.
+with strategy.scope():
+    inputs = keras.Input((512,))
+    model = keras.Model(inputs, Dropout(0.1, seed=6)(inputs, training=True))
+compiled = tf.function(lambda batch: model(batch, training=True), jit_compile=True, autograph=False)
+
+
+@tf.autograph.experimental.do_not_convert
+def replica_step(batch):  # as bert_tf/training/loop.py wraps its compiled step
+    return compiled(batch)
+
+
+jit = strategy.experimental_local_results(tf.function(lambda: strategy.run(replica_step, args=(x,)))())
+masks["jit"] = [(r.numpy() == 0).astype("uint8").tolist() for r in jit]
 # The one-device mask of the same seed, for the replica-0 check.
 single = Dropout(0.1, seed=5)
 masks["one_device"] = (single(x, training=True).numpy() == 0).astype("uint8").tolist()
@@ -53,7 +69,7 @@ def test_each_replica_draws_its_own_dropout_mask(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     masks = json.loads(out.read_text())
-    for call in ("0", "1"):
+    for call in ("0", "1", "jit"):
         first, second = (np.array(m, bool) for m in masks[call])
         assert not np.array_equal(first, second), f"call {call}: both replicas dropped the same elements"
         for mask in (first, second):
