@@ -368,6 +368,12 @@ ROWS = [
             ("missing_file", ["--train_file={missing}", "--model_dir={model_dir}"], "missing.txt", "dir"),
             ("empty_file", ["--train_file={empty}", "--model_dir={model_dir}"], "empty.txt", "dir"),
             (
+                "negative_bucket_width",
+                ["--train_file={train_tsv}", "--model_dir={model_dir}", "--bucket_width=-1"],
+                "--bucket_width",
+                "dir",
+            ),
+            (
                 "binary_garbage",
                 ["--train_file={garbage}", "--file_format=tsv", "--model_dir={model_dir}"],
                 "garbage.bin",
@@ -573,6 +579,11 @@ ROWS = [
             ("binary_garbage", ["--export_dir={export}", "--train_file={garbage}"], "garbage.bin:1"),
             ("non_utf8_line", ["--export_dir={export}", "--train_file={latin1}"], "latin1.txt:3"),
             ("missing_export", ["--export_dir={missing}", "--train_file={train_tsv}"], "--export_dir"),
+            (
+                "negative_bucket_width",
+                ["--export_dir={export}", "--train_file={train_tsv}", "--bucket_width=-1"],
+                "--bucket_width",
+            ),
         ]
     ],
     # demo
