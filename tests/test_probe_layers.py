@@ -80,7 +80,9 @@ def test_word_features_are_the_first_piece_or_the_mean_of_the_pieces(tmp_path):
         position = 1
         for word_pieces in pieces:
             span = layers[position : position + len(word_pieces)]
-            np.testing.assert_allclose(first[word], span[0], atol=2e-5)
+            # First pieces are kept in float16 (as the cache stores them): its rounding, far below the values.
+            assert first.dtype == np.float16
+            np.testing.assert_allclose(first[word].astype(np.float32), span[0], rtol=1e-3, atol=2e-3)
             np.testing.assert_allclose(mean[word], span.mean(axis=0), atol=2e-5)
             position += len(word_pieces)
             word += 1

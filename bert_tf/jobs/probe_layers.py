@@ -220,7 +220,11 @@ def _data_summary(task, train, test, files) -> dict:
 
 
 def _all_features(config, model, data, output_dir):
-    """{(model name, task, split, representation): float16 [items, L + 1, hidden]}, and the seconds spent."""
+    """{(model name, task, split): the cached features' file}, and the seconds spent.
+
+    The files hold float16 [items, L + 1, hidden] arrays: `token`, or `cls` and `mean`. The probes load one
+    model's arrays at a time, so memory holds one task's features, not all of them.
+    """
     import keras
 
     from bert_tf.checkpoints.model_dir import restore
@@ -263,7 +267,7 @@ def _all_features(config, model, data, output_dir):
                 label = f"{name} {task} {split}"
                 file_key = {"model": key, "file": file_digest(split_data.path), **options}
                 if task == data_lib.TOKEN:
-                    arrays = cache.get_or_compute(
+                    path = cache.ensure(
                         {"kind": "token", "word_piece": config.word_piece, **file_key},
                         lambda: {
                             "token": token_features(
@@ -277,12 +281,11 @@ def _all_features(config, model, data, output_dir):
                         },
                     )
                 else:
-                    arrays = cache.get_or_compute(
+                    path = cache.ensure(
                         {"kind": "sentence", **file_key},
                         lambda: sentence_features(get_encoder(), tokenizer, split_data.texts, label=label, **common),
                     )
-                for representation, values in arrays.items():
-                    features[(name, task, split, representation)] = values
+                features[(name, task, split)] = path
         del encoder
     return features, time.monotonic() - start
 
@@ -299,6 +302,7 @@ def _checkpoint_identity(checkpoint: str) -> dict:
 def _probe_task(task, train, test, features, config) -> dict:
     """The report sections of one task: {"token": ...} or {"sentence_mean": ..., "sentence_cls": ...}."""
     from bert_tf.probing import probes
+    from bert_tf.probing.layer_features import FeatureCache
 
     label_list = sorted(set(_labels(task, train)))
     train_y = data_lib.label_ids(_labels(task, train), label_list)
@@ -325,12 +329,13 @@ def _probe_task(task, train, test, features, config) -> dict:
     for key, representation in representations.items():
         section = {"baseline": {"name": baseline_name, "accuracy": baseline}}
         for model_name in ("pretrained", "random_init"):
-            if (model_name, task, "train", representation) not in features:
+            if (model_name, task, "train") not in features:
                 continue
             logging.info("Probing %s %s", model_name, key)
-            train_x = features[(model_name, task, "train", representation)]
-            test_x = features[(model_name, task, "test", representation)]
+            train_x = FeatureCache.load(features[(model_name, task, "train")], representation)
+            test_x = FeatureCache.load(features[(model_name, task, "test")], representation)
             results = _probe_rows(train_x, train_y, test_x, test_y, fit, dev, len(label_list), config.seed)
+            del train_x, test_x
             block = _section(results)
             if model_name == "pretrained":
                 section.update(block)
@@ -345,7 +350,7 @@ def _probe_rows(train_x, train_y, test_x, test_y, fit, dev, num_classes, seed) -
     from bert_tf.probing import probes
 
     def split(train_part, test_part):
-        return probes.Split(train_part[fit], train_y[fit], train_part[dev], train_y[dev], test_part, test_y)
+        return probes.Split(train_part, train_y, fit, dev, test_part, test_y)
 
     num_layers = train_x.shape[1] - 1
     results = {}
@@ -358,10 +363,8 @@ def _probe_rows(train_x, train_y, test_x, test_y, fit, dev, num_classes, seed) -
     results["second_to_last"] = results[f"layer_{max(num_layers - 1, 0)}"]
     results["last"] = results[f"layer_{num_layers}"]
     last_four = slice(max(1, num_layers - 3), num_layers + 1)
-    results["mean_last_four"] = probes.linear_probe(
-        split(train_x[:, last_four].astype(np.float32).mean(axis=1), test_x[:, last_four].astype(np.float32).mean(1)),
-        seed=seed,
-    )
+    mean_four = lambda x: x[:, last_four].mean(axis=1, dtype=np.float32)  # noqa: E731 (no float32 copy of x)
+    results["mean_last_four"] = probes.linear_probe(split(mean_four(train_x), mean_four(test_x)), seed=seed)
     flat = lambda x: x[:, last_four].reshape(len(x), -1)  # noqa: E731
     results["concat_last_four"] = probes.linear_probe(split(flat(train_x), flat(test_x)), seed=seed)
     results["scalar_mix"] = probes.scalar_mix_probe(split(train_x, test_x), num_classes, seed=seed)

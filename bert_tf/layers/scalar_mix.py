@@ -25,7 +25,7 @@ class ScalarMix(keras.layers.Layer):
     >>> stacked = np.arange(6, dtype="float32").reshape(1, 3, 2)  # layers [0, 1], [2, 3], [4, 5]
     >>> np.asarray(mix(stacked)).tolist()
     [[2.0, 3.0]]
-    >>> np.round(np.asarray(mix.mixing_weights()), 3).tolist()
+    >>> np.asarray(mix.mixing_weights(), "float64").round(3).tolist()
     [0.333, 0.333, 0.333]
     """
 

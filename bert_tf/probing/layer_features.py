@@ -43,18 +43,24 @@ class FeatureCache:
         name = hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()[:24]
         return os.path.join(self.directory, f"{key.get('kind', 'features')}-{name}.npz")
 
-    def get_or_compute(self, key: dict, compute) -> dict:
+    def ensure(self, key: dict, compute) -> str:
+        """The path of `key`'s arrays, computed by `compute() -> {name: array}` and stored unless already there."""
         path = self.path(key)
         if os.path.exists(path):
-            with np.load(path) as arrays:
-                logging.info("Reusing cached features %s", path)
-                return {name: arrays[name] for name in arrays.files}
+            logging.info("Reusing cached features %s", path)
+            return path
         arrays = {name: np.asarray(value, np.float16) for name, value in compute().items()}
         os.makedirs(self.directory, exist_ok=True)
         with file_io.atomic_path(path) as tmp_path:
             with open(tmp_path, "wb") as f:
                 np.savez(f, **arrays)
-        return arrays
+        return path
+
+    @staticmethod
+    def load(path: str, name: str) -> np.ndarray:
+        """One float16 array of a cached file."""
+        with np.load(path) as arrays:
+            return arrays[name]
 
 
 def _forward_batches(encoder, inputs: dict, outputs_fn, *, label, batch_size, max_seq_length, bucket_width):
@@ -116,7 +122,9 @@ def token_features(encoder, tokenizer, sentences, *, word_piece, max_seq_length,
     positions = features.word_index if word_piece == "first" else piece_word
     global_word = np.where(positions >= 0, offsets[features.example_index][:, None] + positions, -1)
     num_layers = encoder.config.num_hidden_layers + 1
-    totals = np.zeros((offsets[-1], num_layers, encoder.config.hidden_size), np.float32)
+    # A word's first piece is written once (float16 is what the cache keeps); a mean accumulates in float32.
+    dtype = np.float16 if word_piece == "first" else np.float32
+    totals = np.zeros((offsets[-1], num_layers, encoder.config.hidden_size), dtype)
     counts = np.zeros(offsets[-1], np.float32)
     inputs = {name: features.inputs[name] for name in ENCODER_INPUT_KEYS}
     batches = _forward_batches(
@@ -138,6 +146,8 @@ def token_features(encoder, tokenizer, sentences, *, word_piece, max_seq_length,
         else:
             np.add.at(totals, words[rows, cols], layers[rows, cols])
             np.add.at(counts, words[rows, cols], 1.0)
+    if word_piece == "first":
+        return totals
     return totals / np.maximum(counts, 1.0)[:, None, None]
 
 

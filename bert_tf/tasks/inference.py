@@ -31,7 +31,8 @@ def iterate_outputs(
             outputs = {"logits": outputs}
         return {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
 
-    @tf.function
+    # Length-bucketed batches come in a few sequence lengths: one graph for all of them, not a trace each.
+    @tf.function(reduce_retracing=True)
     def step(features):
         def replica_step(batch):
             outputs = forward({k: batch[k] for k in ENCODER_INPUT_KEYS})
