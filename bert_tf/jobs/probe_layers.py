@@ -230,6 +230,7 @@ def _all_features(config, model, data, output_dir):
     from bert_tf.checkpoints.model_dir import restore
     from bert_tf.models import BertEncoder
     from bert_tf.probing.layer_features import FeatureCache, file_digest, sentence_features, token_features
+    from bert_tf.probing.probes import release_memory
     from bert_tf.tasks.task_tokenizer import TaskTokenizer
 
     start = time.monotonic()
@@ -287,6 +288,8 @@ def _all_features(config, model, data, output_dir):
                     )
                 features[(name, task, split)] = path
         del encoder
+    # The encoders and their traced forward passes are done with: give their memory back before the probes'.
+    release_memory()
     return features, time.monotonic() - start
 
 
