@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import hashlib
 import os
 import shutil
 import tempfile
@@ -94,3 +95,12 @@ def copy_file(source: str, destination: str) -> None:
     with atomic_path(destination) as tmp:
         shutil.copyfile(source, tmp)
         shutil.copymode(source, tmp)
+
+
+def sha256_of(path: str) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

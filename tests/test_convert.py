@@ -18,6 +18,7 @@ from safetensors.numpy import load_file
 
 import bert_tf
 from bert_tf import BertEncoder, BertPretrainer
+from bert_tf import file_io
 from bert_tf.checkpoints import published
 from bert_tf.checkpoints import convert_hf_directory, convert_tf1_checkpoint, hf_bert_config, write_model_dir
 from bert_tf.convert import convert
@@ -71,7 +72,7 @@ def tiny_reference():
 
 def test_real_minilm_weights_match_transformers(tmp_path):
     directory = published.minilm_l6_v2_dir()
-    assert published.sha256_of(os.path.join(directory, "model.safetensors")) == published.MINILM_SAFETENSORS_SHA256
+    assert file_io.sha256_of(os.path.join(directory, "model.safetensors")) == published.MINILM_SAFETENSORS_SHA256
     reference = _reference("minilm_reference")
     model = convert_hf_directory(directory)
     assert type(model) is BertEncoder and model.config.num_hidden_layers == 6

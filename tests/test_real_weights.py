@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 import bert_tf
+from bert_tf import file_io
 from bert_tf.checkpoints import published
 from bert_tf.convert import convert
 from bert_tf.export import export_model_dir
@@ -25,7 +26,7 @@ NUM_REVIEWS = 48
 def minilm_export(tmp_path_factory):
     root = tmp_path_factory.mktemp("minilm")
     source = published.minilm_l6_v2_dir()
-    assert published.sha256_of(os.path.join(source, "model.safetensors")) == published.MINILM_SAFETENSORS_SHA256
+    assert file_io.sha256_of(os.path.join(source, "model.safetensors")) == published.MINILM_SAFETENSORS_SHA256
     model_dir = str(root / "model")
     convert("hf", source, model_dir)
     paths = export_model_dir(model_dir, str(root / "export"), seq_length=32)

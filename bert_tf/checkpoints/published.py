@@ -14,7 +14,6 @@ Nothing is downloaded at run time: this module only finds the installed files.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 
@@ -47,12 +46,3 @@ def minilm_l6_v2_dir() -> str:
     if missing:
         raise PublishedWeightsNotInstalled(f"{directory} lacks {', '.join(missing)}; reinstall with `{install}`.")
     return directory
-
-
-def sha256_of(path: str) -> str:
-    """Hex sha256 of a file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

@@ -229,7 +229,8 @@ def _all_features(config, model, data, output_dir):
 
     from bert_tf.checkpoints.model_dir import restore
     from bert_tf.models import BertEncoder
-    from bert_tf.probing.layer_features import FeatureCache, file_digest, sentence_features, token_features
+    from bert_tf.file_io import sha256_of
+    from bert_tf.probing.layer_features import FeatureCache, sentence_features, token_features
     from bert_tf.probing.probes import release_memory
     from bert_tf.tasks.task_tokenizer import TaskTokenizer
 
@@ -243,7 +244,7 @@ def _all_features(config, model, data, output_dir):
     options = {
         "max_seq_length": config.max_seq_length,
         "lower_case": model.do_lower_case,
-        "vocab": file_digest(model.vocab_file),
+        "vocab": sha256_of(model.vocab_file),
     }
     features = {}
     for name, (key, _) in encoders.items():
@@ -266,7 +267,7 @@ def _all_features(config, model, data, output_dir):
         for task, (train, test) in data.items():
             for split, split_data in (("train", train), ("test", test)):
                 label = f"{name} {task} {split}"
-                file_key = {"model": key, "file": file_digest(split_data.path), **options}
+                file_key = {"model": key, "file": sha256_of(split_data.path), **options}
                 if task == data_lib.TOKEN:
                     path = cache.ensure(
                         {"kind": "token", "word_piece": config.word_piece, **file_key},

@@ -25,14 +25,6 @@ WORD_PIECE_MODES = ("first", "mean")
 _PROGRESS_EVERY = 10.0
 
 
-def file_digest(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 class FeatureCache:
     """float16 arrays in `directory`, one `.npz` per key (a dict that names what the arrays were made from)."""
 
