@@ -37,18 +37,9 @@ import unicodedata
 import numpy as np
 
 from bert_tf.tokenization import vocab as vocab_lib
+from bert_tf.tokenization.char_classes import CJK_RANGES
 
 MAX_CHARS_PER_WORD = 100
-_CJK_RANGES = (
-    (0x4E00, 0x9FFF),
-    (0x3400, 0x4DBF),
-    (0x20000, 0x2A6DF),
-    (0x2A700, 0x2B73F),
-    (0x2B740, 0x2B81F),
-    (0x2B820, 0x2CEAF),
-    (0xF900, 0xFAFF),
-    (0x2F800, 0x2FA1F),
-)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -62,7 +53,7 @@ def _char_class(ch: str) -> str:
     if ch == " " or category == "Zs":
         return "s"
     cp = ord(ch)
-    if any(lo <= cp <= hi for lo, hi in _CJK_RANGES):
+    if any(lo <= cp <= hi for lo, hi in CJK_RANGES):
         return "c"
     if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126 or category[0] == "P":
         return "p"
