@@ -21,17 +21,16 @@ Tests call the decorated `main` in-process after parsing flags and catch
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from typing import Callable, Optional, Sequence
 
 from absl import app, flags
 
+# The library's error type and checks live below it (bert_tf.errors); tools may import them from here.
+from bert_tf.errors import BadInputError, check_utf8  # noqa: F401
+from bert_tf.tokenization.vocab import load_vocab_for_flag as load_vocab  # noqa: F401
+
 BAD_INPUT_EXIT_CODE = 2
-
-
-class BadInputError(ValueError):
-    """Input a tool cannot use; the message names the file (and line) or the flag."""
 
 
 class BadInputExit(SystemExit):
@@ -115,36 +114,3 @@ def run(main: Callable, define_flags: Callable[[], None], argv: Optional[Sequenc
     """Defines the tool's flags and runs `main` (decorated by `main_function`) under absl."""
     define_flags()
     app.run(main, argv=argv, flags_parser=functools.partial(parse_flags, main.prog))
-
-
-def load_vocab(vocab_file: str, flag: str) -> list:
-    """`bert_tf.tokenization.load_vocab`, with errors as `BadInputError` naming the flag, file and line."""
-    from bert_tf.tokenization.vocab import load_vocab as load  # stdlib-only module
-
-    try:
-        return load(vocab_file)
-    except FileNotFoundError as e:
-        raise BadInputError(f"--{flag}: {e}") from None
-    except ValueError as e:
-        cause = e.__cause__
-        if isinstance(cause, UnicodeDecodeError):
-            line = cause.object[: cause.start].count(b"\n") + 1
-            raise BadInputError(f"--{flag}: {vocab_file}:{line}: not valid UTF-8 (byte {cause.start})") from None
-        raise BadInputError(f"--{flag}: {e}") from None
-
-
-def check_utf8(path: str, flag: str) -> None:
-    """Raises `BadInputError` naming the file and line of the first line of `path` that is not UTF-8.
-
-    Missing files are left to the reader (its OSError names the file).
-    """
-    if not path or not os.path.isfile(path):
-        return
-    with open(path, "rb") as f:
-        for number, line in enumerate(f, start=1):
-            try:
-                line.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise BadInputError(
-                    f"--{flag}: {path}:{number}: not valid UTF-8 (byte {e.start} of the line)"
-                ) from None

@@ -18,6 +18,7 @@ from absl import flags
 
 from bert_tf import cli
 from bert_tf.config import BertConfig
+from bert_tf.tokenization.vocab import load_vocab_for_flag
 
 SOURCE_FORMATS = ("tf1", "hf")
 
@@ -70,7 +71,7 @@ def convert(
     vocab_file = vocab_file or default_vocab
     if not os.path.isfile(vocab_file):
         raise FileNotFoundError(f"Vocabulary file not found: {vocab_file} (pass --vocab_file).")
-    vocab_lines = len(cli.load_vocab(vocab_file, "vocab_file"))
+    vocab_lines = len(load_vocab_for_flag(vocab_file, "vocab_file"))
     if vocab_lines > config.vocab_size:
         raise ValueError(
             f"{vocab_file} has {vocab_lines} tokens but the config's vocab_size is "

@@ -38,8 +38,10 @@ from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 from absl import logging
 
-from bert_tf import cli, file_io
+from bert_tf import file_io
+from bert_tf.errors import check_utf8
 from bert_tf.tasks import readers
+from bert_tf.tokenization.vocab import load_vocab_for_flag
 from bert_tf.tasks.readers import DataError
 
 if TYPE_CHECKING:  # bert_tf.training loads TensorFlow; this module does not, until a job runs.
@@ -382,7 +384,7 @@ def _read_inputs(
 def _tokenizer(source: _ModelSource, do_lower_case: bool):
     from bert_tf.tasks.task_tokenizer import TaskTokenizer
 
-    cli.load_vocab(source.vocab_file, "vocab_file")  # errors naming the flag, file and line
+    load_vocab_for_flag(source.vocab_file, "vocab_file")  # errors naming the flag, file and line
     tokenizer = TaskTokenizer(source.vocab_file, lower_case=do_lower_case)
     if tokenizer.vocab_size != source.config.vocab_size:
         # Pretraining and conversion refuse this too: ids past vocab_size have no embedding, and a
@@ -449,7 +451,7 @@ def _check_data_sources(data: FinetuningDataConfig, do_train, do_eval, do_predic
             raise DataError(f"--{flag}: file not found: {value}")
         if wanted:
             # The readers' decode errors name no line; fine-tuning files are small enough to check first.
-            cli.check_utf8(value, flag)
+            check_utf8(value, flag)
 
 
 def _latest_checkpoint(directory: str) -> Optional[str]:

@@ -25,8 +25,9 @@ from typing import Callable, Optional
 
 from absl import logging
 
-from bert_tf import cli, training
+from bert_tf import training
 from bert_tf.config import BertConfig
+from bert_tf.tokenization.vocab import load_vocab_for_flag
 from bert_tf.training.runtime import JobArgumentError, RuntimeConfig, training_runtime
 
 DEFAULT_SEED = 12345  # --seed's default
@@ -254,7 +255,7 @@ def _check_vocab(vocab_file: str, config: BertConfig) -> None:
     from bert_tf.tokenization.vocab import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN, special_token_ids
 
     try:
-        vocab = cli.load_vocab(vocab_file, "vocab_file")
+        vocab = load_vocab_for_flag(vocab_file, "vocab_file")
         # [CLS]/[SEP] frame every record; [MASK] is what masked-LM inputs hold.
         special_token_ids(vocab, vocab_file, required=(CLS_TOKEN, SEP_TOKEN, MASK_TOKEN))
     except ValueError as e:

@@ -16,15 +16,12 @@ from typing import Optional, Sequence, Union
 
 from absl import logging
 
+from bert_tf.errors import DataError
 from bert_tf.tasks.examples import SquadAnswer, SquadExample, TaggingExample, TextExample
 
 Column = Union[str, int, None]
 
 TEXT_FORMATS = ("tsv", "csv", "jsonl")
-
-
-class DataError(ValueError):
-    """Bad fine-tuning input; the message names the file and line or record."""
 
 
 # --- sentence (pair) classification and regression files --------------------

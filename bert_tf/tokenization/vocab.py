@@ -107,3 +107,19 @@ def write_vocab(tokens, vocab_file):
     if len(set(tokens)) != len(tokens):
         raise ValueError("Vocabulary has repeated tokens")
     file_io.write_text(os.fspath(vocab_file), "".join(t + "\n" for t in tokens))
+
+
+def load_vocab_for_flag(vocab_file, flag: str) -> list:
+    """`load_vocab`, with every error a `BadInputError` naming the flag, the file and (for bad UTF-8) the line."""
+    from bert_tf.errors import BadInputError
+
+    try:
+        return load_vocab(vocab_file)
+    except FileNotFoundError as e:
+        raise BadInputError(f"--{flag}: {e}") from None
+    except ValueError as e:
+        cause = e.__cause__
+        if isinstance(cause, UnicodeDecodeError):
+            line = cause.object[: cause.start].count(b"\n") + 1
+            raise BadInputError(f"--{flag}: {vocab_file}:{line}: not valid UTF-8 (byte {cause.start})") from None
+        raise BadInputError(f"--{flag}: {e}") from None

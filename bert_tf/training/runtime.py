@@ -22,14 +22,10 @@ from typing import Iterator, Mapping, Optional
 
 import keras
 
-from bert_tf import cli
+from bert_tf.errors import JobArgumentError
 from bert_tf.training import distribution
 from bert_tf.training.determinism import enable_determinism
 from bert_tf.training.precision import PRECISION_POLICIES, set_precision_policy
-
-
-class JobArgumentError(cli.BadInputError):
-    """An argument (= flag) of a training job that cannot work; the message names the flag."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,42 @@
+"""The error types the library raises for bad input and bad data: the bottom floor of the package.
+
+Every command-line tool turns these into one stderr line and exit status 2 (`experiments`' command-line
+helpers); the library raises them with a message that names the file and line, or the flag, so that line says
+where the problem is. This module imports nothing of the package, so every layer may import it.
+
+    from bert_tf.errors import DataError
+    raise DataError("reviews.tsv:12: expected 2 columns, found 1")
+"""
+
+from __future__ import annotations
+
+
+class BadInputError(ValueError):
+    """Input a tool cannot use; the message names the file (and line) or the flag."""
+
+
+class DataError(BadInputError):
+    """Bad data in an input file; the message names the file and line or record."""
+
+
+class JobArgumentError(BadInputError):
+    """An argument (= flag) of a job that cannot work; the message names the flag."""
+
+
+def check_utf8(path: str, flag: str) -> None:
+    """Raises `BadInputError` naming the file and line of the first line of `path` that is not UTF-8.
+
+    Missing files are left to the reader (its OSError names the file).
+    """
+    import os
+
+    if not path or not os.path.isfile(path):
+        return
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise BadInputError(
+                    f"--{flag}: {path}:{number}: not valid UTF-8 (byte {e.start} of the line)"
+                ) from None
