@@ -55,8 +55,8 @@ FLAGS = flags.FLAGS
 
 def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
-    from bert_tf.tasks.job import DEFAULT_SEED, TASKS
-    from bert_tf.tasks.readers import TEXT_FORMATS
+    from bert_tf.data.finetuning_readers import TEXT_FORMATS
+    from bert_tf.jobs.finetune import DEFAULT_SEED, TASKS
 
     job_flags.define_runtime_flags(default_seed=DEFAULT_SEED)
 
@@ -162,12 +162,12 @@ def _column(value):
 @cli.main_function("finetune", bad_input=(ValueError, FileNotFoundError, FileExistsError))
 def main(argv):
     del argv  # Checked by cli.main_function.
-    from bert_tf.tasks import job
+    from bert_tf.jobs import finetune as job
     from bert_tf.training.runtime import RuntimeConfig
 
     cli.require_flags("task", "output_dir")
     # Each config checks its flags as it is built; run_finetuning checks the files, data and model.
-    task = job_flags.config_from_flags(job.FinetuningTaskConfig)
+    task = job_flags.config_from_flags(job.FinetuningTaskConfig, task_type=FLAGS.task)
     model = job_flags.config_from_flags(job.FinetuningModelConfig)
     columns = ("text_a_column", "text_b_column", "label_column")
     data = job_flags.config_from_flags(

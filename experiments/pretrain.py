@@ -35,7 +35,7 @@ trains to --num_train_steps, then evaluates if --eval_input_file is given;
 evaluates), and --init_checkpoint takes a TF2 model directory or checkpoint
 (convert google-research checkpoints with `python -m bert_tf.convert`).
 
-Also usable as a library: `bert_tf.tasks.pretraining.run_pretraining` takes
+Also usable as a library: `bert_tf.jobs.pretrain.run_pretraining` takes
 the flags grouped into config objects and returns the `TrainingResult`.
 """
 
@@ -46,7 +46,7 @@ import sys
 from absl import app, flags, logging
 
 from bert_tf import cli
-from bert_tf.tasks import pretraining
+from bert_tf.jobs import pretrain as pretraining
 from bert_tf.training.loop import NonFiniteLossError
 from bert_tf.training.runtime import RuntimeConfig
 from experiments import job_flags

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf.tasks.readers import DataError
+from bert_tf.errors import DataError
 from tests.fixtures.finetune import synthetic
 from tests.helpers.jobs import finetune
 

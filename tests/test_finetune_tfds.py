@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from bert_tf.tasks import readers
-from bert_tf.tasks.readers import DataError
+from bert_tf.data import finetuning_readers as readers
+from bert_tf.errors import DataError
 from tests.fixtures.finetune import synthetic
 from tests.helpers.jobs import finetune
 

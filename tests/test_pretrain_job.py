@@ -22,7 +22,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import BertConfig, load_encoder
-from bert_tf.tasks.pretraining import PretrainingArgumentError
+from bert_tf.jobs.pretrain import PretrainingArgumentError
 from bert_tf.training import JobArgumentError
 from tests.helpers import jobs, training_data
 

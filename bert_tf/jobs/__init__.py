@@ -1,5 +1,33 @@
 """The jobs as library functions that take configs; `experiments/` holds their command lines.
 
-Modules: `extract_features` (activations of chosen layers, per token or pooled per line) and `probe_layers`
-(which layer's frozen features serve a task best). Imported on first use.
+    from bert_tf.jobs import FinetuningDataConfig, FinetuningModelConfig, FinetuningTaskConfig, run_finetuning
+
+Modules: `finetune` (`run_finetuning`: train, evaluate and predict with a task plug-in of `bert_tf.tasks`),
+`pretrain` (`run_pretraining`: masked LM + next sentence prediction from TFRecords), `extract_features`
+(activations of chosen layers, per token or pooled per line) and `probe_layers` (which layer's frozen
+features serve a task best). Each resolves its model's files with `bert_tf.checkpoints.model_source`.
+Imported on first use, so `import bert_tf.jobs` loads no TensorFlow.
 """
+
+import importlib
+
+_LAZY = {
+    "run_finetuning": "bert_tf.jobs.finetune",
+    "TASKS": "bert_tf.jobs.finetune",
+    "FinetuningTaskConfig": "bert_tf.jobs.finetune",
+    "FinetuningModelConfig": "bert_tf.jobs.finetune",
+    "FinetuningDataConfig": "bert_tf.jobs.finetune",
+    "FinetuningScheduleConfig": "bert_tf.jobs.finetune",
+    "NonFiniteMetricError": "bert_tf.jobs.finetune",
+    "run_pretraining": "bert_tf.jobs.pretrain",
+    "resolve_bert_config": "bert_tf.jobs.pretrain",
+    "PretrainingDataConfig": "bert_tf.jobs.pretrain",
+    "PretrainingScheduleConfig": "bert_tf.jobs.pretrain",
+    "PretrainingArgumentError": "bert_tf.jobs.pretrain",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'bert_tf.jobs' has no attribute {name!r}")

@@ -49,7 +49,7 @@ from bert_tf import file_io
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.features.layer_selection import parse_layers
 from bert_tf.tasks.base import ENCODER_INPUT_KEYS
-from bert_tf.tasks.readers import DataError
+from bert_tf.errors import DataError
 
 OUTPUT_FORMATS = (".jsonl", ".npy", ".npz")
 POOLINGS = ("cls", "mean", "max", "pooled")

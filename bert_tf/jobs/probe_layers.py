@@ -31,7 +31,7 @@ from bert_tf.checkpoints.model_source import ModelSource
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.probing import data as data_lib
 from bert_tf.probing.layer_features import WORD_PIECE_MODES
-from bert_tf.tasks.readers import DataError
+from bert_tf.errors import DataError
 
 TASKS = (data_lib.TOKEN, data_lib.SENTENCE)
 REPORT_KEYS = {data_lib.TOKEN: ("token",), data_lib.SENTENCE: ("sentence_mean", "sentence_cls")}
@@ -396,7 +396,7 @@ def _section(results: dict) -> dict:
 
 def _fine_tuned_accuracy(task, files, config, output_dir) -> float:
     """Test accuracy of the whole encoder fine-tuned on the task's training file (the reference row)."""
-    from bert_tf.tasks import (
+    from bert_tf.jobs.finetune import (
         FinetuningDataConfig,
         FinetuningModelConfig,
         FinetuningScheduleConfig,

@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from bert_tf.tasks.readers import DataError, read_conll, read_text_examples
+from bert_tf.data.finetuning_readers import DataError, read_conll, read_text_examples
 
 TOKEN = "token"
 SENTENCE = "sentence"

@@ -1,45 +1,46 @@
-"""Fine-tuning tasks: data readers, featurization, task models and losses, metrics, and the training jobs.
+"""Fine-tuning task plug-ins: what each task type adds to the encoder (model head, loss, featurization, metrics).
 
-    from bert_tf.tasks import (FinetuningDataConfig, FinetuningModelConfig, FinetuningTaskConfig,
-                               run_finetuning)
-    run_finetuning(FinetuningTaskConfig("classification"), "runs/sst",
-                   FinetuningModelConfig(model_dir="models/bert_base"),
-                   FinetuningDataConfig(train_file="train.tsv", eval_file="dev.tsv"),
-                   do_train=True, do_eval=True)
+    from bert_tf.tasks import ClassificationTask, TaskTokenizer
+    task = ClassificationTask(TaskTokenizer("vocab.txt"), max_seq_length=128, labels=["neg", "pos"])
+    features = task.featurize(examples, training=True)
 
-Modules: `readers` (TSV/CSV/JSONL, CoNLL, SQuAD JSON, TFDS), `metrics`,
-`classification`, `tagging`, `squad` (+ `squad_features`,
-`squad_postprocessing`), `inference`, `job` (fine-tuning), `pretraining`
-(`run_pretraining`). Imported on first use, so that
-`bert_tf.tasks.metrics` and the readers do not load TensorFlow.
+A plug-in is a `FinetuningTask` (`base`): `classification` (single sentences, pairs, regression), `tagging`
+(token classification), `squad` (+ `squad_features`, `squad_postprocessing`); with `metrics`, `inference`
+and the examples they read (`examples`). The job that runs them is `bert_tf.jobs.finetune` and the data
+readers are `bert_tf.data.finetuning_readers`. Imported on first use, so that `bert_tf.tasks.metrics` does
+not load TensorFlow.
+
+The jobs' names (`run_finetuning`, `run_pretraining`, their configs, `DataError`) are still importable from
+here for one release; import them from `bert_tf.jobs` (and `bert_tf.errors`).
 """
 
 import importlib
 
 _LAZY = {
-    "run_finetuning": "bert_tf.tasks.job",
-    "TASKS": "bert_tf.tasks.job",
-    "FinetuningTaskConfig": "bert_tf.tasks.job",
-    "FinetuningModelConfig": "bert_tf.tasks.job",
-    "FinetuningDataConfig": "bert_tf.tasks.job",
-    "FinetuningScheduleConfig": "bert_tf.tasks.job",
-    "NonFiniteMetricError": "bert_tf.tasks.job",
-    "run_pretraining": "bert_tf.tasks.pretraining",
-    "resolve_bert_config": "bert_tf.tasks.pretraining",
-    "PretrainingDataConfig": "bert_tf.tasks.pretraining",
-    "PretrainingScheduleConfig": "bert_tf.tasks.pretraining",
-    "PretrainingArgumentError": "bert_tf.tasks.pretraining",
-    "RuntimeConfig": "bert_tf.training.runtime",
     "FinetuningTask": "bert_tf.tasks.base",
     "ClassificationTask": "bert_tf.tasks.classification",
     "TaggingTask": "bert_tf.tasks.tagging",
     "SquadTask": "bert_tf.tasks.squad",
     "TaskTokenizer": "bert_tf.tasks.task_tokenizer",
-    "DataError": "bert_tf.tasks.readers",
     "TextExample": "bert_tf.tasks.examples",
     "TaggingExample": "bert_tf.tasks.examples",
     "SquadExample": "bert_tf.tasks.examples",
     "SquadAnswer": "bert_tf.tasks.examples",
+    # Aliases of the names that moved (bert_tf.jobs, bert_tf.errors); kept for one release.
+    "run_finetuning": "bert_tf.jobs.finetune",
+    "TASKS": "bert_tf.jobs.finetune",
+    "FinetuningTaskConfig": "bert_tf.jobs.finetune",
+    "FinetuningModelConfig": "bert_tf.jobs.finetune",
+    "FinetuningDataConfig": "bert_tf.jobs.finetune",
+    "FinetuningScheduleConfig": "bert_tf.jobs.finetune",
+    "NonFiniteMetricError": "bert_tf.jobs.finetune",
+    "run_pretraining": "bert_tf.jobs.pretrain",
+    "resolve_bert_config": "bert_tf.jobs.pretrain",
+    "PretrainingDataConfig": "bert_tf.jobs.pretrain",
+    "PretrainingScheduleConfig": "bert_tf.jobs.pretrain",
+    "PretrainingArgumentError": "bert_tf.jobs.pretrain",
+    "RuntimeConfig": "bert_tf.training.runtime",
+    "DataError": "bert_tf.errors",
 }
 
 

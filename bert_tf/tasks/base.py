@@ -4,7 +4,7 @@ A task owns, for its family of data: the output model on top of a
 `BertEncoder`, the loss, featurization of examples into model inputs, the
 tf.data pipeline, post-processing of the model's outputs into predictions,
 the metrics, and the prediction files. The training loop and the job
-(`bert_tf.tasks.job`) are shared by every task.
+(`bert_tf.jobs.finetune`) are shared by every task.
 
 Every dataset element is a dict with the encoder inputs, the task's label
 features (`label_keys`, training and evaluation) and `feature_index` (int32,

@@ -28,7 +28,7 @@ from bert_tf.tasks.base import (
 )
 from bert_tf.tasks.examples import TextExample
 from bert_tf.tasks.io_utils import write_text_atomic
-from bert_tf.tasks.readers import DataError
+from bert_tf.errors import DataError
 
 
 class ClassificationTask(FinetuningTask):

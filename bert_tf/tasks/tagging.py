@@ -23,7 +23,7 @@ from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import FinetuningTask, numpy_dataset
 from bert_tf.tasks.examples import TaggingExample
 from bert_tf.tasks.io_utils import write_text_atomic
-from bert_tf.tasks.readers import DataError
+from bert_tf.errors import DataError
 
 IGNORED_LABEL = -1
 

@@ -22,8 +22,8 @@ def _take(config_class, arguments: dict, **defaults):
 
 
 def pretrain(output_dir, **arguments):
-    """`bert_tf.tasks.pretraining.run_pretraining` with the flags of `experiments.pretrain` as keywords."""
-    from bert_tf.tasks import pretraining
+    """`bert_tf.jobs.pretrain.run_pretraining` with the flags of `experiments.pretrain` as keywords."""
+    from bert_tf.jobs import pretrain as pretraining
     from bert_tf.training import RuntimeConfig
 
     arguments = dict(arguments)
@@ -35,12 +35,12 @@ def pretrain(output_dir, **arguments):
 
 
 def finetune(task, output_dir, **arguments):
-    """`bert_tf.tasks.job.run_finetuning` with the flags of `experiments.finetune` as keywords."""
-    from bert_tf.tasks import job
+    """`bert_tf.jobs.finetune.run_finetuning` with the flags of `experiments.finetune` as keywords."""
+    from bert_tf.jobs import finetune as job
     from bert_tf.training import RuntimeConfig
 
     arguments = dict(arguments)
-    task_config = _take(job.FinetuningTaskConfig, arguments, task=task)
+    task_config = _take(job.FinetuningTaskConfig, arguments, task_type=task)
     model = _take(job.FinetuningModelConfig, arguments)
     data = _take(job.FinetuningDataConfig, arguments)
     schedule = _take(job.FinetuningScheduleConfig, arguments)

@@ -9,8 +9,8 @@ one strategy, or with several in turn (comma-separated; `name:jit` for XLA, `nam
 mixed_float16, `name:jit+float16` for both), evaluates it on
 `synthetic_eval_dataset_fn`, and saves each run's weights and metrics to `<out>.<run>.npz`;
 `--clipping_out` then also runs the `clipping` check. `clipping` checks the global-norm clipping of
-`AdamWeightDecay` across two mirrored replicas. `pretrain` calls `bert_tf.tasks.pretraining.run_pretraining`
-and `finetune` `bert_tf.tasks.job.run_finetuning` with the JSON arguments (the flags, sorted into the
+`AdamWeightDecay` across two mirrored replicas. `pretrain` calls `bert_tf.jobs.pretrain.run_pretraining`
+and `finetune` `bert_tf.jobs.finetune.run_finetuning` with the JSON arguments (the flags, sorted into the
 jobs' configs by `tests.helpers.jobs`). All three can SIGKILL themselves at a point that does not
 depend on the machine's speed: after the inner loop that ends at `--kill_at_step`, or inside training
 step `--kill_in_step` (between its forward pass and its update: a `tf.py_function` that the step's

@@ -1,7 +1,7 @@
 """`run_pretraining`: the BERT pretraining job (masked LM + next sentence prediction) behind `experiments.pretrain`.
 
     from bert_tf import BertConfig
-    from bert_tf.tasks.pretraining import PretrainingDataConfig, PretrainingScheduleConfig, run_pretraining
+    from bert_tf.jobs.pretrain import PretrainingDataConfig, PretrainingScheduleConfig, run_pretraining
     from bert_tf.training import RuntimeConfig
 
     result = run_pretraining(

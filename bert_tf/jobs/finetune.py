@@ -1,7 +1,7 @@
 """`run_finetuning`: the fine-tuning job (train, evaluate, predict) behind `experiments.finetune`.
 
-    from bert_tf.tasks.job import (FinetuningDataConfig, FinetuningModelConfig, FinetuningScheduleConfig,
-                                   FinetuningTaskConfig, run_finetuning)
+    from bert_tf.jobs.finetune import (FinetuningDataConfig, FinetuningModelConfig, FinetuningScheduleConfig,
+                                       FinetuningTaskConfig, run_finetuning)
 
     results = run_finetuning(
         FinetuningTaskConfig("classification", max_seq_length=128), "runs/sst",
@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING, Optional, Sequence, Union
 from absl import logging
 
 from bert_tf import file_io
-from bert_tf.errors import check_utf8
-from bert_tf.tasks import readers
+from bert_tf.data import finetuning_readers
+from bert_tf.data.finetuning_data import FinetuningDataSource
+from bert_tf.errors import DataError, check_utf8
 from bert_tf.tokenization.vocab import load_vocab_for_flag
-from bert_tf.tasks.readers import DataError
 
 if TYPE_CHECKING:  # bert_tf.training loads TensorFlow; this module does not, until a job runs.
     from bert_tf.training import RuntimeConfig
@@ -72,7 +72,7 @@ class FinetuningTaskConfig:
     """The task and its options (the flags of the same names).
 
     Attributes:
-      task: one of `TASKS`.
+      task_type: one of `TASKS` (the flag `--task`): which plug-in (`bert_tf.tasks`) the job runs.
       max_seq_length: packed sequence length (WordPieces incl. [CLS]/[SEP]).
       dropout_rate: dropout before the output layer; None: the model's hidden_dropout_prob.
       bucket_width: training, evaluation and prediction batches are grouped by length and padded to the
@@ -83,7 +83,7 @@ class FinetuningTaskConfig:
       version_2_with_negative, null_score_diff_threshold: SQuAD's options.
     """
 
-    task: str
+    task_type: str
     max_seq_length: int = 128
     dropout_rate: Optional[float] = None
     bucket_width: int = 16
@@ -95,12 +95,12 @@ class FinetuningTaskConfig:
     null_score_diff_threshold: float = 0.0
 
     def __post_init__(self):
-        if self.task not in TASKS:
-            raise ValueError(f"--task must be one of {', '.join(TASKS)}, got {self.task!r}.")
+        if self.task_type not in TASKS:
+            raise ValueError(f"--task must be one of {', '.join(TASKS)}, got {self.task_type!r}.")
         _check_positive_int("max_seq_length", self.max_seq_length)
         if isinstance(self.bucket_width, bool) or not isinstance(self.bucket_width, int) or self.bucket_width < 0:
             raise ValueError(f"--bucket_width must be a non-negative integer (0 = off), got {self.bucket_width!r}.")
-        if self.task == "squad" and self.max_query_length + 3 >= self.max_seq_length:
+        if self.task_type == "squad" and self.max_query_length + 3 >= self.max_seq_length:
             raise ValueError(
                 f"--max_seq_length ({self.max_seq_length}) must exceed --max_query_length "
                 f"({self.max_query_length}) + 3."
@@ -287,9 +287,9 @@ def run_finetuning(
     runtime = runtime if runtime is not None else training.RuntimeConfig(seed=DEFAULT_SEED)
     if not (do_train or do_eval or do_predict):
         raise ValueError("At least one of --do_train, --do_eval and --do_predict must be set.")
-    if data.tfds_name and task.task in ("token_classification", "squad"):
+    if data.tfds_name and task.task_type in ("token_classification", "squad"):
         raise ValueError(
-            f"--tfds_name is supported for classification and regression, not --task={task.task}; "
+            f"--tfds_name is supported for classification and regression, not --task={task.task_type}; "
             "use --train_file/--eval_file/--predict_file."
         )
     _check_data_sources(data, do_train, do_eval, do_predict)
@@ -346,7 +346,7 @@ def _read_inputs(
     do_predict: bool,
 ) -> _Inputs:
     """Reads the model's config and vocabulary and all the data, and checks them; writes nothing."""
-    reader = _DataSource(task.task, data, task.version_2_with_negative)
+    reader = FinetuningDataSource(task.task_type, data, task.version_2_with_negative)
     saved_task_config = _read_task_config(output_dir)
     finetuned = _latest_checkpoint(output_dir)
     source = _model_source(
@@ -360,7 +360,7 @@ def _read_inputs(
     tokenizer = _tokenizer(source, model.do_lower_case)
 
     train_examples = reader.read("train", data.train_file) if do_train else None
-    labels = _resolve_labels(task.task, data.label_list, saved_task_config, reader, train_examples)
+    labels = _resolve_labels(task.task_type, data.label_list, saved_task_config, reader, train_examples)
     task_object = _build_task(task, tokenizer, labels, reader.sentence_pair)
     if finetuned is not None:
         _check_resumable(output_dir, saved_task_config, source, task_object)
@@ -542,97 +542,7 @@ def _model_source(model: FinetuningModelConfig, output_dir, need_init, has_finet
     return _ModelSource(config=config, vocab_file=vocab_file, init_checkpoint=init_checkpoint)
 
 
-class _DataSource:
-    """Reads the examples of one phase from a file or from TFDS, with the column settings of the job."""
-
-    def __init__(self, task: str, data: FinetuningDataConfig, version_2_with_negative: bool):
-        self.task = task
-        self.tfds_name = tfds_name = data.tfds_name
-        self.tfds_data_dir = tfds_data_dir = data.tfds_data_dir
-        self.file_format = data.file_format
-        self.has_header = data.has_header
-        self.conll_word_column = data.conll_word_column
-        self.conll_label_column = data.conll_label_column
-        self.version_2_with_negative = version_2_with_negative
-        text_a_column, text_b_column, label_column = data.text_a_column, data.text_b_column, data.label_column
-        self.label_names = None
-        self.regression = task == "regression"
-        if tfds_name:
-            default_a, default_b, default_eval = (
-                readers.tfds_defaults(tfds_name)
-                if text_a_column is None
-                else (text_a_column, text_b_column, "validation")
-            )
-            self.splits = {
-                "train": data.tfds_train_split,
-                "eval": data.tfds_eval_split or default_eval,
-                "predict": data.tfds_predict_split or "test",
-            }
-            self.text_a = text_a_column or default_a
-            self.text_b = text_b_column if text_b_column is not None else default_b
-            self.label = label_column or "label"
-            if task == "classification" and self.text_b:
-                raise ValueError(
-                    f"{tfds_name} has sentence pairs ({self.text_a!r}, {self.text_b!r}); use "
-                    "--task=sentence_pair_classification."
-                )
-            if task == "sentence_pair_classification" and not self.text_b:
-                raise ValueError(f"{tfds_name} has single sentences; use --task=classification.")
-            self.label_names = readers.read_tfds_label_names(tfds_name, tfds_data_dir, self.label)
-            if (self.label_names is None) != self.regression:
-                kind = "a numeric (regression)" if self.label_names is None else "a class"
-                raise ValueError(f"{tfds_name} has {kind} label {self.label!r}; it does not fit --task={task}.")
-        else:
-            self.text_a = text_a_column if text_a_column is not None else "text_a"
-            pair_default = "text_b" if task == "sentence_pair_classification" else None
-            self.text_b = text_b_column if text_b_column is not None else pair_default
-            self.label = label_column if label_column is not None else "label"
-            if task == "classification" and text_b_column is not None:
-                raise ValueError("--text_b_column is for --task=sentence_pair_classification (or regression).")
-        self.sentence_pair = task == "sentence_pair_classification" or (task == "regression" and bool(self.text_b))
-
-    def read(self, phase: str, path: Optional[str]):
-        """Examples for "train", "eval" or "predict" (labels optional for "predict")."""
-        require_labels = phase != "predict"
-        if self.tfds_name:
-            examples, _ = readers.read_tfds_text_examples(
-                self.tfds_name,
-                self.splits[phase],
-                self.tfds_data_dir,
-                self.text_a,
-                self.text_b if self.sentence_pair else None,
-                self.label,
-            )
-            if require_labels and any(e.label is None for e in examples):
-                raise DataError(
-                    f"{self.tfds_name} split {self.splits[phase]!r} has unlabelled examples "
-                    "(GLUE test splits do); evaluate on a labelled split (--tfds_eval_split)."
-                )
-            return examples
-        if self.task == "squad":
-            return readers.read_squad(
-                path, is_training=phase == "train", version_2_with_negative=self.version_2_with_negative
-            )
-        if self.task == "token_classification":
-            return readers.read_conll(
-                path,
-                word_column=self.conll_word_column,
-                label_column=self.conll_label_column,
-                require_labels=require_labels,
-            )
-        return readers.read_text_examples(
-            path,
-            self.text_a,
-            self.text_b if self.sentence_pair else None,
-            self.label,
-            file_format=self.file_format,
-            has_header=self.has_header,
-            regression=self.regression,
-            require_labels=require_labels,
-        )
-
-
-def _resolve_labels(task, label_list, saved_task_config, data: _DataSource, train_examples):
+def _resolve_labels(task, label_list, saved_task_config, data: FinetuningDataSource, train_examples):
     if task in ("regression", "squad"):
         return None
     if label_list:
@@ -644,15 +554,15 @@ def _resolve_labels(task, label_list, saved_task_config, data: _DataSource, trai
     if train_examples is None:
         raise ValueError("No label list: give --label_list, or train in this --output_dir first.")
     if task == "token_classification":
-        return readers.tag_list_from_examples(train_examples)
-    labels = readers.label_list_from_examples(train_examples)
+        return finetuning_readers.tag_list_from_examples(train_examples)
+    labels = finetuning_readers.label_list_from_examples(train_examples)
     if len(labels) < 2:
         raise DataError(f"The training data has only the label(s) {labels}; classification needs at least two.")
     return labels
 
 
 def _build_task(task: FinetuningTaskConfig, tokenizer, labels, sentence_pair):
-    if task.task in ("classification", "sentence_pair_classification", "regression"):
+    if task.task_type in ("classification", "sentence_pair_classification", "regression"):
         from bert_tf.tasks.classification import ClassificationTask
 
         return ClassificationTask(
@@ -663,7 +573,7 @@ def _build_task(task: FinetuningTaskConfig, tokenizer, labels, sentence_pair):
             dropout_rate=task.dropout_rate,
             bucket_width=task.bucket_width,
         )
-    if task.task == "token_classification":
+    if task.task_type == "token_classification":
         from bert_tf.tasks.tagging import TaggingTask
 
         return TaggingTask(
