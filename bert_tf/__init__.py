@@ -1,39 +1,56 @@
 """bert_tf: BERT for TensorFlow and Keras 3.
 
-The model code (`bert_tf.layers`, `bert_tf.models`) is backend-independent
-Keras 3. With `KERAS_BACKEND=jax`, `import bert_tf` imports no TensorFlow (it
-need not be installed): `load_encoder` and `load_pretrainer` read a model
-directory's `weights.safetensors` there, and the TensorFlow-only parts (TF2
-checkpoints, tf.data, tf.distribute, SavedModel export, the in-graph tokenizer)
-load only when used (tests/test_jax_model_dir.py blocks TensorFlow to check it).
+    import bert_tf
+    encoder = bert_tf.BertEncoder(bert_tf.BertConfig(...))   # or bert_tf.load_encoder("models/bert_base")
+
+`import bert_tf` loads neither TensorFlow nor Keras: the names below are
+imported on first use, so the numpy-only parts (`bert_tf.config`,
+`bert_tf.errors`, `bert_tf.pretraining_data`, the plain-Python tokenizer) and
+the helper processes of `create_pretraining_data` stay small. The model code
+(`bert_tf.layers`, `bert_tf.models`) is backend-independent Keras 3. With
+`KERAS_BACKEND=jax`, TensorFlow need not be installed: `load_encoder` and
+`load_pretrainer` read a model directory's `weights.safetensors` there, and the
+TensorFlow-only parts (TF2 checkpoints, tf.data, tf.distribute, SavedModel
+export, the in-graph tokenizer) load only when used (tests/test_jax_model_dir.py
+blocks TensorFlow to check it).
+
+Whatever loads TensorFlow first in this process (Keras' TensorFlow backend, a
+`tf.data` module, the caller) loads it without its C++ start-up notes on stderr
+(`bert_tf/tensorflow_startup.py`).
 """
 
-import os
+import importlib
 
 from bert_tf import tensorflow_startup
 
-# Before Keras loads TensorFlow (the default backend), so that its C++ start-up notes stay off stderr.
-if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
-    tensorflow_startup.load_tensorflow_quietly()
-
-from bert_tf.config import PRESETS, BertConfig
-from bert_tf.models import (
-    BertClassifier,
-    BertEncoder,
-    BertPretrainer,
-    BertSpanLabeler,
-    BertTokenClassifier,
-    pretraining_losses,
-)
+tensorflow_startup.quiet_first_import()
 
 __version__ = "0.1.0"
 
-_LAZY = {"load_encoder": "bert_tf.checkpoints", "load_pretrainer": "bert_tf.checkpoints"}
+# name -> the module that defines it, imported on first access.
+_LAZY = {
+    "PRESETS": "bert_tf.config",
+    "BertConfig": "bert_tf.config",
+    "BertClassifier": "bert_tf.models",
+    "BertEncoder": "bert_tf.models",
+    "BertPretrainer": "bert_tf.models",
+    "BertSpanLabeler": "bert_tf.models",
+    "BertTokenClassifier": "bert_tf.models",
+    "pretraining_losses": "bert_tf.models",
+    "load_encoder": "bert_tf.checkpoints",
+    "load_pretrainer": "bert_tf.checkpoints",
+}
+
+__all__ = sorted(_LAZY)
 
 
 def __getattr__(name):
     if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # later accesses skip __getattr__
+        return value
     raise AttributeError(f"module 'bert_tf' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -8,6 +8,15 @@ initialises absl logging, which then ignores thresholds. So the package loads
 TensorFlow once with stderr captured at the file-descriptor level and passes
 on every captured line except these known notes.
 
+`import bert_tf` does not load TensorFlow: it calls `quiet_first_import()`,
+which puts a one-shot import hook on `sys.meta_path`. Whatever imports
+TensorFlow first afterwards (Keras with its TensorFlow backend, `tf.data` code,
+tensorflow_text, a user's own `import tensorflow`) loads it through
+`load_tensorflow_quietly`; the hook then removes itself, and the `tensorflow`
+module is the one a plain import would have made. So every module that needs
+TensorFlow may simply `import tensorflow`, in any import order, and the
+package stays importable where TensorFlow is not installed.
+
 The CUDA lines are hidden only where they are noise: on a machine with no
 NVIDIA GPU (no `/dev/nvidia<N>` device node, no `/proc/driver/nvidia/gpus/*`),
 or where the user asked for the CPU (`CUDA_VISIBLE_DEVICES` empty or `-1`).
@@ -18,11 +27,14 @@ library only.
 """
 
 import glob
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import os
 import re
 import sys
 import tempfile
+import threading
 
 # The notes TensorFlow prints on every CPU-only start; anything else is passed on.
 STARTUP_NOISE = re.compile(
@@ -110,3 +122,69 @@ def load_tensorflow_quietly() -> None:
             if message:
                 sys.stderr.write(message + "\n")
             sys.stderr.flush()
+
+
+class _QuietTensorFlowLoader(importlib.abc.Loader):
+    """Loads `tensorflow` with `load_tensorflow_quietly` and hands the import system the module it made."""
+
+    def __init__(self, finder):
+        self._finder = finder
+        self._spec = None
+
+    def create_module(self, spec):
+        # Off sys.meta_path first: the plain import of TensorFlow nested in this one (the module lock is
+        # re-entrant) must not come back here.
+        _remove_hook(self._finder)
+        load_tensorflow_quietly()
+        module = importlib.import_module("tensorflow")
+        self._spec = module.__spec__
+        return module
+
+    def exec_module(self, module):
+        # The import system set __spec__ to the hook's; the module keeps its own, as after a plain import.
+        module.__spec__ = self._spec
+
+
+class _QuietTensorFlowFinder(importlib.abc.MetaPathFinder):
+    """Routes the first import of `tensorflow` through the quiet loader (which then removes this finder).
+
+    A mere look-up (`importlib.util.find_spec("tensorflow")`, which some code uses to ask whether
+    TensorFlow is installed) gets a spec with TensorFlow's location and leaves the hook in place.
+    """
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "tensorflow":
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            found = finder.find_spec(name, path, target)  # an import blocker may raise ImportError here
+            if found is not None:
+                break
+        else:
+            return None  # not installed: the import fails as it would without the hook
+        # TensorFlow's own location, for look-ups; the loader is the hook's.
+        spec = importlib.machinery.ModuleSpec(name, _QuietTensorFlowLoader(self), origin=found.origin)
+        spec.submodule_search_locations = found.submodule_search_locations
+        return spec
+
+
+_HOOK_LOCK = threading.Lock()
+
+
+def _remove_hook(finder) -> None:
+    with _HOOK_LOCK:
+        if finder in sys.meta_path:
+            sys.meta_path.remove(finder)
+
+
+def quiet_first_import() -> None:
+    """Makes the first `import tensorflow` of this process go through `load_tensorflow_quietly`.
+
+    Does nothing when TensorFlow is already loaded or the hook is in place. Costs
+    nothing at call time: TensorFlow is neither imported nor looked for.
+    """
+    with _HOOK_LOCK:
+        if "tensorflow" in sys.modules or any(isinstance(f, _QuietTensorFlowFinder) for f in sys.meta_path):
+            return
+        sys.meta_path.insert(0, _QuietTensorFlowFinder())

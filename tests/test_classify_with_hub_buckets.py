@@ -2,6 +2,9 @@
 preprocessor's `bert_pack_inputs(seq_length=)`, and gives the outputs of packing to the exported length."""
 
 import json
+import os
+import subprocess
+import sys
 
 import keras
 
@@ -34,3 +37,18 @@ def test_bucketed_hub_classifier_matches_padded_one(tmp_path):
     assert len(result["train_batch_lengths"]) >= 2 and all(n % 8 == 0 for n in result["train_batch_lengths"])
     assert result["steps"] == 7 and result["val_loss"] > 0
     assert result["test_covers_all"]
+
+
+def test_the_program_selects_tf_keras_itself():
+    # `python -m experiments.classify_with_hub` without TF_USE_LEGACY_KERAS in the environment: the package
+    # `experiments` (and `bert_tf`) load no TensorFlow, so the program's own setting comes first.
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    code = (
+        f"import sys; sys.path.insert(0, {str(export_fixtures.REPO_ROOT)!r}); "
+        "import experiments.classify_with_hub; "
+        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules, 'loaded before the program ran'; "
+        "import tensorflow as tf; print(tf.keras.__name__)"
+    )
+    result = subprocess.run([sys.executable, "-I", "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1].startswith("tf_keras"), result.stdout

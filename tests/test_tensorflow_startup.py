@@ -1,4 +1,4 @@
-"""Command-line tools start without TensorFlow's CPU start-up notes, and keep real warnings."""
+"""`import bert_tf` is light; TensorFlow loads later without its CPU start-up notes, and real warnings stay."""
 
 import os
 import subprocess
@@ -18,6 +18,48 @@ CPU_STARTUP_LINES = [
     "To enable the following instructions: AVX2 AVX512F AVX512_VNNI FMA, in other operations, rebuild TensorFlow "
     "with the appropriate compiler flags.",
 ]
+
+
+def _run_isolated(code, env=None, timeout=300):
+    """`python -I -c code` with the repository first on sys.path (no current directory, no PYTHON* variables)."""
+    command = [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {REPO_ROOT!r}); {code}"]
+    return subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+# The package and its numpy-only parts, imported by the helper processes of create_pretraining_data.
+LIGHT_MODULES = ("bert_tf", "bert_tf.config", "bert_tf.errors", "bert_tf.file_io", "bert_tf.tokenization.vocab")
+
+
+def test_import_bert_tf_loads_neither_tensorflow_nor_keras():
+    code = (
+        f"import importlib; [importlib.import_module(m) for m in {LIGHT_MODULES!r}]; "
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'tf_keras', 'jax')); "
+        "print(heavy[:5])"
+    )
+    result = _run_isolated(code, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_the_first_import_of_tensorflow_after_bert_tf_is_quiet_and_plain():
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND")}
+    code = (
+        "import importlib.util, bert_tf; "
+        # A look-up (as model_dir does to ask whether TensorFlow is installed) keeps the hook in place.
+        "assert importlib.util.find_spec('tensorflow') is not None; "
+        "from bert_tf import BertConfig, BertEncoder; "  # Keras, which loads TensorFlow (the default backend)
+        "import tensorflow as tf; "
+        "from bert_tf import tensorflow_startup; "
+        "assert not any(isinstance(f, tensorflow_startup._QuietTensorFlowFinder) for f in sys.meta_path); "
+        "assert type(tf.__spec__.loader).__name__ == 'SourceFileLoader', tf.__spec__; "
+        "assert tf.constant(2).numpy() == 2 and BertEncoder.__module__.startswith('bert_tf.models'); "
+        "print('ok')"
+    )
+    result = _run_isolated(code, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "ok"
+    for note in ("cuInit", "Could not find cuda drivers", "oneDNN custom operations", "absl::InitializeLog"):
+        assert note not in result.stderr, result.stderr
 
 
 def test_startup_filter_drops_the_cpu_notes_and_nothing_else():
@@ -88,7 +130,7 @@ def test_one_line_says_when_tensorflow_cannot_use_the_gpu():
     assert tensorflow_startup.unused_gpu_message([], 0, built_with_cuda=True) is None
 
 
-# Loads tensorflow_startup by its path (importing bert_tf would load TensorFlow first), pretends the
+# Loads tensorflow_startup by its path (apart from the package and its import hook), pretends the
 # machine has an NVIDIA GPU, and loads TensorFlow through it.
 PRETEND_A_GPU = """
 import importlib.util, sys
