@@ -72,7 +72,8 @@ CASES = [
     ),
     Case("Dropout", lambda: layers.Dropout(0.1), (HIDDEN_STATES,), "bfloat16"),
     Case("ClassificationHead", lambda: layers.ClassificationHead(num_classes=3), (POOLED,), "float32"),
-    Case("TokenClassificationHead", lambda: layers.TokenClassificationHead(num_labels=4), (HIDDEN_STATES,), "float32"),
+    # ClassificationHead on every token, under the name BertTokenClassifier's saved files use.
+    Case("TokenClassificationHead", lambda: layers.TokenClassificationHead(4), (HIDDEN_STATES,), "float32"),
     Case("SpanHead", lambda: layers.SpanHead(), (HIDDEN_STATES,), "float32"),
     Case("NextSentenceHead", lambda: layers.NextSentenceHead(), (POOLED,), "float32"),
     Case("ScalarMix", lambda: layers.ScalarMix(num_layers=3), (STACKED_LAYERS,), "bfloat16"),

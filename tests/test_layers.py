@@ -20,7 +20,6 @@ LAYER_FACTORIES = {
     ),
     "next_sentence": lambda: layers.NextSentenceHead(initializer_range=0.05),
     "classification": lambda: layers.ClassificationHead(num_classes=4, dropout_rate=0.3),
-    "token_classification": lambda: layers.TokenClassificationHead(num_labels=7),
     "span": lambda: layers.SpanHead(initializer_range=0.01),
 }
 
@@ -70,3 +69,29 @@ def test_activations():
     assert np.abs(exact - approx).max() < 1e-3 and np.abs(exact - approx).max() > 0
     with pytest.raises(ValueError, match="swish"):
         layers.get_activation("swish")
+
+
+def test_classification_head_on_pooled_and_sequence_states():
+    # One head for a label per sequence (BertClassifier) and a label per token (BertTokenClassifier).
+    head = layers.ClassificationHead(num_classes=3, dropout_rate=0.0, name="classifier")
+    rng = np.random.default_rng(0)
+    sequence = rng.normal(size=(2, 4, 8)).astype("float32")
+    per_token = np.asarray(head(sequence))
+    assert per_token.shape == (2, 4, 3) and per_token.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(head(sequence[:, 1])), per_token[:, 1], atol=1e-6)
+    assert [w.path for w in head.weights] == ["classifier/logits/kernel", "classifier/logits/bias"]
+    with pytest.raises(ValueError, match="num_classes"):
+        layers.ClassificationHead(num_classes=0)
+
+
+def test_two_logit_heads_share_their_projection():
+    sequence = np.random.default_rng(1).normal(size=(2, 4, 8)).astype("float32")
+    span = layers.SpanHead(name="span")
+    start, end = span(sequence)
+    next_sentence = layers.NextSentenceHead()
+    next_sentence.build(sequence.shape)
+    next_sentence.dense.set_weights(span.dense.get_weights())
+    both = np.asarray(next_sentence(sequence))
+    np.testing.assert_allclose(np.stack([np.asarray(start), np.asarray(end)], -1), both, atol=1e-6)
+    # The converter and the checkpoints address the projection as `<head>.dense`.
+    assert {w.path for w in span.weights} == {"span/logits/kernel", "span/logits/bias"}

@@ -160,6 +160,25 @@ def test_keras_format_save_and_reload(tmp_path, tiny_config, tiny_batch, name):
         assert reloaded.encoder.config == tiny_config
 
 
+def test_keras_weight_files_keep_the_head_layouts_of_earlier_versions(tmp_path, tiny_config):
+    # Keras lays out `.keras` and `.weights.h5` files by layer class name; one head class serves the classifier and
+    # the tagger, and the tagger's keeps the name (TokenClassificationHead) its files were written under.
+    import h5py
+
+    expected = {
+        "classifier": "classification_head",
+        "token_classifier": "token_classification_head",
+        "span_labeler": "span_head",
+        "pretrainer": "next_sentence_head",
+    }
+    models = _all_models(tiny_config)
+    for name, head_folder in expected.items():
+        path = str(tmp_path / f"{name}.weights.h5")
+        models[name].save_weights(path)
+        with h5py.File(path, "r") as f:
+            assert f"layers/{head_folder}/dense/vars" in f, (name, list(f["layers"]))
+
+
 def test_mixed_bfloat16_keeps_logits_float32(tiny_config, tiny_batch):
     # initializer_range=0.2 instead of 0.02 gives NSP logits of order 1 (about 0.4 on average, not 0.02), so
     # the tolerances below are small against the values: zeros, or a head run at a wrong precision, fail.

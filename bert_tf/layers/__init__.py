@@ -2,13 +2,10 @@
 
 from bert_tf.layers.activations import get_activation
 from bert_tf.layers.attention import MultiHeadSelfAttention
-from bert_tf.layers.classification_head import ClassificationHead
 from bert_tf.layers.dropout import Dropout
 from bert_tf.layers.embeddings import BertEmbeddings
 from bert_tf.layers.gather import gather_positions
+from bert_tf.layers.heads import ClassificationHead, NextSentenceHead, SpanHead, TokenClassificationHead
 from bert_tf.layers.masked_lm_head import MaskedLMHead
-from bert_tf.layers.next_sentence_head import NextSentenceHead
 from bert_tf.layers.scalar_mix import ScalarMix
-from bert_tf.layers.span_head import SpanHead
-from bert_tf.layers.token_classification_head import TokenClassificationHead
 from bert_tf.layers.transformer_encoder_block import TransformerEncoderBlock

@@ -42,6 +42,17 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
     Returns:
       float [batch, seq_length, hidden_size].
+
+    Example (what padding holds does not change the real positions' outputs):
+
+    >>> import numpy as np
+    >>> from bert_tf.layers import MultiHeadSelfAttention
+    >>> attention = MultiHeadSelfAttention(num_heads=2, hidden_size=8)
+    >>> states = np.random.default_rng(0).normal(size=(1, 4, 8)).astype("float32")
+    >>> mask = np.array([[1, 1, 1, 0]], "int32")
+    >>> other = states.copy(); other[:, 3] = 5.0
+    >>> bool(np.allclose(attention(states, mask)[:, :3], attention(other, mask)[:, :3], atol=1e-6))
+    True
     """
 
     def __init__(self, num_heads, hidden_size, dropout_rate=0.1, initializer_range=0.02, **kwargs):

@@ -129,6 +129,18 @@ class Dropout(keras.layers.Dropout):
 
     Same arguments, config, seed generator and variable path as the Keras
     layer, so checkpoints (which save the seed states) are unchanged.
+
+    Example (the identity at inference; in training about `rate` of the elements are zeroed, the rest scaled):
+
+    >>> import numpy as np
+    >>> from bert_tf.layers import Dropout
+    >>> dropout = Dropout(0.25, seed=1)
+    >>> ones = np.ones((100, 100), "float32")
+    >>> bool(np.array_equal(dropout(ones), ones))
+    True
+    >>> dropped = np.asarray(dropout(ones, training=True))
+    >>> sorted(set(dropped.ravel().tolist())), bool(0.2 < (dropped == 0).mean() < 0.3)
+    ([0.0, 1.3333333730697632], True)
     """
 
     def __init__(self, rate, noise_shape=None, seed=None, **kwargs):

@@ -19,6 +19,15 @@ class BertEmbeddings(keras.layers.Layer):
 
     `token_embedding` is public: the masked-LM head ties its output projection
     to `token_embedding.embeddings`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from bert_tf.layers import BertEmbeddings
+    >>> embeddings = BertEmbeddings(vocab_size=100, hidden_size=8, max_position_embeddings=16, type_vocab_size=2)
+    >>> word_ids = np.array([[2, 17, 42, 3]], "int32")
+    >>> tuple(embeddings(word_ids, np.zeros_like(word_ids)).shape)
+    (1, 4, 8)
     """
 
     def __init__(

@@ -27,6 +27,18 @@ class MaskedLMHead(keras.layers.Layer):
 
     Returns:
       float32 logits [batch, num_predictions, vocab_size].
+
+    Example:
+
+    >>> import keras
+    >>> import numpy as np
+    >>> from bert_tf.layers import MaskedLMHead
+    >>> word_embeddings = keras.layers.Embedding(100, 8)
+    >>> word_embeddings.build()
+    >>> head = MaskedLMHead(word_embeddings)
+    >>> sequence_output = np.zeros((2, 6, 8), "float32")
+    >>> tuple(head(sequence_output, np.array([[1, 4], [2, 0]], "int32")).shape)  # 2 predictions per sequence
+    (2, 2, 100)
     """
 
     def __init__(self, token_embedding, activation="gelu", initializer_range=0.02, layer_norm_eps=1e-12, **kwargs):

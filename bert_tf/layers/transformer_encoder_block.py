@@ -21,6 +21,15 @@ class TransformerEncoderBlock(keras.layers.Layer):
 
     Returns:
       float [batch, seq_length, hidden_size].
+
+    Example:
+
+    >>> import numpy as np
+    >>> from bert_tf.layers import TransformerEncoderBlock
+    >>> block = TransformerEncoderBlock(hidden_size=8, num_heads=2, intermediate_size=16)
+    >>> states = np.zeros((2, 4, 8), "float32")
+    >>> tuple(block(states, np.array([[1, 1, 1, 1], [1, 1, 0, 0]], "int32")).shape)
+    (2, 4, 8)
     """
 
     def __init__(

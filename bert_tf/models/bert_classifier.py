@@ -2,7 +2,7 @@
 
 import keras
 
-from bert_tf.layers.classification_head import ClassificationHead
+from bert_tf.layers.heads import ClassificationHead
 from bert_tf.models.bert_encoder import BertEncoder, encoder_inputs
 from bert_tf.models.task import Task
 

@@ -2,7 +2,7 @@
 
 import keras
 
-from bert_tf.layers.span_head import SpanHead
+from bert_tf.layers.heads import SpanHead
 from bert_tf.models.bert_encoder import BertEncoder, encoder_inputs
 from bert_tf.models.task import Task
 
@@ -13,6 +13,20 @@ class BertSpanLabeler(Task):
 
     Inputs: the encoder's dict. Outputs: a dict with `start_logits` and
     `end_logits`, each float32 [batch, seq_length].
+
+    Example:
+
+    >>> import numpy as np
+    >>> from bert_tf import BertConfig, BertEncoder
+    >>> from bert_tf.models import BertSpanLabeler
+    >>> config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+    ...                     num_attention_heads=2, intermediate_size=64)
+    >>> span_labeler = BertSpanLabeler(BertEncoder(config))
+    >>> word_ids = np.array([[2, 17, 3, 42, 8, 3]], "int32")  # [CLS] question [SEP] context [SEP]
+    >>> outputs = span_labeler({"input_word_ids": word_ids, "input_mask": np.ones_like(word_ids),
+    ...                         "input_type_ids": np.array([[0, 0, 0, 1, 1, 1]], "int32")})
+    >>> tuple(outputs["start_logits"].shape), tuple(outputs["end_logits"].shape)
+    ((1, 6), (1, 6))
     """
 
     def __init__(self, encoder: BertEncoder, **kwargs):

@@ -2,7 +2,7 @@
 
 import keras
 
-from bert_tf.layers.token_classification_head import TokenClassificationHead
+from bert_tf.layers.heads import TokenClassificationHead
 from bert_tf.models.bert_encoder import BertEncoder, encoder_inputs
 from bert_tf.models.task import Task
 
@@ -12,6 +12,20 @@ class BertTokenClassifier(Task):
     """A per-token classification layer on the sequence output of a `BertEncoder`.
 
     Inputs: the encoder's dict. Output: float32 logits [batch, seq_length, num_labels].
+
+    Example:
+
+    >>> import numpy as np
+    >>> from bert_tf import BertConfig, BertEncoder
+    >>> from bert_tf.models import BertTokenClassifier
+    >>> config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+    ...                     num_attention_heads=2, intermediate_size=64)
+    >>> tagger = BertTokenClassifier(BertEncoder(config), num_labels=5)
+    >>> word_ids = np.array([[2, 17, 42, 3], [2, 8, 3, 0]], "int32")
+    >>> logits = tagger({"input_word_ids": word_ids, "input_mask": np.int32(word_ids > 0),
+    ...                  "input_type_ids": np.zeros_like(word_ids)})
+    >>> tuple(logits.shape)
+    (2, 4, 5)
     """
 
     def __init__(self, encoder: BertEncoder, num_labels: int, dropout_rate=None, **kwargs):

@@ -183,7 +183,7 @@ _JAX_SCRIPT = textwrap.dedent("""
     import keras
     import numpy as np
     assert keras.backend.backend() == "jax", keras.backend.backend()
-    import bert_tf  # registers the serializable classes
+    import bert_tf.layers, bert_tf.models  # registers the serializable classes (`import bert_tf` alone is lazy)
     from tests.helpers.layer_contract import _load_case
     differences = {{}}
     for name, (model_path, data_path) in json.loads({saved!r}).items():
