@@ -34,6 +34,7 @@ PEER_VENVS = {
 
 
 def cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo, else what `platform` knows."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
@@ -41,7 +42,7 @@ def cpu_name() -> str:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.machine()
+    return platform.processor() or platform.machine() or "unknown CPU"
 
 
 def gpu_note() -> str:
@@ -140,17 +141,38 @@ def summarize(step_seconds: list, batch_size: int) -> dict:
     }
 
 
-def write_section(name: str, title: str, body_lines: list) -> None:
-    """Replaces (or appends) the `<!-- name:start -->` section of RESULTS.md, atomically."""
+def replace_section(name: str, section: str, path: str | None = None) -> None:
+    """Puts `section` between `<!-- name:start -->` and `<!-- name:end -->` in `path` (default RESULTS.md).
+
+    The markers' old block is replaced, or the block is appended when the file lacks it (the file is created
+    when missing); every other byte of the file stays as it was (line endings included). Atomic: the new text
+    is written to a temporary file beside it and renamed over it, so a failed write leaves the old file whole.
+    """
+    path = path or RESULTS
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    section = "\n".join([start, f"## {title}", ""] + body_lines + [end]) + "\n"
-    text = open(RESULTS, encoding="utf-8").read() if os.path.exists(RESULTS) else "# Benchmark results\n\n"
-    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end) + "\n?", re.S)
-    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
-    tmp_path = f"{RESULTS}.tmp-{os.getpid()}"
-    with open(tmp_path, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp_path, RESULTS)
+    body = section.strip("\n")
+    block = f"{start}\n{body}\n{end}\n"
+    if os.path.exists(path):
+        with open(path, encoding="utf-8", newline="") as f:
+            text = f.read()
+    else:
+        text = "# Benchmark results\n\n"
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end) + "(\r?\n)?", re.S)
+    text = pattern.sub(lambda _: block, text, count=1) if pattern.search(text) else text.rstrip("\n") + "\n\n" + block
+    tmp_path = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp_path, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp_path, path)
+    except BaseException:
+        if os.path.exists(tmp_path):
+            os.unlink(tmp_path)
+        raise
+
+
+def write_section(name: str, title: str, body_lines: list, path: str | None = None) -> None:
+    """Replaces (or appends) the `name` section of RESULTS.md, headed `## title`, atomically (`replace_section`)."""
+    replace_section(name, "\n".join([f"## {title}", ""] + list(body_lines)), path)
 
 
 def header_lines(command: str, load_before: str, load_after: str, versions: dict) -> list:

@@ -43,7 +43,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import _common  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 SECTION = "create_pretraining_data_speed"
 FLAGS = [
     "--max_seq_length=128",
@@ -155,23 +154,6 @@ def count_words(path):
     return words
 
 
-def update_results(section_text):
-    start, end = f"<!-- {SECTION}:start -->", f"<!-- {SECTION}:end -->"
-    block = f"{start}\n{section_text.rstrip()}\n{end}\n"
-    if RESULTS.exists():
-        content = RESULTS.read_text(encoding="utf-8")
-        if start in content and end in content:
-            content = content[: content.index(start)] + block + content[content.index(end) + len(end) + 1 :]
-        else:
-            content = content.rstrip() + "\n\n" + block
-    else:
-        content = "# Benchmark results\n\n" + block
-    RESULTS.parent.mkdir(exist_ok=True)
-    temp = RESULTS.with_name(f"RESULTS.md.tmp-{os.getpid()}")
-    temp.write_text(content, encoding="utf-8")
-    os.replace(temp, RESULTS)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", default=str(ROOT / "data" / "austen_corpus.txt"))
@@ -250,16 +232,10 @@ def main():
             ours_summary = summarize([str(ours_1x_output)], args.vocab_file)
 
     # Report.
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = re.search(r"model name\s*:\s*(.*)", f.read()).group(1)
-    except (OSError, AttributeError):
-        pass
+    title = "create_pretraining_data: speed and peak memory"
     lines = [
-        "## create_pretraining_data: speed and peak memory",
-        "",
-        f"Date: {datetime.date.today()}. Machine: {os.cpu_count()}-core CPU ({cpu}), {_common.gpu_note()}. "
+        f"Date: {datetime.date.today()}. Machine: {os.cpu_count()}-core CPU ({_common.cpu_name()}), "
+        f"{_common.gpu_note()}. "
         "Python " + platform.python_version() + ".",
         "",
         "Command: `python benchmarks/create_pretraining_data_speed.py --vocab_file=VOCAB "
@@ -321,10 +297,9 @@ def main():
                 f"| {name} | {s['instances']:,} | {s['mean_length']:.1f} | "
                 f"{s['random_next']:.1%} | {s['masked_fraction']:.2%} |"
             )
-    report = "\n".join(lines)
-    print(report)
+    print("\n".join([f"## {title}", ""] + lines))
     if not args.no_update:
-        update_results(report)
+        _common.write_section(SECTION, title, lines)
     if not args.work_dir:
         shutil.rmtree(work, ignore_errors=True)
 

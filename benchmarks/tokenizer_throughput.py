@@ -22,8 +22,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
-import re
 import subprocess
 import sys
 import tempfile
@@ -33,10 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS = os.path.join(ROOT, "benchmarks", "RESULTS.md")
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "tokenization")
-SECTION_START = "<!-- tokenizer_throughput:start -->"
-SECTION_END = "<!-- tokenizer_throughput:end -->"
+SECTION = "tokenizer_throughput"
 
 # Runs under --hf_python; prints one JSON line of timings.
 _HF_SCRIPT = r"""
@@ -163,30 +159,6 @@ def time_hf(texts, args):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def write_section(section):
-    text = open(RESULTS, encoding="utf-8").read() if os.path.exists(RESULTS) else "# Benchmark results\n\n"
-    pattern = re.compile(re.escape(SECTION_START) + ".*?" + re.escape(SECTION_END) + "\n?", re.S)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section, text)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    tmp_path = f"{RESULTS}.tmp-{os.getpid()}"
-    with open(tmp_path, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp_path, RESULTS)
-
-
-def _cpu_name():
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--vocab_file", default=os.path.join(FIXTURES, "vocab_uncased.txt"))
@@ -216,10 +188,7 @@ def main():
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     command = "python benchmarks/tokenizer_throughput.py " + " ".join(sys.argv[1:])
     lines = [
-        SECTION_START,
-        "## Tokenizer throughput",
-        "",
-        f"{datetime.date.today().isoformat()}, {os.cpu_count()}-core CPU ({_cpu_name()}), "
+        f"{datetime.date.today().isoformat()}, {os.cpu_count()}-core CPU ({_common.cpu_name()}), "
         f"1-min load average {load:.1f} at the end, {_common.gpu_note()}. Command: `{command}`",
         "",
         f"{n} sentences ({words} whitespace words, {n / max(1, len(set(texts))):.0f}x repeats of "
@@ -235,13 +204,10 @@ def main():
         "",
         f"Identical ids, ours vs BertTokenizerFast, on these sentences: {same}/{n}. "
         "(BertTokenizerFast is not the parity reference: the tests compare with the slow one.)",
-        SECTION_END,
-        "",
     ]
-    section = "\n".join(lines)
-    print(section)
+    print("\n".join(lines))
     if args.write:
-        write_section(section)
+        _common.write_section(SECTION, "Tokenizer throughput", lines)
 
 
 if __name__ == "__main__":

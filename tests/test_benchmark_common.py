@@ -52,3 +52,74 @@ def test_no_benchmark_writes_a_fixed_gpu_claim(script):
     text = open(path, encoding="utf-8").read()
     assert "no GPU" not in text and "gpu_note()" in text
     assert subprocess.run([sys.executable, path, "--help"], capture_output=True, timeout=120).returncode == 0
+
+
+RESULTS_TEXT = (
+    "# Benchmark results\n\nIntro, with a trailing space \n\n"
+    "<!-- alpha:start -->\n## Alpha\n\nold alpha\n<!-- alpha:end -->\n\n"
+    "<!-- beta:start -->\n## Beta\n\nold beta\n<!-- beta:end -->\n\nclosing notes\n"
+)
+
+
+def _results(tmp_path, text=RESULTS_TEXT):
+    path = tmp_path / "RESULTS.md"
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+def test_write_section_replaces_its_section_and_leaves_every_other_byte(tmp_path):
+    path = _results(tmp_path)
+    _common.write_section("alpha", "Alpha, again", ["new line 1", "new line 2"], path=str(path))
+    new_block = "<!-- alpha:start -->\n## Alpha, again\n\nnew line 1\nnew line 2\n<!-- alpha:end -->\n"
+    old_block = "<!-- alpha:start -->\n## Alpha\n\nold alpha\n<!-- alpha:end -->\n"
+    assert path.read_bytes() == RESULTS_TEXT.replace(old_block, new_block).encode("utf-8")
+    # Writing the same section again changes nothing; the other section is untouched.
+    before = path.read_bytes()
+    _common.write_section("alpha", "Alpha, again", ["new line 1", "new line 2"], path=str(path))
+    assert path.read_bytes() == before and b"old beta" in before
+    assert [p.name for p in tmp_path.iterdir()] == ["RESULTS.md"]  # no temporary file left behind
+
+
+def test_write_section_appends_a_new_section_after_the_rest(tmp_path):
+    path = _results(tmp_path)
+    _common.write_section("gamma", "Gamma", ["| a | b |"], path=str(path))
+    assert path.read_bytes() == (
+        RESULTS_TEXT + "\n<!-- gamma:start -->\n## Gamma\n\n| a | b |\n<!-- gamma:end -->\n"
+    ).encode("utf-8")
+
+
+def test_write_section_creates_a_missing_file(tmp_path):
+    path = tmp_path / "RESULTS.md"
+    _common.write_section("alpha", "Alpha", ["x"], path=str(path))
+    assert path.read_text(encoding="utf-8") == (
+        "# Benchmark results\n\n<!-- alpha:start -->\n## Alpha\n\nx\n<!-- alpha:end -->\n"
+    )
+
+
+def test_write_section_keeps_windows_line_endings_elsewhere(tmp_path):
+    text = "# R\r\n\r\n<!-- alpha:start -->\r\nold\r\n<!-- alpha:end -->\r\ntail\r\n"
+    path = _results(tmp_path, text)
+    _common.write_section("alpha", "A", ["new"], path=str(path))
+    assert path.read_bytes() == b"# R\r\n\r\n<!-- alpha:start -->\n## A\n\nnew\n<!-- alpha:end -->\ntail\r\n"
+
+
+def test_a_failing_write_leaves_the_file_intact(tmp_path, monkeypatch):
+    path = _results(tmp_path)
+
+    def no_rename(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(_common.os, "replace", no_rename)
+    with pytest.raises(OSError, match="disk full"):
+        _common.write_section("alpha", "Alpha", ["half-written"], path=str(path))
+    assert path.read_bytes() == RESULTS_TEXT.encode("utf-8")
+    assert [p.name for p in tmp_path.iterdir()] == ["RESULTS.md"]
+
+
+def test_the_section_writer_and_cpu_name_live_in_one_place():
+    benchmarks = os.path.join(_common.ROOT, "benchmarks")
+    for name in sorted(os.listdir(benchmarks)):
+        if name.endswith(".py") and name != "_common.py":
+            text = open(os.path.join(benchmarks, name), encoding="utf-8").read()
+            assert "os.replace(" not in text and "def cpu_name" not in text and "def _cpu_name" not in text, name
+    assert _common.cpu_name()
