@@ -96,6 +96,7 @@ def pretraining_dataset(
     batch_size: int,
     seq_length: int,
     max_predictions_per_seq: int,
+    *,
     is_training: bool = True,
     input_context: Optional[tf.distribute.InputContext] = None,
     shuffle_buffer_size: int = 10000,
@@ -108,7 +109,7 @@ def pretraining_dataset(
 ) -> tf.data.Dataset:
     """Batches of pretraining features from TFRecord files.
 
-    Args:
+    Args (all after `max_predictions_per_seq` by keyword only):
         input_patterns: file globs: a list, or one comma-separated string.
         batch_size: global batch size; with `input_context`, each pipeline
             yields `input_context.get_per_replica_batch_size(batch_size)`.
