@@ -1,4 +1,4 @@
-"""Tests of tfrecords_tools.create_pretraining_data and its building blocks.
+"""Tests of bert_tf.pretraining_data (the writer and its building blocks) and its command line, create_pretraining_data.
 
 Statistics run on a real text sample (tests/fixtures/pretraining/, five
 chapters of Sense and Sensibility) tokenized by the in-graph tokenizer.
@@ -15,10 +15,10 @@ import pytest
 import tensorflow as tf
 
 from tests.helpers.processes import children
-from tfrecords_tools import example_encoder
-from tfrecords_tools import pretraining_instances as pi
-from tfrecords_tools import pretraining_writer
-from tfrecords_tools import text_corpus
+from bert_tf.pretraining_data import example_encoder
+from bert_tf.pretraining_data import instances as pi
+from bert_tf.pretraining_data import writer
+from bert_tf.pretraining_data import text_corpus
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "pretraining"
@@ -52,7 +52,7 @@ def _config(**overrides):
 
 def _write(tmp_path, name="out", config=None, inputs=(SAMPLE,), num_files=2, **kwargs):
     outputs = [str(tmp_path / f"{name}-{i}.tfrecord") for i in range(num_files)]
-    summary = pretraining_writer.write_pretraining_data(
+    summary = writer.write_pretraining_data(
         [str(p) for p in inputs],
         outputs,
         str(VOCAB),
@@ -333,7 +333,7 @@ def _assert_nothing_written(directory):
 def test_missing_vocab_file(tmp_path):
     out = tmp_path / "out"
     with pytest.raises(FileNotFoundError, match="missing_vocab.txt"):
-        pretraining_writer.write_pretraining_data(
+        writer.write_pretraining_data(
             [str(SAMPLE)], [str(out / "x.tfrecord")], str(tmp_path / "missing_vocab.txt"), _config()
         )
     assert not out.exists()
@@ -408,7 +408,7 @@ def test_failure_mid_run_leaves_no_output(tmp_path):
     calls = []
 
     def failing_factory(vocab_file, do_lower_case):
-        real = pretraining_writer.bert_tokenizer_factory(vocab_file, do_lower_case)
+        real = writer.bert_tokenizer_factory(vocab_file, do_lower_case)
 
         def tokenize(lines):
             calls.append(len(lines))
@@ -428,7 +428,7 @@ def test_a_helper_killed_mid_run_fails_the_run_in_one_line_and_leaves_nothing(tm
     helper's exit status, no output file (not even a temporary one), no process left behind."""
     before = set(children())
     tokenized = []
-    tokenize_chunk = pretraining_writer.tokenize_chunk
+    tokenize_chunk = writer.tokenize_chunk
 
     def tokenize_then_kill_the_helpers(*args):
         result = tokenize_chunk(*args)
@@ -438,7 +438,7 @@ def test_a_helper_killed_mid_run_fails_the_run_in_one_line_and_leaves_nothing(tm
                 os.kill(pid, signal.SIGKILL)
         return result
 
-    monkeypatch.setattr(pretraining_writer, "tokenize_chunk", tokenize_then_kill_the_helpers)
+    monkeypatch.setattr(writer, "tokenize_chunk", tokenize_then_kill_the_helpers)
     out = tmp_path / "out"
     out.mkdir()
     capfd.readouterr()
@@ -469,7 +469,7 @@ def test_a_helper_killed_mid_run_fails_the_run_in_one_line_and_leaves_nothing(tm
 
 
 def test_a_negative_seed_is_accepted_and_gives_its_own_output(tmp_path):
-    """As in the original, any integer seed works (`pretraining_instances.chunk_seeds` maps negative ones)."""
+    """As in the original, any integer seed works (`instances.chunk_seeds` maps negative ones)."""
     code = _run_cli(
         [
             f"--input_file={SAMPLE}",
@@ -494,14 +494,12 @@ def test_a_negative_seed_is_accepted_and_gives_its_own_output(tmp_path):
 
 
 def test_output_file_lists_and_shards():
-    assert pretraining_writer.resolve_output_files("a,b", None) == ["a", "b"]
-    assert pretraining_writer.resolve_output_files("o.tfrecord", 3) == [
-        f"o.tfrecord-0000{i}-of-00003" for i in range(3)
-    ]
+    assert writer.resolve_output_files("a,b", None) == ["a", "b"]
+    assert writer.resolve_output_files("o.tfrecord", 3) == [f"o.tfrecord-0000{i}-of-00003" for i in range(3)]
     with pytest.raises(ValueError, match="--num_output_shards=3"):
-        pretraining_writer.resolve_output_files("a,b", 3)
+        writer.resolve_output_files("a,b", 3)
     with pytest.raises(ValueError, match="twice"):
-        pretraining_writer.resolve_output_files("a,a", None)
+        writer.resolve_output_files("a,a", None)
 
 
 # -- building blocks ---------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Tests of tfrecords_tools.inspect_tfrecords."""
+"""Tests of bert_tf.pretraining_data.inspection and its command line, tfrecords_tools.inspect_tfrecords."""
 
 import io
 import os
@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from tfrecords_tools import inspect_tfrecords
-from tfrecords_tools import pretraining_instances as pi
-from tfrecords_tools import pretraining_writer
+from bert_tf.pretraining_data import inspection
+from bert_tf.pretraining_data import instances as pi
+from bert_tf.pretraining_data import writer
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "pretraining"
@@ -22,7 +22,7 @@ VOCAB = FIXTURES / "vocab.txt"
 def records(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("inspect")
     outputs = [str(tmp / "a.tfrecord.gz"), str(tmp / "b.tfrecord.gz")]
-    summary = pretraining_writer.write_pretraining_data(
+    summary = writer.write_pretraining_data(
         [str(FIXTURES / "austen_sample.txt")],
         outputs,
         str(VOCAB),
@@ -36,7 +36,7 @@ def records(tmp_path_factory):
 def test_prints_instances_with_masks_and_statistics(records):
     tmp, summary = records
     out = io.StringIO()
-    stats = inspect_tfrecords.inspect(f"{tmp}/*.tfrecord.gz", str(VOCAB), num=3, out=out)
+    stats = inspection.inspect(f"{tmp}/*.tfrecord.gz", str(VOCAB), num=3, out=out)
     text = out.getvalue()
     assert "seq_length 48, max_predictions_per_seq 8" in text
     instances = re.findall(r"Instance (\d+): length (\d+), (\d+) masked, next sentence: (random|actual)", text)
@@ -65,7 +65,7 @@ def test_prints_instances_with_masks_and_statistics(records):
 def test_without_vocab_prints_ids_and_limits_records(records):
     tmp, _ = records
     out = io.StringIO()
-    stats = inspect_tfrecords.inspect(f"{tmp}/a.tfrecord.gz", None, num=1, max_records=10, out=out)
+    stats = inspection.inspect(f"{tmp}/a.tfrecord.gz", None, num=1, max_records=10, out=out)
     assert stats.num_records == 10
     assert re.search(r"A: \d+ ", out.getvalue())
     assert "Kept (input token = label)" in out.getvalue()
@@ -92,10 +92,10 @@ def test_missing_files_and_foreign_records(tmp_path):
     import tensorflow as tf
 
     with pytest.raises(ValueError, match=r"none-\*.*matches no file"):
-        inspect_tfrecords.inspect(f"{tmp_path}/none-*", str(VOCAB), out=io.StringIO())
+        inspection.inspect(f"{tmp_path}/none-*", str(VOCAB), out=io.StringIO())
     other = tmp_path / "other.tfrecord"
     with tf.io.TFRecordWriter(str(other)) as writer:
         feature = tf.train.Feature(int64_list=tf.train.Int64List(value=[1, 2]))
         writer.write(tf.train.Example(features=tf.train.Features(feature={"label": feature})).SerializeToString())
     with pytest.raises(ValueError, match="no 'input_ids' feature"):
-        inspect_tfrecords.inspect(str(other), None, out=io.StringIO())
+        inspection.inspect(str(other), None, out=io.StringIO())

@@ -1,4 +1,4 @@
-"""Tests of tfrecords_tools.instance_workers: helpers without TensorFlow that build pretraining records."""
+"""Tests of bert_tf.pretraining_data.instance_workers: helpers without TensorFlow that build pretraining records."""
 
 import concurrent.futures
 import io
@@ -15,8 +15,8 @@ import pytest
 
 from bert_tf.data import pretraining_features
 from tests.helpers.processes import children
-from tfrecords_tools import instance_workers
-from tfrecords_tools import pretraining_instances as pi
+from bert_tf.pretraining_data import instance_workers
+from bert_tf.pretraining_data import instances as pi
 
 
 def _settings(seed=7):
@@ -36,10 +36,10 @@ def _chunk(seed=0):
     return pi.DocumentChunk.from_documents(documents)
 
 
-def test_importing_the_helper_side_loads_neither_tensorflow_nor_bert_tf():
+def test_importing_the_helper_side_loads_neither_tensorflow_nor_keras():
     code = (
-        "import sys; from tfrecords_tools import instance_workers; "
-        "print(sorted({'tensorflow', 'bert_tf', 'keras'} & set(sys.modules)))"
+        "import sys; from bert_tf.pretraining_data import instance_workers; "
+        "print(sorted({'tensorflow', 'keras', 'jax', 'absl'} & set(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]"
@@ -165,9 +165,10 @@ def test_writes_to_a_helpers_stdout_do_not_reach_its_results(capfd):
 
 
 def test_helpers_import_this_package_not_the_current_directorys(tmp_path, monkeypatch):
-    # Another checkout's tfrecords_tools in the current directory must not be what the helper runs.
-    shadow = tmp_path / "tfrecords_tools"
-    shadow.mkdir()
+    # Another checkout's bert_tf in the current directory must not be what the helper runs.
+    shadow = tmp_path / "bert_tf" / "pretraining_data"
+    shadow.mkdir(parents=True)
+    (shadow.parent / "__init__.py").write_text("")
     (shadow / "__init__.py").write_text("")
     (shadow / "instance_workers.py").write_text(
         f"open({str(tmp_path / 'imported')!r}, 'w').close()\nraise SystemExit(3)\n"
@@ -226,7 +227,7 @@ def test_helpers_exit_when_the_tool_is_killed():
     # A tool killed with SIGKILL runs no clean-up: its helpers see the end of their request pipe and exit.
     code = (
         "import os, signal, sys; from tests.test_instance_workers import _settings, _chunk; "
-        "from tfrecords_tools import instance_workers; "
+        "from bert_tf.pretraining_data import instance_workers; "
         "pool = instance_workers.HelperPool(_settings(), num_helpers=2); "
         "pool.idle_helper().submit(0, _chunk()).result(timeout=60); "
         "print(' '.join(str(h.pid) for h in pool._helpers), flush=True); "

@@ -9,9 +9,10 @@ import sys
 import pytest
 import tensorflow as tf
 
-from bert_tf.cli import BadInputError
+from bert_tf.errors import BadInputError
 from bert_tf.tokenization import BertTokenizer, SPECIAL_TOKENS, count_words, learn_vocab, load_vocab
-from tfrecords_tools.make_vocab import expand_input_files, make_vocab
+from bert_tf.tokenization.vocab_learning import make_vocab
+from tfrecords_tools.make_vocab import expand_input_files
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "tokenization")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -9,8 +9,8 @@ import tensorflow as tf
 
 from bert_tf.data import DynamicMaskingConfig
 from bert_tf.data import pretraining_dataset
-from tfrecords_tools import pretraining_instances as pi
-from tfrecords_tools import pretraining_writer
+from bert_tf.pretraining_data import instances as pi
+from bert_tf.pretraining_data import writer
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures" / "pretraining"
 SAMPLE = FIXTURES / "austen_sample.txt"
@@ -32,7 +32,7 @@ def _write(directory, num_files, **config):
     directory.mkdir(parents=True, exist_ok=True)
     outputs = [str(directory / f"part-{i}.tfrecord") for i in range(num_files)]
     compression = config.pop("compression", None)
-    summary = pretraining_writer.write_pretraining_data(
+    summary = writer.write_pretraining_data(
         [str(SAMPLE)],
         outputs,
         str(VOCAB),

@@ -26,13 +26,16 @@ def _run_isolated(code, env=None, timeout=300):
     return subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-# The package and its numpy-only parts, imported by the helper processes of create_pretraining_data.
+# The package and its numpy-only parts; the helper processes of create_pretraining_data import the package.
 LIGHT_MODULES = ("bert_tf", "bert_tf.config", "bert_tf.errors", "bert_tf.file_io", "bert_tf.tokenization.vocab")
 
 
 def test_import_bert_tf_loads_neither_tensorflow_nor_keras():
+    # And every module of bert_tf.pretraining_data: TensorFlow loads only when the writer tokenizes and writes.
     code = (
-        f"import importlib; [importlib.import_module(m) for m in {LIGHT_MODULES!r}]; "
+        "import importlib, pkgutil, bert_tf, bert_tf.pretraining_data as data; "
+        "[importlib.import_module(m.name) for m in pkgutil.iter_modules(data.__path__, 'bert_tf.pretraining_data.')]; "
+        f"[importlib.import_module(m) for m in {LIGHT_MODULES!r}]; "
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'tf_keras', 'jax')); "
         "print(heavy[:5])"
     )

@@ -22,7 +22,7 @@ Differences from the original:
   (`bert_tf.data.pretraining_dataset`). Memory does not grow with the corpus.
 * Parallel: --num_workers processes (default: all cores). This one
   tokenizes (TensorFlow) and writes; the others make and serialize the
-  instances and load only numpy (`tfrecords_tools.instance_workers`): one
+  instances and load only numpy (`bert_tf.pretraining_data.instance_workers`): one
   TensorFlow process's memory, whatever the worker count and corpus size
   (benchmarks/RESULTS.md). The output is
   byte-identical for the same input and --random_seed, whatever the worker
@@ -57,10 +57,7 @@ from absl import flags
 from absl import logging
 
 from bert_tf import cli
-from tfrecords_tools import instance_workers
-from tfrecords_tools import pretraining_instances
-from tfrecords_tools import pretraining_writer
-from tfrecords_tools import text_corpus
+from bert_tf.pretraining_data import instance_workers, instances, text_corpus, writer
 
 FLAGS = flags.FLAGS
 
@@ -88,7 +85,7 @@ def define_flags():
         "random_seed",
         12345,
         "Random seed for data generation. Any integer, as in the original; a negative seed gives its own output "
-        "(see pretraining_instances.chunk_seeds).",
+        "(see bert_tf.pretraining_data.instances.chunk_seeds).",
     )
     flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
     flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
@@ -124,7 +121,7 @@ def main(argv):
     del argv  # Checked by cli.main_function.
     logging.set_verbosity(logging.INFO)
     cli.require_flags("input_file", "output_file", "vocab_file")
-    config = pretraining_instances.InstanceConfig(
+    config = instances.InstanceConfig(
         max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         masked_lm_prob=FLAGS.masked_lm_prob,
@@ -137,11 +134,11 @@ def main(argv):
     if FLAGS.chunk_mb <= 0:
         raise ValueError(f"--chunk_mb={FLAGS.chunk_mb} must be > 0")
     input_files = text_corpus.resolve_input_files(FLAGS.input_file)
-    output_files = pretraining_writer.resolve_output_files(FLAGS.output_file, FLAGS.num_output_shards)
+    output_files = writer.resolve_output_files(FLAGS.output_file, FLAGS.num_output_shards)
     # The writer checks the vocabulary and the corpus before it logs anything: bad input prints only
     # the one error line.
     try:
-        pretraining_writer.write_pretraining_data(
+        writer.write_pretraining_data(
             input_files=input_files,
             output_files=output_files,
             vocab_file=FLAGS.vocab_file,

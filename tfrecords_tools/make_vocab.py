@@ -1,7 +1,8 @@
 """Learns a BERT WordPiece vocabulary from text files.
 
-    python -m tfrecords_tools.make_vocab --input_file=corpus.txt \\
-        --vocab_size=30522 --output_file=vocab.txt [--nodo_lower_case]
+    bert_tf_make_vocab --input_file=corpus.txt --vocab_size=30522 --output_file=vocab.txt [--nodo_lower_case]
+
+(or `python -m tfrecords_tools.make_vocab`): flags -> `bert_tf.tokenization.vocab_learning.make_vocab`.
 
 One text per line. Words are split and normalized exactly as
 `bert_tf.tokenization.BertTokenizer` will split them (same lower-casing,
@@ -12,13 +13,11 @@ the learned pieces.
 """
 
 import glob
-import os
 
 from absl import flags
-from absl import logging
 
 from bert_tf import cli
-from bert_tf.cli import BadInputError
+from bert_tf.errors import BadInputError
 
 FLAGS = flags.FLAGS
 
@@ -59,98 +58,13 @@ def expand_input_files(pattern_list):
     return files
 
 
-def _first_invalid_utf8_line(input_files):
-    """(file, line number) of the first line that is not UTF-8, or None.
-
-    Only called after counting failed, so a good corpus is read once.
-    """
-    for path in input_files:
-        with open(path, "rb") as f:
-            for number, line in enumerate(f, start=1):
-                try:
-                    line.decode("utf-8")
-                except UnicodeDecodeError:
-                    return path, number
-    return None
-
-
-def make_vocab(
-    input_files,
-    output_file,
-    vocab_size,
-    do_lower_case=True,
-    num_unused=0,
-    min_count=10,
-    max_unique_chars=1000,
-    max_word_length=50,
-    num_iterations=4,
-    max_input_words=5_000_000,
-    max_lines=0,
-):
-    """Learns a vocabulary from `input_files` and writes it to `output_file`.
-
-    Returns the list of tokens written.
-    """
-    import tensorflow as tf  # heavy; keep `--help` fast
-
-    from bert_tf.tokenization import vocab as vocab_lib
-    from bert_tf.tokenization import vocab_learning
-
-    reserved = list(vocab_lib.SPECIAL_TOKENS) + [f"[unused{i}]" for i in range(num_unused)]
-    if vocab_size <= len(reserved):
-        raise BadInputError(
-            f"--vocab_size={vocab_size} leaves no room after the {len(reserved)} reserved "
-            "tokens (special tokens and --num_unused)"
-        )
-    for path in input_files:
-        if not os.path.isfile(path):
-            raise BadInputError(f"--input_file: {path!r} is not a file")
-    if output_file and os.path.isdir(output_file):
-        raise BadInputError(f"--output_file={output_file} is a directory")
-    lines = tf.data.TextLineDataset(input_files)
-    if max_lines:
-        lines = lines.take(max_lines)
-    # The tokenizer would quietly replace bytes that are not UTF-8; fail instead, then find the line.
-    lines = lines.map(
-        lambda line: tf.strings.unicode_transcode(line, "UTF-8", "UTF-8", errors="strict"),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True,
-    )
-    try:
-        counts = vocab_learning.count_words(lines, lower_case=do_lower_case)
-    except (tf.errors.OpError, UnicodeDecodeError) as e:
-        bad_line = _first_invalid_utf8_line(input_files)
-        if bad_line:
-            raise BadInputError(f"{bad_line[0]}:{bad_line[1]}: not valid UTF-8") from None
-        message = e.message if isinstance(e, tf.errors.OpError) else e
-        raise BadInputError(f"--input_file: cannot read {', '.join(input_files)}: {message}") from None
-    logging.info("%d distinct words, %d in all", len(counts), sum(counts.values()))
-    if not counts:
-        raise BadInputError(f"--input_file: no words in {', '.join(input_files)}")
-    try:
-        tokens = vocab_learning.learn_vocab(
-            counts,
-            vocab_size,
-            reserved_tokens=reserved,
-            min_count=min_count,
-            max_unique_chars=max_unique_chars,
-            max_word_length=max_word_length,
-            num_iterations=num_iterations,
-            max_input_words=max_input_words,
-        )
-    except ValueError as e:
-        # The alphabet of the corpus does not fit: only the flags can fix it.
-        raise BadInputError(f"--vocab_size={vocab_size}: {e}") from None
-    vocab_lib.write_vocab(tokens, output_file)
-    logging.info("Wrote %d tokens to %s", len(tokens), output_file)
-    return tokens
-
-
 @cli.main_function("make_vocab")
 def main(argv):
     del argv  # Checked by cli.main_function.
     cli.require_flags("input_file", "output_file")
-    make_vocab(
+    from bert_tf.tokenization import vocab_learning  # TensorFlow: keeps --help fast
+
+    vocab_learning.make_vocab(
         expand_input_files(FLAGS.input_file),
         FLAGS.output_file,
         FLAGS.vocab_size,

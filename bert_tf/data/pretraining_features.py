@@ -1,7 +1,7 @@
 """The features of a BERT pretraining TFRecord (google-research/bert's `create_pretraining_data.py`).
 
-Defined once for the writer (`tfrecords_tools.example_encoder`), the reader
-(`pretraining_dataset`) and the inspector (`tfrecords_tools.inspect_tfrecords`):
+Defined once for the writer (`bert_tf.pretraining_data`), the reader
+(`pretraining_dataset`) and the inspector (`bert_tf.pretraining_data.inspection`):
 
     input_ids, input_mask, segment_ids              int64   [seq_length]
     masked_lm_positions, masked_lm_ids              int64   [max_predictions_per_seq]

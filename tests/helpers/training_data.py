@@ -1,7 +1,7 @@
 """Data for the training tests: real-text pretraining TFRecords, and synthetic batches that split exactly.
 
 `write_pretraining_records` turns the five Sense and Sensibility chapters of
-tests/fixtures/pretraining/ into TFRecords with `tfrecords_tools`' writer
+tests/fixtures/pretraining/ into TFRecords with `bert_tf.pretraining_data`'s writer
 (chapters 1-4 for training, chapter 5 for evaluation; ~2 s).
 
 `synthetic_dataset_fn` yields the same global batches under any strategy: every
@@ -35,7 +35,7 @@ def vocab_size() -> int:
 
 def write_pretraining_records(directory) -> dict:
     """Writes train.tfrecord and eval.tfrecord under `directory`; returns their paths and the vocab's."""
-    from tfrecords_tools import pretraining_instances, pretraining_writer
+    from bert_tf.pretraining_data import InstanceConfig, write_pretraining_data
 
     directory = pathlib.Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -45,11 +45,11 @@ def write_pretraining_records(directory) -> dict:
     for name, (text, dupe_factor) in splits.items():
         text_path = directory / f"{name}.txt"
         text_path.write_text(text + "\n", encoding="utf-8")
-        config = pretraining_instances.InstanceConfig(
+        config = InstanceConfig(
             max_seq_length=SEQ_LENGTH, max_predictions_per_seq=MAX_PREDICTIONS, dupe_factor=dupe_factor
         )
         record_path = str(directory / f"{name}.tfrecord")
-        pretraining_writer.write_pretraining_data(
+        write_pretraining_data(
             [str(text_path)],
             [record_path],
             str(VOCAB_FILE),

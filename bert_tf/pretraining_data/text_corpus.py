@@ -10,8 +10,6 @@ import dataclasses
 import re
 from typing import Iterator, List, Sequence, Tuple
 
-from bert_tf.data import tfrecord_files  # before TensorFlow: see tfrecords_tools/__init__.py
-import tensorflow as tf
 
 _READ_BLOCK_BYTES = 8 << 20
 # A blank line between two newlines (ASCII whitespace only: enough to find a
@@ -32,6 +30,8 @@ def resolve_input_files(input_file: str) -> List[str]:
     Raises:
         CorpusError: if an entry names a missing file or a glob matches nothing.
     """
+    from bert_tf.data import tfrecord_files  # TensorFlow, for paths tf.io.gfile reads (gs://...)
+
     try:
         return tfrecord_files.resolve_input_files(input_file, deduplicate=False)
     except ValueError as e:
@@ -53,6 +53,8 @@ class CorpusScan:
 
 def _iter_line_blocks(path: str) -> Iterator[bytes]:
     """Yields blocks of whole lines (each ending in b"\\n") of a file."""
+    import tensorflow as tf  # tf.io.gfile: local files and gs:// alike
+
     carry = b""
     with tf.io.gfile.GFile(path, "rb") as f:
         while True:

@@ -7,7 +7,10 @@ them needs numpy only, so the helpers that do it for the other cores are plain
 and write pickled results on two pipes of their own (`HelperProcess`). multiprocessing's "spawn" and
 "forkserver" would re-import the parent's main module, and with it TensorFlow,
 in every helper; a forked helper counts the parent's TensorFlow pages in its
-resident memory. Nothing in this module may import TensorFlow or `bert_tf`.
+resident memory. Nothing a helper imports may import TensorFlow or Keras: the
+helper imports `bert_tf` (a light package namespace, no TensorFlow or Keras)
+and this package's numpy-only `instances` and `example_encoder`
+(tests/test_instance_workers.py checks it).
 """
 
 import collections
@@ -25,8 +28,8 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from tfrecords_tools import example_encoder
-from tfrecords_tools import pretraining_instances
+from bert_tf.pretraining_data import example_encoder
+from bert_tf.pretraining_data import instances
 
 # Instances made and serialized per batch: large enough for numpy to pay off,
 # small enough to keep a batch's arrays small.
@@ -61,8 +64,8 @@ class ChunkStats:
 class BuilderSettings:
     """What an `InstanceBuilder` needs; picklable, sent once to each helper."""
 
-    config: pretraining_instances.InstanceConfig
-    vocab: pretraining_instances.VocabInfo
+    config: instances.InstanceConfig
+    vocab: instances.VocabInfo
     random_seed: int
     int_features: Tuple[str, ...]
     float_features: Tuple[str, ...]
@@ -80,11 +83,11 @@ class InstanceBuilder:
         self._names = settings.int_features + settings.float_features
         self._encoder = example_encoder.ExampleEncoder(list(settings.int_features), list(settings.float_features))
 
-    def __call__(self, chunk_index: int, chunk: pretraining_instances.DocumentChunk) -> Tuple[List[bytes], ChunkStats]:
+    def __call__(self, chunk_index: int, chunk: instances.DocumentChunk) -> Tuple[List[bytes], ChunkStats]:
         settings = self._settings
         stats = ChunkStats()
         records = []
-        for batch in pretraining_instances.create_instances(
+        for batch in instances.create_instances(
             chunk,
             settings.config,
             settings.vocab,
@@ -97,9 +100,9 @@ class InstanceBuilder:
             stats.num_instances += len(batch)
             stats.num_instance_tokens += int(batch.input_mask.sum())
             stats.num_masked += int((choices != 0).sum())
-            stats.num_mask_token += int((choices == pretraining_instances.MASK_CHOICE_MASK).sum())
-            stats.num_random_token += int((choices == pretraining_instances.MASK_CHOICE_RANDOM).sum())
-            stats.num_kept_token += int((choices == pretraining_instances.MASK_CHOICE_KEEP).sum())
+            stats.num_mask_token += int((choices == instances.MASK_CHOICE_MASK).sum())
+            stats.num_random_token += int((choices == instances.MASK_CHOICE_RANDOM).sum())
+            stats.num_kept_token += int((choices == instances.MASK_CHOICE_KEEP).sum())
             stats.num_random_next += int(np.sum(batch.next_sentence_labels))
             stats.num_one_sentence += int(np.sum(batch.one_sentence))
         return records, stats
@@ -127,17 +130,17 @@ def _helper_command(request_fd: int, result_fd: int) -> List[str]:
     """`python -I -c ...` with this process's `sys.path`: the helper imports what this process imports.
 
     With a plain `python -c`, the helper's current directory comes first on its
-    `sys.path`, so a `tfrecords_tools` there (another checkout) would shadow
+    `sys.path`, so a `bert_tf` there (another checkout) would shadow
     this one. `-I` leaves the current directory (and PYTHON* variables) out; the
     helper's path is then this process's own, with the folder holding this
-    `tfrecords_tools` first (and the user site, PYTHONPATH entries and editable
+    `bert_tf` first (and the user site, PYTHONPATH entries and editable
     installs this process sees, so numpy comes from where it comes here).
     """
-    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     paths = [package_parent] + [p for p in sys.path if p and p != package_parent]
     code = (
         f"import sys; sys.path[:0] = {paths!r}; "
-        f"from tfrecords_tools.instance_workers import helper_main; helper_main({request_fd}, {result_fd})"
+        f"from bert_tf.pretraining_data.instance_workers import helper_main; helper_main({request_fd}, {result_fd})"
     )
     return [sys.executable, "-I", "-c", code]
 

@@ -3,13 +3,14 @@
 The corpus is cut into document-aligned chunks (`text_corpus.iter_chunks`).
 This process tokenizes each chunk in batches with the in-graph WordPiece
 tokenizer; the chunk's token ids then go to a helper process (or, when they
-are all busy, stay here) to be turned into instances (`pretraining_instances`)
+are all busy, stay here) to be turned into instances (`instances`)
 and serialized (`example_encoder`); see `instance_workers`. This process
 writes the records round-robin to the output shards, in chunk order. Every
 random draw of a chunk depends only on (seed, chunk index), so the output
 bytes depend on the seed and the input only, not on the worker count or on
 which process computed what. Memory is bounded by the chunks in flight, not
-by the corpus size, and only this process loads TensorFlow.
+by the corpus size, and only this process loads TensorFlow (when it tokenizes
+and writes: importing this module loads neither TensorFlow nor Keras).
 """
 
 import collections
@@ -22,11 +23,10 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from absl import logging
 import numpy as np
 
-from bert_tf.data import pretraining_features
-from tfrecords_tools import instance_workers
-from tfrecords_tools import pretraining_instances
-from tfrecords_tools import text_corpus
-from tfrecords_tools.instance_workers import ChunkStats
+from bert_tf.pretraining_data import instance_workers
+from bert_tf.pretraining_data import instances
+from bert_tf.pretraining_data import text_corpus
+from bert_tf.pretraining_data.instance_workers import ChunkStats
 
 # Lines per tokenizer call: large enough to amortize the call, small enough
 # to keep the ragged result small.
@@ -67,7 +67,7 @@ def load_vocab_tokens(vocab_file: str) -> List[str]:
 
 def tokenize_chunk(
     data: bytes, tokenize_fn: Callable, skip_invalid_utf8: bool
-) -> Tuple[pretraining_instances.DocumentChunk, ChunkStats]:
+) -> Tuple[instances.DocumentChunk, ChunkStats]:
     """Splits a chunk into lines and documents and tokenizes it in batches."""
     stats = ChunkStats()
     try:
@@ -114,7 +114,7 @@ def tokenize_chunk(
     # A document starts at every kept sentence whose document differs from the
     # previous kept sentence's (documents with no tokens vanish).
     starts = np.flatnonzero(np.diff(documents, prepend=-1) != 0)
-    chunk = pretraining_instances.DocumentChunk(
+    chunk = instances.DocumentChunk(
         token_ids=token_ids,
         sentence_offsets=np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
         document_offsets=np.concatenate([starts, [len(lengths)]]).astype(np.int64),
@@ -216,7 +216,8 @@ def write_pretraining_data(
     input_files: Sequence[str],
     output_files: Sequence[str],
     vocab_file: str,
-    config: pretraining_instances.InstanceConfig,
+    config: instances.InstanceConfig,
+    *,
     do_lower_case: bool = True,
     random_seed: int = 12345,
     num_workers: Optional[int] = None,
@@ -262,6 +263,8 @@ def write_pretraining_data(
         its exit status) or failed; the temporary files are removed and every
         helper is stopped and waited for.
     """
+    from bert_tf.data import pretraining_features  # TensorFlow: the reader's feature specs live beside the names
+
     start_time = time.time()
     vocab = _check_arguments(input_files, output_files, vocab_file, config, compression)
     scan = text_corpus.scan_corpus(input_files, skip_invalid_utf8)
@@ -324,14 +327,14 @@ def write_pretraining_data(
     return summary
 
 
-def _check_arguments(input_files, output_files, vocab_file, config, compression) -> pretraining_instances.VocabInfo:
+def _check_arguments(input_files, output_files, vocab_file, config, compression) -> instances.VocabInfo:
     """Refuses bad arguments before anything is read or written; returns the vocabulary's `VocabInfo`."""
     config.validate()
     if compression not in (None, "", "GZIP"):
         raise ValueError(f"compression must be None or 'GZIP', got {compression!r}")
     if not output_files:
         raise ValueError("no output file given")
-    vocab = pretraining_instances.VocabInfo.from_tokens(load_vocab_tokens(vocab_file), f"vocabulary {vocab_file}")
+    vocab = instances.VocabInfo.from_tokens(load_vocab_tokens(vocab_file), f"vocabulary {vocab_file}")
     inputs = {os.path.abspath(p) for p in input_files}
     for path in output_files:
         if os.path.abspath(path) in inputs:
