@@ -128,10 +128,10 @@ def prepare_reference(reference_dir, work):
 
 
 def summarize(paths, vocab_file):
-    from tfrecords_tools import inspect_tfrecords
+    from bert_tf.pretraining_data import inspection
 
     out = io.StringIO()
-    stats = inspect_tfrecords.inspect(",".join(paths), vocab_file, num=0, out=out)
+    stats = inspection.inspect(",".join(paths), vocab_file, num=0, out=out)
     text = out.getvalue()
     import numpy as np
 
