@@ -38,6 +38,27 @@ EXTRAS_REQUIRE = {
     ],
 }
 
+# Every command starts with `bert_tf_` (tests/test_console_scripts.py checks it).
+CONSOLE_SCRIPTS = [
+    "bert_tf_convert=bert_tf.convert:run",
+    "bert_tf_export=experiments.export:run",
+    "bert_tf_pretrain=experiments.pretrain:run",
+    "bert_tf_finetune=experiments.finetune:run",
+    "bert_tf_extract_features=experiments.extract_features:run",
+    "bert_tf_probe_layers=experiments.probe_layers:run",
+    "bert_tf_demo=experiments.demo:run",
+    "bert_tf_create_pretraining_data=tfrecords_tools.create_pretraining_data:run",
+    "bert_tf_inspect_tfrecords=tfrecords_tools.inspect_tfrecords:run",
+    "bert_tf_make_vocab=tfrecords_tools.make_vocab:run",
+]
+# Deprecated aliases: the data tools' names before they took the prefix, kept for one release and removed
+# after it. Run under one of these names, a tool says so on stderr (bert_tf.cli.DEPRECATED_COMMANDS).
+DEPRECATED_ALIASES = [
+    "create_pretraining_data=tfrecords_tools.create_pretraining_data:run",
+    "inspect_tfrecords=tfrecords_tools.inspect_tfrecords:run",
+    "make_vocab=tfrecords_tools.make_vocab:run",
+]
+
 setuptools.setup(
     name="bert_tf",
     version="0.1.0",
@@ -48,18 +69,5 @@ setuptools.setup(
     ),
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
-    entry_points={
-        "console_scripts": [
-            "bert_tf_convert=bert_tf.convert:run",
-            "bert_tf_export=experiments.export:run",
-            "bert_tf_pretrain=experiments.pretrain:run",
-            "bert_tf_finetune=experiments.finetune:run",
-            "bert_tf_extract_features=experiments.extract_features:run",
-            "bert_tf_probe_layers=experiments.probe_layers:run",
-            "bert_tf_demo=experiments.demo:run",
-            "create_pretraining_data=tfrecords_tools.create_pretraining_data:run",
-            "inspect_tfrecords=tfrecords_tools.inspect_tfrecords:run",
-            "make_vocab=tfrecords_tools.make_vocab:run",
-        ],
-    },
+    entry_points={"console_scripts": CONSOLE_SCRIPTS + DEPRECATED_ALIASES},
 )
