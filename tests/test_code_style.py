@@ -1,9 +1,16 @@
-"""The tree keeps the project's one code style: `ruff format` and `ruff check` with ruff.toml.
+"""The tree keeps the project's one code style (`ruff format` and `ruff check` with ruff.toml) and its layering.
 
-Fix a failure with `.venv/bin/ruff format . && .venv/bin/ruff check --fix .`.
+Fix a style failure with `.venv/bin/ruff format . && .venv/bin/ruff check --fix .`.
+
+Layering: the library (`bert_tf/`) sits below the programs. Only programs (`experiments/`, `tfrecords_tools/`)
+import the command-line helpers `bert_tf/cli.py`; the library's error types are in `bert_tf/errors.py` and its
+vocabulary helpers in `bert_tf/tokenization/vocab.py`. Nothing in `bert_tf/` imports the programs, the tests or the
+benchmarks.
 """
 
+import ast
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -23,3 +30,76 @@ def test_the_tree_is_formatted():
 def test_the_tree_passes_the_linter():
     result = _ruff("check", ".")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _imported_modules(path: pathlib.Path, package: str):
+    """(line, dotted name) of every module `path` imports, anywhere in it (inside functions too).
+
+    `from a.b import c` yields both `a.b` and `a.b.c` (c may be a module); relative imports are resolved
+    against `package`, the dotted package holding `path`.
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1])
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module
+            yield node.lineno, module
+            for alias in node.names:
+                yield node.lineno, f"{module}.{alias.name}"
+
+
+def _library_imports():
+    """(file relative to the root, line, imported module) for every module under bert_tf/."""
+    root = pathlib.Path(ROOT)
+    for path in sorted((root / "bert_tf").rglob("*.py")):
+        relative = path.relative_to(root)
+        package = ".".join(relative.parent.parts)
+        for line, module in _imported_modules(path, package):
+            yield relative.as_posix(), line, module
+
+
+def _is_within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+# The one program still inside the package (`bert_tf_convert`'s absl main): it may import the command-line helpers
+# until it moves beside the other programs; its library half is bert_tf.checkpoints' converters.
+PROGRAMS_IN_THE_PACKAGE = ("bert_tf/convert.py",)
+
+
+def test_only_the_programs_import_the_command_line_helpers():
+    allowed = ("bert_tf/cli.py", *PROGRAMS_IN_THE_PACKAGE)
+    offenders = [
+        f"{path}:{line}: {module}"
+        for path, line, module in _library_imports()
+        if _is_within(module, "bert_tf.cli") and path not in allowed
+    ]
+    assert not offenders, "library modules import bert_tf.cli (use bert_tf.errors):\n" + "\n".join(offenders)
+
+
+def test_the_library_imports_no_program_test_or_benchmark():
+    above = ("experiments", "tfrecords_tools", "tests", "benchmarks")
+    offenders = [
+        f"{path}:{line}: {module}"
+        for path, line, module in _library_imports()
+        if any(_is_within(module, top) for top in above)
+    ]
+    assert not offenders, "bert_tf/ imports a program, a test or a benchmark:\n" + "\n".join(offenders)
+
+
+def test_the_import_walk_sees_every_form_of_import(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text(
+        "import bert_tf.cli\nfrom bert_tf import cli\nfrom . import cli as c\n"
+        "def f():\n    from ..cli import BadInputError\n    import experiments.finetune\n",
+        encoding="utf-8",
+    )
+    found = {name for _, name in _imported_modules(module, "bert_tf.jobs")}
+    assert {"bert_tf.cli", "bert_tf.jobs.cli", "bert_tf.cli.BadInputError", "experiments.finetune"} <= found

@@ -8,9 +8,11 @@ interchangeable. As in the original, `--max_predictions_per_seq` below
 `round(max_seq_length * masked_lm_prob)` caps the masked positions (long
 instances are masked at a lower rate; a warning says so).
 
-    python -m tfrecords_tools.create_pretraining_data \
+    bert_tf_create_pretraining_data \
         --input_file=data/*.txt --output_file=out/pretrain.tfrecord \
         --vocab_file=vocab.txt --num_output_shards=8
+
+(or `python -m tfrecords_tools.create_pretraining_data`): flags -> `bert_tf.pretraining_data.write_pretraining_data`.
 
 Input: one sentence per line, a blank line between documents, UTF-8.
 
