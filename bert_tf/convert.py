@@ -18,7 +18,7 @@ from absl import flags
 
 from bert_tf import cli
 from bert_tf.config import BertConfig
-from bert_tf.tokenization.vocab import load_vocab_for_flag
+from bert_tf.checkpoints import model_source
 
 SOURCE_FORMATS = ("tf1", "hf")
 
@@ -69,14 +69,9 @@ def convert(
     except ValueError as e:
         raise ValueError(f"{config_file}: {e}") from None
     vocab_file = vocab_file or default_vocab
-    if not os.path.isfile(vocab_file):
-        raise FileNotFoundError(f"Vocabulary file not found: {vocab_file} (pass --vocab_file).")
-    vocab_lines = len(load_vocab_for_flag(vocab_file, "vocab_file"))
-    if vocab_lines > config.vocab_size:
-        raise ValueError(
-            f"{vocab_file} has {vocab_lines} tokens but the config's vocab_size is "
-            f"{config.vocab_size}: token ids past {config.vocab_size - 1} would have no embedding."
-        )
+    # The jobs' rule (bert_tf.checkpoints.model_source): at most vocab_size tokens; a padded table is fine.
+    vocab = model_source.read_vocab(vocab_file, required_tokens=())
+    model_source.check_compatible(config, len(vocab), vocab_file=vocab_file, config_file=config_file)
 
     import tensorflow as tf
 

@@ -18,8 +18,6 @@ The export directory is written atomically; an existing one is only replaced
 with --overwrite.
 """
 
-import os
-
 from absl import flags
 
 from bert_tf import cli
@@ -64,26 +62,14 @@ def check_flags() -> None:
                 "Pass --model_dir, or all of --checkpoint, --bert_config_file and "
                 f"--vocab_file (missing: {', '.join('--' + m for m in missing)})."
             )
-    if FLAGS.seq_length < 2:
-        raise BadInputError(f"--seq_length must be >= 2, got {FLAGS.seq_length}.")
-    # Cheap existence checks first: importing TensorFlow takes seconds.
-    if FLAGS.model_dir and not os.path.isdir(FLAGS.model_dir):
-        raise BadInputError(f"--model_dir: directory not found: {FLAGS.model_dir}")
-    for name in ("bert_config_file", "vocab_file"):
-        if FLAGS[name].value and not os.path.isfile(FLAGS[name].value):
-            raise BadInputError(f"--{name}: file not found: {FLAGS[name].value}")
-    # Readable before TensorFlow starts: errors name the flag, the file and (for the vocabulary) the line.
-    config_file = FLAGS.bert_config_file or os.path.join(FLAGS.model_dir or "", "bert_config.json")
-    if os.path.isfile(config_file):
-        from bert_tf.config import BertConfig
+    # The library's resolver and rule, before TensorFlow starts (importing it takes seconds): errors name the
+    # flag, the file and (for the vocabulary) the line.
+    from bert_tf.checkpoints.model_source import ModelSource, check_seq_length
 
-        try:
-            BertConfig.from_json_file(config_file)
-        except ValueError as e:
-            raise BadInputError(f"--bert_config_file={config_file}: {e}") from None
-    vocab_file = FLAGS.vocab_file or os.path.join(FLAGS.model_dir or "", "vocab.txt")
-    if os.path.isfile(vocab_file):
-        cli.load_vocab(vocab_file, "vocab_file")
+    check_seq_length(FLAGS.seq_length, flag="seq_length")
+    ModelSource(
+        FLAGS.model_dir, FLAGS.checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case
+    ).resolve(need_checkpoint=False)
 
 
 @cli.main_function("export", bad_input=(FileNotFoundError, FileExistsError, ValueError))

@@ -101,7 +101,7 @@ def test_missing_and_inconsistent_files_fail_before_writing(model_dir, tmp_path)
 
     with pytest.raises(SystemExit, match="--model_dir: directory not found: .*nowhere"):
         run_cli(f"--model_dir={tmp_path / 'nowhere'}", f"--export_dir={export_dir}")
-    with pytest.raises(FileNotFoundError, match="Model directory not found: .*nowhere"):
+    with pytest.raises(ValueError, match="--model_dir: directory not found: .*nowhere"):
         export_model_dir(str(tmp_path / "nowhere"), str(export_dir))
 
     with pytest.raises(SystemExit, match="--vocab_file: file not found: .*other_vocab.txt"):
@@ -127,7 +127,7 @@ def test_missing_and_inconsistent_files_fail_before_writing(model_dir, tmp_path)
         run_cli(f"--model_dir={broken}", f"--export_dir={export_dir}")
 
     os.remove(broken / "bert_config.json")  # missing from the model dir: reported by the library
-    with pytest.raises(SystemExit, match="bert_config_file: file not found: .*broken/bert_config.json"):
+    with pytest.raises(SystemExit, match="--model_dir: file not found: .*broken/bert_config.json"):
         run_cli(f"--model_dir={broken}", f"--export_dir={export_dir}")
     assert not export_dir.exists()
 

@@ -321,11 +321,18 @@ def test_bad_runtime_arguments_are_rejected_naming_the_flag(setup, tmp_path, cha
     _rejects(arguments, tmp_path, match, error=JobArgumentError, **changes)
 
 
-def test_vocab_must_match_the_config(setup, tmp_path):
-    _, _, arguments = setup
+def test_vocab_larger_than_the_config_is_refused(setup, tmp_path):
+    # The one rule (bert_tf.checkpoints.model_source): at most vocab_size tokens; fewer leave rows unused.
+    _, config, arguments = setup
     vocab = tmp_path / "vocab.txt"
-    vocab.write_text("[PAD]\n[CLS]\n[SEP]\n[MASK]\n")
-    _rejects(arguments, tmp_path, "has 4 tokens but the BERT config has vocab_size=", vocab_file=str(vocab))
+    size = config.vocab_size + 1
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n" + "".join(f"w{i}\n" for i in range(size - 5)))
+    _rejects(
+        arguments,
+        tmp_path,
+        f"vocab.txt has {size} tokens but the model's config has vocab_size=",
+        vocab_file=str(vocab),
+    )
 
 
 def test_batch_size_must_divide_over_replicas(setup, tmp_path, monkeypatch):

@@ -20,13 +20,12 @@ import os
 
 from bert_tf import file_io
 from bert_tf.checkpoints import weights_file
+from bert_tf.checkpoints.model_source import CONFIG_NAME, VOCAB_NAME
 from bert_tf.config import BertConfig
 from bert_tf.models import BertEncoder, BertPretrainer, Task
 from bert_tf.models.bert_pretrainer import MASKED_LM_KEY, NEXT_SENTENCE_KEY
 from bert_tf.models.task import ENCODER_KEY
 
-CONFIG_NAME = "bert_config.json"
-VOCAB_NAME = "vocab.txt"
 CHECKPOINT_PREFIX = "ckpt"
 
 

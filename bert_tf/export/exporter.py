@@ -24,7 +24,7 @@ from absl import logging
 
 from bert_tf import file_io
 from bert_tf.checkpoints import CONFIG_NAME, VOCAB_NAME, find_checkpoint, has_pretraining_heads, restore
-from bert_tf.config import BertConfig
+from bert_tf.checkpoints.model_source import check_seq_length
 from bert_tf.export.encoder_module import EncoderModule, flatten_outputs
 from bert_tf.models import BertEncoder, BertPretrainer
 
@@ -173,7 +173,7 @@ def export_preprocessor(
       The absolute path of the SavedModel.
     """
     _check_file(vocab_file, "vocab_file")
-    _check_seq_length(seq_length)
+    check_seq_length(seq_length, flag="seq_length")
     with atomic_directory(export_dir, overwrite) as tmp_dir:
         _save_preprocessor(vocab_file, lower_case, seq_length, os.path.join(tmp_dir, "saved_model"))
         _move_contents(os.path.join(tmp_dir, "saved_model"), tmp_dir)
@@ -220,19 +220,18 @@ def export_model_dir(
     Returns:
       {"encoder": path, "preprocess": path}.
     """
-    config_file = _resolve(bert_config_file, model_dir, CONFIG_NAME, "bert_config_file")
-    vocab_file = _resolve(vocab_file, model_dir, VOCAB_NAME, "vocab_file")
-    if checkpoint is None and model_dir is None:
-        raise ValueError("No checkpoint: pass model_dir (--model_dir) or checkpoint (--checkpoint).")
     from bert_tf.checkpoints import model_dir as model_dir_lib, weights_file
+    from bert_tf.checkpoints.model_source import ModelSource
+
+    # The one resolver and rule of the jobs: the preprocessor needs every special token.
+    source = ModelSource(model_dir, checkpoint, bert_config_file, vocab_file, lower_case).resolve()
+    config, vocab_file = source.config, source.vocab_file
 
     # A directory written without TensorFlow (say, fine-tuned on JAX) holds weights.safetensors alone.
     use_weights_file = checkpoint is None and model_dir_lib.uses_weights_file(model_dir, None)
     if not use_weights_file:
         checkpoint = find_checkpoint(checkpoint or model_dir)
-    config = BertConfig.from_json_file(config_file)
-    _check_vocab(vocab_file, config, config_file)
-    _check_seq_length(seq_length, config)
+    check_seq_length(seq_length, config, flag="seq_length")
     _check_destination(os.path.abspath(export_dir), overwrite)  # fail before the slow part
 
     if use_weights_file:
@@ -257,40 +256,7 @@ def export_model_dir(
     }
 
 
-def _resolve(explicit: str | None, model_dir: str | None, name: str, argument: str) -> str:
-    if explicit:
-        return _check_file(explicit, argument)
-    if model_dir is None:
-        raise ValueError(f"No {name}: pass model_dir (--model_dir) or {argument} (--{argument}).")
-    if not os.path.isdir(model_dir):
-        raise FileNotFoundError(f"Model directory not found: {model_dir}")
-    return _check_file(os.path.join(model_dir, name), argument)
-
-
 def _check_file(path: str, argument: str) -> str:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{argument}: file not found: {path}")
     return path
-
-
-def _check_vocab(vocab_file: str, config: BertConfig, config_file: str) -> None:
-    from bert_tf.tokenization.vocab import load_vocab, special_token_ids
-
-    tokens = load_vocab(vocab_file)  # raises on empty, non-UTF-8 or repeated tokens
-    special_token_ids(tokens, vocab_file)  # the preprocessor needs [CLS], [SEP], [PAD], ...
-    size = len(tokens)
-    if size > config.vocab_size:
-        # Token ids >= vocab_size would index past the embedding table.
-        raise ValueError(
-            f"Vocabulary file {vocab_file} has {size} tokens but {config_file} has "
-            f"vocab_size={config.vocab_size}; they belong to different models."
-        )
-
-
-def _check_seq_length(seq_length: int, config: BertConfig | None = None) -> None:
-    if isinstance(seq_length, bool) or not isinstance(seq_length, int) or seq_length < 2:
-        raise ValueError(f"seq_length must be an integer >= 2 ([CLS] and [SEP]), got {seq_length!r}.")
-    if config is not None and seq_length > config.max_position_embeddings:
-        raise ValueError(
-            f"seq_length={seq_length} exceeds the model's max_position_embeddings={config.max_position_embeddings}."
-        )

@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING, Optional, Sequence, Union
 from absl import logging
 
 from bert_tf import file_io
+from bert_tf.checkpoints.model_source import ModelSource, ResolvedModel, check_resumable
 from bert_tf.data import finetuning_readers
 from bert_tf.data.finetuning_data import FinetuningDataSource
 from bert_tf.errors import DataError, check_utf8
-from bert_tf.tokenization.vocab import load_vocab_for_flag
 
 if TYPE_CHECKING:  # bert_tf.training loads TensorFlow; this module does not, until a job runs.
     from bert_tf.training import RuntimeConfig
@@ -107,22 +107,10 @@ class FinetuningTaskConfig:
             )
 
 
-@dataclasses.dataclass(frozen=True)
-class FinetuningModelConfig:
-    """Where the pretrained model comes from (the flags of the same names).
-
-    `model_dir` (bert_config.json, vocab.txt, checkpoint), or `init_checkpoint`
-    + `bert_config_file` + `vocab_file`, which also override the model
-    directory's. Not needed to evaluate or predict with an `output_dir` that
-    holds a fine-tuned model. `do_lower_case`: lower-case and strip accents
-    (uncased models). Checked when the job reads them.
-    """
-
-    model_dir: Optional[str] = None
-    init_checkpoint: Optional[str] = None
-    bert_config_file: Optional[str] = None
-    vocab_file: Optional[str] = None
-    do_lower_case: bool = True
+# Where the pretrained model comes from (the flags --model_dir, --init_checkpoint, --bert_config_file,
+# --vocab_file, --do_lower_case): the model source that feature extraction, layer probing and export share.
+# Not needed to evaluate or predict with an `output_dir` that holds a fine-tuned model.
+FinetuningModelConfig = ModelSource
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,18 +220,11 @@ class FinetuningScheduleConfig:
 
 
 @dataclasses.dataclass
-class _ModelSource:
-    config: object  # BertConfig
-    vocab_file: str
-    init_checkpoint: Optional[str]
-
-
-@dataclasses.dataclass
 class _Inputs:
     """What the job read and checked before TensorFlow is set up (examples and features per phase)."""
 
     output_dir: str
-    source: _ModelSource
+    source: ResolvedModel
     task_object: object  # FinetuningTask
     train_examples: Optional[list] = None
     train_features: object = None
@@ -349,15 +330,8 @@ def _read_inputs(
     reader = FinetuningDataSource(task.task_type, data, task.version_2_with_negative)
     saved_task_config = _read_task_config(output_dir)
     finetuned = _latest_checkpoint(output_dir)
-    source = _model_source(
-        model, output_dir, need_init=do_train and finetuned is None, has_finetuned=finetuned is not None
-    )
-    if task.max_seq_length > source.config.max_position_embeddings:
-        raise ValueError(
-            f"--max_seq_length={task.max_seq_length} exceeds the model's max_position_embeddings "
-            f"({source.config.max_position_embeddings})."
-        )
-    tokenizer = _tokenizer(source, model.do_lower_case)
+    source = _model_source(model, output_dir, task.max_seq_length, need_init=do_train and finetuned is None)
+    tokenizer = _tokenizer(source)
 
     train_examples = reader.read("train", data.train_file) if do_train else None
     labels = _resolve_labels(task.task_type, data.label_list, saved_task_config, reader, train_examples)
@@ -381,19 +355,11 @@ def _read_inputs(
     return inputs
 
 
-def _tokenizer(source: _ModelSource, do_lower_case: bool):
+def _tokenizer(source: ResolvedModel):
     from bert_tf.tasks.task_tokenizer import TaskTokenizer
 
-    load_vocab_for_flag(source.vocab_file, "vocab_file")  # errors naming the flag, file and line
-    tokenizer = TaskTokenizer(source.vocab_file, lower_case=do_lower_case)
-    if tokenizer.vocab_size != source.config.vocab_size:
-        # Pretraining and conversion refuse this too: ids past vocab_size have no embedding, and a
-        # smaller vocabulary means the ids are not those the model was trained with.
-        raise ValueError(
-            f"--vocab_file: {source.vocab_file} has {tokenizer.vocab_size} tokens but the model's "
-            f"vocab_size is {source.config.vocab_size}."
-        )
-    return tokenizer
+    # The vocabulary was read and checked by the model source; the tokenizer builds its lookup table from it.
+    return TaskTokenizer(source.vocab_file, lower_case=source.do_lower_case)
 
 
 def _evaluate(inputs: _Inputs, model, step, batch_size, strategy, jit_compile) -> dict:
@@ -460,15 +426,12 @@ def _latest_checkpoint(directory: str) -> Optional[str]:
     return tf.train.latest_checkpoint(directory)
 
 
-def _check_resumable(output_dir, saved_task_config, source: _ModelSource, task_object):
-    """Refuses a fine-tuned `output_dir` whose checkpoint is of another model; writes nothing.
+def _check_resumable(output_dir, saved_task_config, source: ResolvedModel, task_object):
+    """Refuses a fine-tuned `output_dir` of another task, labels, config or vocabulary; writes nothing.
 
     Runs before `_write_model_files`, so a refused run leaves the directory's
     files describing the checkpoint that is there.
     """
-    from bert_tf.checkpoints.model_dir import CONFIG_NAME, VOCAB_NAME
-    from bert_tf.config import BertConfig
-
     if saved_task_config:
         for key in ("task", "label_list"):
             saved, wanted = saved_task_config.get(key), task_object.config().get(key)
@@ -477,20 +440,7 @@ def _check_resumable(output_dir, saved_task_config, source: _ModelSource, task_o
                     f"--output_dir={output_dir} holds a fine-tuned model with {key} {saved!r}, not "
                     f"{wanted!r}; use another --output_dir."
                 )
-    config_path = os.path.join(output_dir, CONFIG_NAME)
-    if os.path.exists(config_path) and BertConfig.from_json_file(config_path) != source.config:
-        raise ValueError(
-            f"--output_dir={output_dir} holds a fine-tuned model of another config ({config_path} "
-            "differs); use another --output_dir."
-        )
-    vocab_path = os.path.join(output_dir, VOCAB_NAME)
-    if os.path.exists(vocab_path) and os.path.abspath(source.vocab_file) != vocab_path:
-        with open(vocab_path, "rb") as saved, open(source.vocab_file, "rb") as wanted:
-            if saved.read() != wanted.read():
-                raise ValueError(
-                    f"--vocab_file={source.vocab_file} differs from {vocab_path} of the fine-tuned "
-                    "model in --output_dir; use another --output_dir."
-                )
+    check_resumable(output_dir, source.config, source.vocab_file)
 
 
 def _read_task_config(output_dir: str) -> Optional[dict]:
@@ -504,42 +454,22 @@ def _read_task_config(output_dir: str) -> Optional[dict]:
         raise ValueError(f"{path}: unreadable task config ({e}).") from None
 
 
-def _model_source(model: FinetuningModelConfig, output_dir, need_init, has_finetuned) -> _ModelSource:
-    from bert_tf.checkpoints.model_dir import CONFIG_NAME, VOCAB_NAME, find_checkpoint
-    from bert_tf.config import BertConfig
-
-    model_dir, init_checkpoint = model.model_dir, model.init_checkpoint
-    bert_config_file, vocab_file = model.bert_config_file, model.vocab_file
-    if model_dir:
-        if not os.path.isdir(model_dir):
-            raise ValueError(f"--model_dir: not a directory: {model_dir}")
-        bert_config_file = bert_config_file or os.path.join(model_dir, CONFIG_NAME)
-        vocab_file = vocab_file or os.path.join(model_dir, VOCAB_NAME)
-        init_checkpoint = init_checkpoint or model_dir
-    elif has_finetuned and not bert_config_file:
+def _model_source(model: ModelSource, output_dir, max_seq_length, need_init) -> ResolvedModel:
+    """The checked model; without --model_dir and --bert_config_file, the fine-tuned model in `output_dir`."""
+    if not (model.model_dir or model.bert_config_file) and _latest_checkpoint(output_dir) is not None:
         # An output directory written by an earlier run is itself a model directory.
-        bert_config_file = os.path.join(output_dir, CONFIG_NAME)
-        vocab_file = vocab_file or os.path.join(output_dir, VOCAB_NAME)
-    if not bert_config_file:
-        raise ValueError("Give --model_dir, or --bert_config_file with --init_checkpoint and --vocab_file.")
-    if not vocab_file:
-        raise ValueError("--vocab_file is needed (or a --model_dir holding vocab.txt).")
-    if not os.path.isfile(vocab_file):
-        raise ValueError(
-            f"Vocabulary file not found: {vocab_file} (--vocab_file or the model directory's {VOCAB_NAME})."
-        )
-    try:
-        config = BertConfig.from_json_file(bert_config_file)
-    except ValueError as e:
-        raise ValueError(f"--bert_config_file={bert_config_file}: {e}") from None
+        model = dataclasses.replace(model, model_dir=output_dir)
+    source = model.resolve(max_seq_length, need_checkpoint=need_init)
     if need_init:
-        if not init_checkpoint:
+        from bert_tf.checkpoints.model_dir import find_checkpoint
+
+        if not source.checkpoint:
             raise ValueError("--do_train needs pretrained weights: --model_dir or --init_checkpoint.")
         try:
-            init_checkpoint = find_checkpoint(init_checkpoint)
+            source = dataclasses.replace(source, checkpoint=find_checkpoint(source.checkpoint))
         except FileNotFoundError as e:
             raise ValueError(f"--init_checkpoint/--model_dir: {e}") from None
-    return _ModelSource(config=config, vocab_file=vocab_file, init_checkpoint=init_checkpoint)
+    return source
 
 
 def _resolve_labels(task, label_list, saved_task_config, data: FinetuningDataSource, train_examples):
@@ -632,8 +562,8 @@ def _train(inputs: _Inputs, strategy, schedule: FinetuningScheduleConfig, runtim
         return task_object.dataset(features, batch_size, training=True, seed=runtime.seed, input_context=input_context)
 
     def init_fn(model):
-        restore(model.encoder, source.init_checkpoint)
-        logging.info("Initialised the encoder from %s.", source.init_checkpoint)
+        restore(model.encoder, source.checkpoint)
+        logging.info("Initialised the encoder from %s.", source.checkpoint)
 
     result = train(
         strategy,
@@ -648,8 +578,8 @@ def _train(inputs: _Inputs, strategy, schedule: FinetuningScheduleConfig, runtim
     return result.model, result.step
 
 
-def _restore_finetuned(task_object, source: _ModelSource, strategy, output_dir):
-    import tensorflow as tf
+def _restore_finetuned(task_object, source: ResolvedModel, strategy, output_dir):
+    from bert_tf.checkpoints.model_dir import restore
 
     latest = _latest_checkpoint(output_dir)
     if latest is None:
@@ -658,14 +588,10 @@ def _restore_finetuned(task_object, source: _ModelSource, strategy, output_dir):
         )
     with strategy.scope():
         model = _build_model(task_object, source.config)
-    status = tf.train.Checkpoint(**_checkpoint_items(model)).read(latest)
     try:
-        status.assert_existing_objects_matched()
-    except AssertionError as e:
-        raise ValueError(
-            f"{latest} does not match a {task_object.name} model with these settings (labels, config): {e}"
-        ) from None
-    status.expect_partial()
+        restore(model, latest)
+    except ValueError as e:
+        raise ValueError(f"{e} (a {task_object.name} model with these settings: labels, config)") from None
     step = int(latest.rsplit("-", 1)[-1]) if latest.rsplit("-", 1)[-1].isdigit() else 0
     logging.info("Restored the fine-tuned model from %s.", latest)
     return model, step
@@ -688,7 +614,7 @@ def _without_label(example):
     return example
 
 
-def _write_model_files(output_dir, source: _ModelSource, task_object):
+def _write_model_files(output_dir, source: ResolvedModel, task_object):
     from bert_tf.checkpoints.model_dir import write_model_files
 
     write_model_files(output_dir, source.config, source.vocab_file)

@@ -12,9 +12,10 @@
 
 The config objects hold the flags of `experiments.pretrain` (which documents
 them and the outputs) and check them when they are built; `run_pretraining`
-checks the rest (files, the model) before it writes anything. Every error is
-a `PretrainingArgumentError` (or, for `RuntimeConfig`, a `JobArgumentError`)
-naming the flag.
+checks the rest (files, the model) before it writes anything, with the
+model-source rules of `bert_tf.checkpoints.model_source` (vocabulary against
+config, sequence length, a resumable output directory). Every error is a
+`JobArgumentError` (`bert_tf.errors`) naming the flag.
 """
 
 from __future__ import annotations
@@ -27,14 +28,15 @@ from absl import logging
 
 from bert_tf import training
 from bert_tf.config import BertConfig
-from bert_tf.tokenization.vocab import load_vocab_for_flag
+from bert_tf.checkpoints import model_source
+from bert_tf.tokenization.vocab import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN
 from bert_tf.training.runtime import JobArgumentError, RuntimeConfig, training_runtime
 
 DEFAULT_SEED = 12345  # --seed's default
 
 
-class PretrainingArgumentError(JobArgumentError):
-    """A run_pretraining argument (= flag) that cannot work; the message names the flag."""
+# The old name of the jobs' one error type, kept for a release.
+PretrainingArgumentError = JobArgumentError
 
 
 def _check_int(name: str, value, minimum: int = 1) -> None:
@@ -49,13 +51,12 @@ def resolve_bert_config(bert_config_file: Optional[str] = None, preset: Optional
         raise PretrainingArgumentError(
             f"Give exactly one of --bert_config_file and --preset (got {', '.join(given) or 'neither'})."
         )
+    if bert_config_file:
+        return model_source.read_config(bert_config_file)
     try:
-        if preset:
-            return BertConfig.from_preset(preset)
-        return BertConfig.from_json_file(bert_config_file)
-    except (ValueError, FileNotFoundError) as e:
-        flag = "--preset" if preset else "--bert_config_file"
-        raise PretrainingArgumentError(f"{flag}: {e}") from None
+        return BertConfig.from_preset(preset)
+    except ValueError as e:
+        raise PretrainingArgumentError(f"--preset: {e}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,18 +227,16 @@ def _check_arguments(output_dir, config: BertConfig, data: PretrainingDataConfig
     """The checks that need no TensorFlow state; returns the (train, eval or None) file lists."""
     if not output_dir:
         raise PretrainingArgumentError("--output_dir is required.")
-    if data.max_seq_length > config.max_position_embeddings:
-        raise PretrainingArgumentError(
-            f"--max_seq_length={data.max_seq_length} exceeds the model's max_position_embeddings="
-            f"{config.max_position_embeddings}."
-        )
+    model_source.check_seq_length(data.max_seq_length, config)
     if vocab_file:
-        _check_vocab(vocab_file, config)
+        # [CLS]/[SEP] frame every record; [MASK] is what masked-LM inputs hold.
+        vocab = model_source.read_vocab(vocab_file, required_tokens=(CLS_TOKEN, SEP_TOKEN, MASK_TOKEN))
+        model_source.check_compatible(config, len(vocab), vocab_file=vocab_file)
     if data.dynamic_masking and not vocab_file:
         raise PretrainingArgumentError("--dynamic_masking needs --vocab_file (for the [MASK] and special ids).")
     train_files = _resolve_files("input_file", data.input_file)
     eval_files = _resolve_files("eval_input_file", data.eval_input_file) if data.eval_input_file else None
-    _check_output_dir(output_dir, config, vocab_file)
+    model_source.check_resumable(output_dir, config, vocab_file)
     return train_files, eval_files
 
 
@@ -248,50 +247,6 @@ def _resolve_files(flag: str, patterns: str) -> list[str]:
         return list(resolve_input_files(patterns))
     except ValueError as e:
         raise PretrainingArgumentError(f"--{flag}={patterns!r}: {e}") from None
-
-
-def _check_vocab(vocab_file: str, config: BertConfig) -> None:
-    """The vocabulary must be readable, hold the special tokens and match the config's vocab_size."""
-    from bert_tf.tokenization.vocab import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN, special_token_ids
-
-    try:
-        vocab = load_vocab_for_flag(vocab_file, "vocab_file")
-        # [CLS]/[SEP] frame every record; [MASK] is what masked-LM inputs hold.
-        special_token_ids(vocab, vocab_file, required=(CLS_TOKEN, SEP_TOKEN, MASK_TOKEN))
-    except ValueError as e:
-        raise PretrainingArgumentError(f"--vocab_file: {e}") from None
-    if len(vocab) != config.vocab_size:
-        raise PretrainingArgumentError(
-            f"--vocab_file={vocab_file} has {len(vocab)} tokens but the BERT config has vocab_size={config.vocab_size}."
-        )
-
-
-def _check_output_dir(output_dir: str, config: BertConfig, vocab_file: str | None) -> None:
-    """Refuses to resume a run of another model or vocabulary; writes nothing."""
-    from bert_tf.checkpoints.model_dir import CONFIG_NAME, VOCAB_NAME
-
-    config_path = os.path.join(output_dir, CONFIG_NAME)
-    if os.path.exists(config_path):
-        try:
-            existing = BertConfig.from_json_file(config_path)
-        except ValueError as e:
-            raise PretrainingArgumentError(f"--output_dir: {e}") from None
-        if existing != config:
-            raise PretrainingArgumentError(
-                f"--output_dir={output_dir} holds a run of another model ({config_path} differs from the "
-                "requested config); use a new --output_dir or the same config to resume."
-            )
-    vocab_path = os.path.join(output_dir, VOCAB_NAME)
-    if vocab_file and os.path.exists(vocab_path) and not _same_bytes(vocab_file, vocab_path):
-        raise PretrainingArgumentError(
-            f"--vocab_file={vocab_file} differs from {vocab_path} of the run being resumed; use a new "
-            "--output_dir or the same vocabulary."
-        )
-
-
-def _same_bytes(path_a: str, path_b: str) -> bool:
-    with open(path_a, "rb") as a, open(path_b, "rb") as b:
-        return a.read() == b.read()
 
 
 # --- checks with TensorFlow, inside the strategy's set-up --------------------------------
@@ -333,7 +288,7 @@ def _dynamic_masking(data: PretrainingDataConfig, vocab_file: str | None):
     """The `DynamicMaskingConfig` of `data.dynamic_masking`, or None."""
     if not data.dynamic_masking:
         return None
-    from bert_tf.data import DynamicMaskingConfig
+    from bert_tf.data.dynamic_masking import DynamicMaskingConfig
 
     try:
         return DynamicMaskingConfig.from_vocab_file(vocab_file, masked_lm_prob=data.masked_lm_prob)
@@ -345,7 +300,7 @@ def _dynamic_masking(data: PretrainingDataConfig, vocab_file: str | None):
 
 
 def _prepare_output_dir(output_dir: str, config: BertConfig, vocab_file: str | None) -> None:
-    """Writes bert_config.json and vocab.txt unless resuming (after `_check_output_dir` passed)."""
+    """Writes bert_config.json and vocab.txt unless resuming (after `check_resumable` passed)."""
     from bert_tf.checkpoints.model_dir import write_model_files
 
     write_model_files(output_dir, config, vocab_file, keep_existing=True)
@@ -368,7 +323,7 @@ def _train(
     import tensorflow as tf
 
     from bert_tf.checkpoints import model_dir as model_dir_lib
-    from bert_tf.data import pretraining_dataset
+    from bert_tf.data.pretraining_dataset import pretraining_dataset
     from bert_tf.models import BertEncoder, BertPretrainer, pretraining_losses
 
     seed = runtime.seed
