@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import DynamicMaskingConfig
-from bert_tf.data import pretraining_dataset
+from bert_tf.data.dynamic_masking import DynamicMaskingConfig
+from bert_tf.data.pretraining_dataset import pretraining_dataset
 from bert_tf.pretraining_data import instances as pi
 from bert_tf.pretraining_data import writer
 

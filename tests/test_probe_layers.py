@@ -29,7 +29,9 @@ def test_the_probes_find_a_signal_planted_in_one_layer():
     train_x, train_y = _planted(1500, 5, 16, signal_layer=3, seed=0)
     test_x, test_y = _planted(500, 5, 16, signal_layer=3, seed=1)
     fit, dev = np.arange(1200), np.arange(1200, 1500)
-    results = job._probe_rows(train_x, train_y, test_x, test_y, fit, dev, num_classes=3, seed=0)
+    results = job._linear_rows(train_x, train_y, test_x, test_y, fit, dev, seed=0)
+    split = probes.Split(train_x, train_y, fit, dev, test_x, test_y)
+    results["scalar_mix"] = probes.scalar_mix_probe(split, num_classes=3, seed=0)
     section = job._section(results)
     assert section["best_layer"] == "layer_3"
     assert results["layer_3"].test_accuracy > 0.85

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from bert_tf import BertEncoder, BertPretrainer, pretraining_losses, training
 from bert_tf.checkpoints import restore
-from bert_tf.data import pretraining_dataset
+from bert_tf.data.pretraining_dataset import pretraining_dataset
 from tests.helpers import training_data
 
 REAL_STEPS = 40

@@ -1,6 +1,20 @@
-"""tf.data input pipelines (TensorFlow-specific; model code does not import this)."""
+"""Input pipelines and the data they read: tf.data readers of pretraining TFRecords (and dynamic masking),
+length-bucketed batches, the fine-tuning data readers and data source.
 
-from bert_tf.data.dynamic_masking import DynamicMaskingConfig
-from bert_tf.data.dynamic_masking import apply_dynamic_masking
-from bert_tf.data.dynamic_masking import dynamic_mask_batch
-from bert_tf.data.pretraining_dataset import pretraining_dataset
+Imported on first use: the readers and the length buckets load no TensorFlow (the tf.data functions import it
+when called), so the probing tool's coordinating process and the data writer's helpers stay light.
+"""
+
+import importlib
+
+_LAZY = {
+    "DynamicMaskingConfig": "bert_tf.data.dynamic_masking",
+    "apply_dynamic_masking": "bert_tf.data.dynamic_masking",
+    "dynamic_mask_batch": "bert_tf.data.dynamic_masking",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'bert_tf.data' has no attribute {name!r}")

@@ -18,7 +18,6 @@ import numpy as np
 from absl import logging
 
 from bert_tf import file_io
-from bert_tf.tasks.base import ENCODER_INPUT_KEYS, FEATURE_INDEX_KEY
 
 WORD_PIECE_MODES = ("first", "mean")
 # Seconds between progress lines.
@@ -60,6 +59,7 @@ def _forward_batches(encoder, inputs: dict, outputs_fn, *, label, batch_size, ma
     import tensorflow as tf
 
     from bert_tf.data.length_buckets import bucketed_dataset
+    from bert_tf.tasks.base import FEATURE_INDEX_KEY
     from bert_tf.tasks.inference import iterate_outputs
 
     dataset, batches = bucketed_dataset(inputs, batch_size, max_seq_length, bucket_width)
@@ -99,6 +99,7 @@ def token_features(encoder, tokenizer, sentences, *, word_piece, max_seq_length,
 
     A word the tokenizer turns into no piece at all (only deleted characters) gets zeros.
     """
+    from bert_tf.tasks.base import ENCODER_INPUT_KEYS
     from bert_tf.tasks.examples import TaggingExample
     from bert_tf.tasks.tagging import TaggingTask
 

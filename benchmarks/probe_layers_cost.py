@@ -1,0 +1,132 @@
+r"""Time and peak memory of `python -m experiments.probe_layers` on the converted all-MiniLM-L6-v2.
+
+    .venv/bin/python benchmarks/probe_layers_cost.py --model_dir=<converted all-MiniLM-L6-v2>
+
+Runs the default command (bundled Brown tags and reviews) twice from an empty cache, without and with the
+fine-tuning rows (`--nofinetune`, then the default), while sampling the process tree's memory every 250 ms:
+the sum of the tree's proportional set sizes (PSS: a shared library's pages are split between the processes
+that map them, so the sum is the memory the run occupies) and the largest resident set (RSS) of any one
+process. Targets (issue #20): at most 5 minutes without and 10 with the fine-tuning rows, at most 2 GB
+resident. Writes the `probe_layers_cost` section of RESULTS.md.
+
+The model directory: `python -m experiments.demo` converts the published weights into
+`<demo output>/real_weights/model`, or `bert_tf_convert --hf_dir=...` does it alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import _common  # noqa: E402
+
+GB = 10**9  # the target is in decimal gigabytes
+
+
+def _tree_memory(process) -> tuple[int, int]:
+    """(sum of PSS over the process tree, largest RSS of one process), in bytes."""
+    import psutil
+
+    pss_total, rss_max = 0, 0
+    try:
+        processes = [process] + process.children(recursive=True)
+    except psutil.Error:
+        return 0, 0
+    for p in processes:
+        try:
+            info = p.memory_full_info()
+        except psutil.Error:
+            continue
+        pss_total += getattr(info, "pss", info.rss)
+        rss_max = max(rss_max, info.rss)
+    return pss_total, rss_max
+
+
+def measure(command: list, timeout: float) -> dict:
+    """Runs `command`; its wall seconds, peak tree PSS and peak single-process RSS. Killed past `timeout`."""
+    import psutil
+
+    start = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as log:
+        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=_common.ROOT)
+        handle = psutil.Process(child.pid)
+        peak_pss, peak_rss = 0, 0
+        while child.poll() is None:
+            pss, rss = _tree_memory(handle)
+            peak_pss, peak_rss = max(peak_pss, pss), max(peak_rss, rss)
+            if time.perf_counter() - start > timeout:
+                for p in handle.children(recursive=True) + [handle]:
+                    try:
+                        p.kill()
+                    except psutil.NoSuchProcess:
+                        pass
+                child.wait(timeout=60)
+                raise RuntimeError(f"{' '.join(command)} took more than {timeout:.0f} s; killed")
+            time.sleep(0.25)  # reading smaps costs CPU: sample 4 times a second
+        seconds = time.perf_counter() - start
+        log.seek(0)
+        output = log.read()
+    if child.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({child.returncode}):\n{output[-3000:]}")
+    return {"seconds": seconds, "peak_pss": peak_pss, "peak_rss": peak_rss}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model_dir", required=True, help="the converted all-MiniLM-L6-v2")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds before a run is killed")
+    parser.add_argument("--nowrite", action="store_true", help="print, do not write RESULTS.md")
+    args = parser.parse_args()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=_common.ROOT, timeout=30
+    ).stdout.strip()
+    load_before = _common.load_average()
+    rows = []
+    for name, extra in (("without fine-tuning rows (`--nofinetune`)", ["--nofinetune"]), ("with them (default)", [])):
+        with tempfile.TemporaryDirectory() as tmp:
+            command = [
+                sys.executable,
+                "-m",
+                "experiments.probe_layers",
+                f"--model_dir={os.path.abspath(args.model_dir)}",
+                f"--output_dir={os.path.join(tmp, 'report')}",
+                *extra,
+            ]
+            result = measure(command, args.timeout)
+        rows.append((name, result))
+        print(
+            f"{name}: {result['seconds']:.0f} s, peak tree PSS {result['peak_pss'] / GB:.2f} GB, "
+            f"largest process RSS {result['peak_rss'] / GB:.2f} GB",
+            flush=True,
+        )
+    lines = _common.header_lines(
+        "python benchmarks/probe_layers_cost.py --model_dir=<converted all-MiniLM-L6-v2>",
+        load_before,
+        _common.load_average(),
+        {"commit": commit},
+    )
+    lines += [
+        "- Each run starts from an empty feature cache; memory sampled every 250 ms. Targets: 5 min without the "
+        "fine-tuning rows, 10 min with them, 2 GB (2 x 10^9 bytes) resident.",
+        "",
+        "| run | wall time | peak memory of the process tree (sum of PSS) | largest process (RSS) |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for name, result in rows:
+        minutes, seconds = divmod(round(result["seconds"]), 60)
+        lines.append(
+            f"| {name} | {minutes} min {seconds:02d} s | {result['peak_pss'] / GB:.2f} GB "
+            f"| {result['peak_rss'] / GB:.2f} GB |"
+        )
+    if not args.nowrite:
+        _common.write_section("probe_layers_cost", "probe_layers: time and peak memory", lines)
+
+
+if __name__ == "__main__":
+    main()
