@@ -23,6 +23,12 @@ class JobArgumentError(BadInputError):
     """An argument (= flag) of a job that cannot work; the message names the flag."""
 
 
+def check_int(flag: str, value, minimum: int = 1) -> None:
+    """Raises `JobArgumentError` naming `--flag` unless `value` is an integer (not a bool) >= `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise JobArgumentError(f"--{flag} must be an integer >= {minimum}, got {value!r}.")
+
+
 def check_utf8(path: str, flag: str) -> None:
     """Raises `BadInputError` naming the file and line of the first line of `path` that is not UTF-8.
 

@@ -56,9 +56,10 @@ FLAGS = flags.FLAGS
 def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
     from bert_tf.data.finetuning_readers import TEXT_FORMATS
-    from bert_tf.jobs.finetune import DEFAULT_SEED, TASKS
+    from bert_tf.jobs.finetune import DEFAULT_SCHEDULE, TASKS
 
-    job_flags.define_runtime_flags(default_seed=DEFAULT_SEED)
+    job_flags.define_runtime_flags()
+    schedule = DEFAULT_SCHEDULE
 
     flags.DEFINE_enum("task", None, list(TASKS), "The task family.")
     flags.DEFINE_string("output_dir", None, "Where checkpoints, results and predictions are written.")
@@ -131,15 +132,19 @@ def define_flags():
     flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
     flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
     flags.DEFINE_integer("predict_batch_size", None, "Prediction batch size (default: --eval_batch_size).")
-    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate of AdamW.")
-    flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training features.")
+    flags.DEFINE_float("learning_rate", schedule["learning_rate"], "Peak learning rate of AdamW.")
+    flags.DEFINE_float("num_train_epochs", schedule["num_train_epochs"], "Epochs over the training features.")
     flags.DEFINE_integer("num_train_steps", None, "Training steps; overrides --num_train_epochs.")
-    flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of the steps with linear learning-rate warm-up.")
-    flags.DEFINE_float("weight_decay_rate", 0.01, "Decoupled weight decay.")
-    flags.DEFINE_float("clip_norm", 1.0, "Global gradient-norm clipping (0 = none).")
-    flags.DEFINE_integer("steps_per_loop", 100, "Steps per compiled loop call (and logging interval).")
-    flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint interval.")
-    flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
+    flags.DEFINE_float(
+        "warmup_proportion", schedule["warmup_proportion"], "Fraction of the steps with linear learning-rate warm-up."
+    )
+    flags.DEFINE_float("weight_decay_rate", schedule["weight_decay_rate"], "Decoupled weight decay.")
+    flags.DEFINE_float("clip_norm", schedule["clip_norm"], "Global gradient-norm clipping (0 = none).")
+    flags.DEFINE_integer(
+        "steps_per_loop", schedule["steps_per_loop"], "Steps per compiled loop call (and logging interval)."
+    )
+    flags.DEFINE_integer("save_checkpoints_steps", schedule["save_checkpoints_steps"], "Checkpoint interval.")
+    flags.DEFINE_integer("keep_checkpoint_max", schedule["keep_checkpoint_max"], "Checkpoints kept.")
 
     # SQuAD.
     flags.DEFINE_integer("doc_stride", 128, "SQuAD: pieces between the starts of context windows.")
@@ -163,7 +168,7 @@ def _column(value):
 def main(argv):
     del argv  # Checked by cli.main_function.
     from bert_tf.jobs import finetune as job
-    from bert_tf.training.runtime import RuntimeConfig
+    from bert_tf.training import RuntimeConfig, TrainingConfig
 
     cli.require_flags("task", "output_dir")
     # Each config checks its flags as it is built; run_finetuning checks the files, data and model.
@@ -173,7 +178,7 @@ def main(argv):
     data = job_flags.config_from_flags(
         job.FinetuningDataConfig, **{name: _column(FLAGS[name].value) for name in columns}
     )
-    schedule = job_flags.config_from_flags(job.FinetuningScheduleConfig, clip_norm=FLAGS.clip_norm or None)
+    schedule = job_flags.config_from_flags(TrainingConfig)
     runtime = job_flags.config_from_flags(RuntimeConfig)
     try:
         results = job.run_finetuning(

@@ -1,7 +1,8 @@
 """Flags to config objects, shared by the training command lines.
 
-    job_flags.define_runtime_flags(default_seed=12345)          # in the tool's define_flags()
+    job_flags.define_runtime_flags()                            # in the tool's define_flags()
     data = job_flags.config_from_flags(PretrainingDataConfig)   # in its main(), after parsing
+    schedule = job_flags.config_from_flags(TrainingConfig)      # the fields that have a flag; others: defaults
     runtime = job_flags.config_from_flags(RuntimeConfig)
 
 The jobs' config dataclasses name their fields after the flags, so a config is
@@ -16,8 +17,12 @@ from absl import flags
 FLAGS = flags.FLAGS
 
 
-def define_runtime_flags(default_seed: int) -> None:
-    """Defines --distribution_strategy, --num_gpus, --tpu, --jit_compile, --mixed_precision, --deterministic, --seed."""
+def define_runtime_flags(default_seed: int | None = None) -> None:
+    """Defines --distribution_strategy, --num_gpus, --tpu, --jit_compile, --mixed_precision, --deterministic, --seed.
+
+    `default_seed` None: the jobs' `bert_tf.jobs.DEFAULT_SEED`.
+    """
+    from bert_tf.jobs import DEFAULT_SEED
     from bert_tf.training.distribution import STRATEGIES
     from bert_tf.training.precision import PRECISION_POLICIES
 
@@ -34,15 +39,19 @@ def define_runtime_flags(default_seed: int) -> None:
         "Seeded, deterministic ops and data order: the same command gives the same weights, also across a kill "
         "and resume (slower; some GPU ops have no deterministic kernel).",
     )
-    flags.DEFINE_integer("seed", default_seed, "Seed of initialisation, dropout and data order.")
+    seed = DEFAULT_SEED if default_seed is None else default_seed
+    flags.DEFINE_integer("seed", seed, "Seed of initialisation, dropout and data order.")
 
 
 def config_from_flags(config_class, **overrides):
     """`config_class` with each field set from the parsed flag of the same name, or from `overrides`.
 
-    The config checks the values as it is built, naming the flags.
+    A field without a flag (say, `TrainingConfig.adam_epsilon` for a tool that defines none) keeps its
+    default. The config checks the values as it is built, naming the flags.
     """
     values = {
-        field.name: FLAGS[field.name].value for field in dataclasses.fields(config_class) if field.name not in overrides
+        field.name: FLAGS[field.name].value
+        for field in dataclasses.fields(config_class)
+        if field.name not in overrides and field.name in FLAGS
     }
     return config_class(**values, **overrides)

@@ -48,7 +48,7 @@ from absl import app, flags, logging
 from bert_tf import cli
 from bert_tf.jobs import pretrain as pretraining
 from bert_tf.training.loop import NonFiniteLossError
-from bert_tf.training.runtime import RuntimeConfig
+from bert_tf.training import RuntimeConfig, TrainingConfig
 from experiments import job_flags
 
 FLAGS = flags.FLAGS
@@ -56,7 +56,8 @@ FLAGS = flags.FLAGS
 
 def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
-    job_flags.define_runtime_flags(default_seed=pretraining.DEFAULT_SEED)
+    job_flags.define_runtime_flags()
+    schedule = pretraining.DEFAULT_SCHEDULE
     flags.DEFINE_string("input_file", None, "Input TFRecord files: comma-separated globs.")
     flags.DEFINE_string("eval_input_file", None, "Held-out TFRecord files for evaluation (comma-separated globs).")
     flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train.")
@@ -78,14 +79,18 @@ def define_flags():
     flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked-LM predictions per sequence in the TFRecords.")
     flags.DEFINE_integer("train_batch_size", 32, "Global training batch size (over all replicas).")
     flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
-    flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate of AdamW.")
-    flags.DEFINE_integer("num_train_steps", 100000, "Training steps.")
-    flags.DEFINE_integer("num_warmup_steps", 10000, "Linear warm-up steps.")
-    flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every this many steps.")
-    flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints to keep.")
-    flags.DEFINE_integer("steps_per_loop", 1000, "Steps per compiled loop call (and per progress line).")
+    flags.DEFINE_float("learning_rate", schedule["learning_rate"], "Peak learning rate of AdamW.")
+    flags.DEFINE_integer("num_train_steps", schedule["num_train_steps"], "Training steps.")
+    flags.DEFINE_integer("num_warmup_steps", schedule["num_warmup_steps"], "Linear warm-up steps.")
+    flags.DEFINE_integer(
+        "save_checkpoints_steps", schedule["save_checkpoints_steps"], "Checkpoint every this many steps."
+    )
+    flags.DEFINE_integer("keep_checkpoint_max", schedule["keep_checkpoint_max"], "Checkpoints to keep.")
+    flags.DEFINE_integer(
+        "steps_per_loop", schedule["steps_per_loop"], "Steps per compiled loop call (and per progress line)."
+    )
     flags.DEFINE_integer("iterations_per_loop", None, "Alias of --steps_per_loop (run_pretraining.py's name).")
-    flags.DEFINE_integer("max_eval_steps", 100, "Evaluation batches (0: the whole eval set).")
+    flags.DEFINE_integer("max_eval_steps", schedule["max_eval_steps"], "Evaluation batches (0: the whole eval set).")
     flags.DEFINE_integer("eval_every_steps", 0, "Also evaluate every this many steps (0: only at the end).")
     flags.DEFINE_bool("dynamic_masking", False, "Re-mask each batch as it is read (needs --vocab_file).")
     flags.DEFINE_float("masked_lm_prob", 0.15, "Masking rate of --dynamic_masking.")
@@ -111,7 +116,7 @@ def main(argv):
     # Each config checks its flags as it is built; run_pretraining checks the files and the model.
     model = pretraining.resolve_bert_config(FLAGS.bert_config_file, FLAGS.preset)
     data = job_flags.config_from_flags(pretraining.PretrainingDataConfig)
-    schedule = job_flags.config_from_flags(pretraining.PretrainingScheduleConfig, steps_per_loop=steps_per_loop)
+    schedule = job_flags.config_from_flags(TrainingConfig, steps_per_loop=steps_per_loop)
     runtime = job_flags.config_from_flags(RuntimeConfig)
     try:
         result = pretraining.run_pretraining(

@@ -22,7 +22,6 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import BertConfig, load_encoder
-from bert_tf.jobs.pretrain import PretrainingArgumentError
 from bert_tf.training import JobArgumentError
 from tests.helpers import jobs, training_data
 
@@ -279,7 +278,7 @@ def test_init_checkpoint_warm_starts_encoder_and_heads_with_dynamic_masking(setu
             np.testing.assert_array_equal(warm[name], value, err_msg=name)
 
 
-def _rejects(arguments, tmp_path, match, error=PretrainingArgumentError, **changes):
+def _rejects(arguments, tmp_path, match, error=JobArgumentError, **changes):
     with pytest.raises(error, match=match):
         jobs.pretrain(**dict(arguments, output_dir=str(tmp_path / "out"), **changes))
     assert not os.path.exists(tmp_path / "out")  # checked before anything is written
@@ -316,7 +315,7 @@ def test_bad_arguments_are_rejected_naming_the_flag(setup, tmp_path, changes, ma
     ],
 )
 def test_bad_runtime_arguments_are_rejected_naming_the_flag(setup, tmp_path, changes, match):
-    # RuntimeConfig, shared with fine-tuning, checks these; its JobArgumentError is PretrainingArgumentError's base.
+    # RuntimeConfig, shared with fine-tuning, checks these; the one error type of the jobs.
     _, _, arguments = setup
     _rejects(arguments, tmp_path, match, error=JobArgumentError, **changes)
 
@@ -350,7 +349,7 @@ def test_output_dir_of_another_model_is_not_resumed(setup, runs, tmp_path):
     _, config, arguments = setup
     other = tmp_path / "other.json"
     BertConfig.from_dict(dict(config.to_dict(), intermediate_size=48)).to_json_file(str(other))
-    with pytest.raises(PretrainingArgumentError, match="holds a run of another model"):
+    with pytest.raises(JobArgumentError, match="holds a run of another model"):
         jobs.pretrain(**dict(arguments, bert_config_file=str(other), output_dir=str(runs["dirs"][0])))
 
 
@@ -362,7 +361,7 @@ def test_resume_refuses_another_vocabulary_and_leaves_the_output_alone(setup, ru
     tokens[-2] = tokens[-2] + "x"  # same size, one other token
     other = tmp_path / "other_vocab.txt"
     other.write_text("\n".join(tokens), encoding="utf-8")
-    with pytest.raises(PretrainingArgumentError, match="--vocab_file=.*other_vocab.txt differs from"):
+    with pytest.raises(JobArgumentError, match="--vocab_file=.*other_vocab.txt differs from"):
         jobs.pretrain(**dict(arguments, vocab_file=str(other), output_dir=str(output_dir)))
     assert {name: (output_dir / name).read_bytes() for name in before} == before
 

@@ -25,7 +25,7 @@ import os
 from typing import Sequence
 
 from bert_tf.config import BertConfig
-from bert_tf.errors import JobArgumentError
+from bert_tf.errors import JobArgumentError, check_int
 
 CONFIG_NAME = "bert_config.json"
 VOCAB_NAME = "vocab.txt"
@@ -158,8 +158,7 @@ def check_compatible(
 
 def check_seq_length(seq_length, config: BertConfig | None = None, *, flag: str = "max_seq_length") -> None:
     """`seq_length` is an integer >= 2 and, with a `config`, at most its `max_position_embeddings`."""
-    if isinstance(seq_length, bool) or not isinstance(seq_length, int) or seq_length < 2:
-        raise JobArgumentError(f"--{flag} must be an integer >= 2 ([CLS] and [SEP]), got {seq_length!r}.")
+    check_int(flag, seq_length, minimum=2)  # [CLS] and [SEP]
     if config is not None and seq_length > config.max_position_embeddings:
         raise JobArgumentError(
             f"--{flag}={seq_length} exceeds the model's max_position_embeddings={config.max_position_embeddings}."

@@ -6,10 +6,14 @@ Modules: `finetune` (`run_finetuning`: train, evaluate and predict with a task p
 `pretrain` (`run_pretraining`: masked LM + next sentence prediction from TFRecords), `extract_features`
 (activations of chosen layers, per token or pooled per line) and `probe_layers` (which layer's frozen
 features serve a task best). Each resolves its model's files with `bert_tf.checkpoints.model_source`.
-Imported on first use, so `import bert_tf.jobs` loads no TensorFlow.
+Both training jobs take their schedule as one `bert_tf.training.TrainingConfig` (batch sizes are in their data
+configs) and their runtime as a `RuntimeConfig`; `DEFAULT_SEED` is every job's default seed. Imported on first
+use, so `import bert_tf.jobs` loads no TensorFlow.
 """
 
 import importlib
+
+DEFAULT_SEED = 42  # every job's default --seed (pretraining used 12345 before; no documented figure depends on it)
 
 _LAZY = {
     "run_finetuning": "bert_tf.jobs.finetune",
@@ -17,13 +21,13 @@ _LAZY = {
     "FinetuningTaskConfig": "bert_tf.jobs.finetune",
     "FinetuningModelConfig": "bert_tf.jobs.finetune",
     "FinetuningDataConfig": "bert_tf.jobs.finetune",
-    "FinetuningScheduleConfig": "bert_tf.jobs.finetune",
     "NonFiniteMetricError": "bert_tf.jobs.finetune",
     "run_pretraining": "bert_tf.jobs.pretrain",
     "resolve_bert_config": "bert_tf.jobs.pretrain",
     "PretrainingDataConfig": "bert_tf.jobs.pretrain",
-    "PretrainingScheduleConfig": "bert_tf.jobs.pretrain",
     "PretrainingArgumentError": "bert_tf.jobs.pretrain",
+    "TrainingConfig": "bert_tf.training",
+    "RuntimeConfig": "bert_tf.training",
 }
 
 

@@ -1,13 +1,13 @@
 """`run_finetuning`: the fine-tuning job (train, evaluate, predict) behind `experiments.finetune`.
 
-    from bert_tf.jobs.finetune import (FinetuningDataConfig, FinetuningModelConfig, FinetuningScheduleConfig,
-                                       FinetuningTaskConfig, run_finetuning)
+    from bert_tf.jobs.finetune import FinetuningDataConfig, FinetuningModelConfig, FinetuningTaskConfig, run_finetuning
+    from bert_tf.training import TrainingConfig
 
     results = run_finetuning(
         FinetuningTaskConfig("classification", max_seq_length=128), "runs/sst",
         FinetuningModelConfig(model_dir="models/bert_base"),
         FinetuningDataConfig(train_file="train.tsv", eval_file="dev.tsv", text_a_column="sentence"),
-        FinetuningScheduleConfig(learning_rate=2e-5, num_train_epochs=3.0),
+        TrainingConfig(learning_rate=2e-5, num_train_epochs=3.0, warmup_proportion=0.1),
         do_train=True, do_eval=True)
 
 The config objects hold the flags of `experiments.finetune` (which documents
@@ -42,26 +42,34 @@ from bert_tf import file_io
 from bert_tf.checkpoints.model_source import ModelSource, ResolvedModel, check_resumable
 from bert_tf.data import finetuning_readers
 from bert_tf.data.finetuning_data import FinetuningDataSource
-from bert_tf.errors import DataError, check_utf8
+from bert_tf.errors import DataError, check_int, check_utf8
+from bert_tf.jobs import DEFAULT_SEED
 
 if TYPE_CHECKING:  # bert_tf.training loads TensorFlow; this module does not, until a job runs.
-    from bert_tf.training import RuntimeConfig
+    from bert_tf.training import RuntimeConfig, TrainingConfig
+
+# The schedule of `run_finetuning(schedule=None)`, and the defaults of experiments.finetune's flags
+# (a `bert_tf.training.TrainingConfig`'s fields): google-research/bert's run_classifier.py.
+DEFAULT_SCHEDULE = dict(
+    learning_rate=5e-5,
+    num_train_epochs=3.0,
+    warmup_proportion=0.1,
+    weight_decay_rate=0.01,
+    clip_norm=1.0,
+    steps_per_loop=100,
+    save_checkpoints_steps=1000,
+    keep_checkpoint_max=5,
+)
 
 TASKS = ("classification", "sentence_pair_classification", "regression", "token_classification", "squad")
 TASK_CONFIG_NAME = "task_config.json"
 EVAL_RESULTS_NAME = "eval_results.json"
-DEFAULT_SEED = 42  # --seed's default
 
 Column = Union[str, int, None]
 
 
 class NonFiniteMetricError(RuntimeError):
     """An evaluation metric is NaN or infinite: the run failed (eval_results.json lists which)."""
-
-
-def _check_positive_int(flag: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"--{flag} must be a positive integer, got {value!r}.")
 
 
 # --- configs ----------------------------------------------------------------------
@@ -97,9 +105,8 @@ class FinetuningTaskConfig:
     def __post_init__(self):
         if self.task_type not in TASKS:
             raise ValueError(f"--task must be one of {', '.join(TASKS)}, got {self.task_type!r}.")
-        _check_positive_int("max_seq_length", self.max_seq_length)
-        if isinstance(self.bucket_width, bool) or not isinstance(self.bucket_width, int) or self.bucket_width < 0:
-            raise ValueError(f"--bucket_width must be a non-negative integer (0 = off), got {self.bucket_width!r}.")
+        check_int("max_seq_length", self.max_seq_length)
+        check_int("bucket_width", self.bucket_width, minimum=0)
         if self.task_type == "squad" and self.max_query_length + 3 >= self.max_seq_length:
             raise ValueError(
                 f"--max_seq_length ({self.max_seq_length}) must exceed --max_query_length "
@@ -128,6 +135,8 @@ class FinetuningDataConfig:
       label_list: class names or tags in id order; default: from a previous
         run's `task_config.json`, the TFDS label names, or the training data.
       conll_word_column, conll_label_column: CoNLL files' columns.
+      train_batch_size, eval_batch_size: global batch sizes (over all replicas).
+      predict_batch_size: None: `eval_batch_size`.
     """
 
     train_file: Optional[str] = None
@@ -146,74 +155,21 @@ class FinetuningDataConfig:
     label_list: Optional[Sequence[str]] = None
     conll_word_column: int = 0
     conll_label_column: int = -1
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: Optional[int] = None
 
     def __post_init__(self):
+        for flag in ("train_batch_size", "eval_batch_size"):
+            check_int(flag, getattr(self, flag))
+        if self.predict_batch_size is not None:
+            check_int("predict_batch_size", self.predict_batch_size)
         if self.label_list is not None:
             object.__setattr__(self, "label_list", tuple(self.label_list))
         if self.tfds_name:
             for flag in ("train_file", "eval_file", "predict_file"):
                 if getattr(self, flag):
                     raise ValueError(f"Give either --tfds_name or --{flag}, not both.")
-
-
-@dataclasses.dataclass(frozen=True)
-class FinetuningScheduleConfig:
-    """Batch sizes, optimization and checkpoints (the flags of the same names).
-
-    `predict_batch_size` None: `eval_batch_size`. `num_train_steps` None:
-    `num_train_epochs` over the training features. Warm-up is
-    `warmup_proportion` of the steps; `clip_norm` None: no clipping.
-    """
-
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    predict_batch_size: Optional[int] = None
-    learning_rate: float = 5e-5
-    num_train_epochs: float = 3.0
-    num_train_steps: Optional[int] = None
-    warmup_proportion: float = 0.1
-    weight_decay_rate: float = 0.01
-    clip_norm: Optional[float] = 1.0
-    steps_per_loop: int = 100
-    save_checkpoints_steps: int = 1000
-    keep_checkpoint_max: int = 5
-
-    def __post_init__(self):
-        for flag, value in (
-            ("train_batch_size", self.train_batch_size),
-            ("eval_batch_size", self.eval_batch_size),
-            ("predict_batch_size", self.predict_batch_size or 1),
-        ):
-            _check_positive_int(flag, value)
-        if not 0.0 <= self.warmup_proportion <= 1.0:
-            raise ValueError(f"--warmup_proportion must be in [0, 1], got {self.warmup_proportion}.")
-
-    def train_steps(self, num_features: int) -> int:
-        """`num_train_steps`, or the steps of `num_train_epochs` over `num_features` features."""
-        num_train_steps = self.num_train_steps
-        if num_train_steps is None:
-            if not self.num_train_epochs > 0:
-                raise ValueError(f"--num_train_epochs must be positive, got {self.num_train_epochs}.")
-            num_train_steps = max(1, int(math.ceil(num_features * self.num_train_epochs / self.train_batch_size)))
-        if num_train_steps < 1:
-            raise ValueError(f"--num_train_steps must be positive, got {num_train_steps}.")
-        return num_train_steps
-
-    def training_config(self, num_train_steps: int, jit_compile: bool = False):
-        """The loop's `TrainingConfig` for `num_train_steps` steps (see `train_steps`)."""
-        from bert_tf.training import TrainingConfig
-
-        return TrainingConfig(
-            num_train_steps=num_train_steps,
-            learning_rate=self.learning_rate,
-            num_warmup_steps=int(num_train_steps * self.warmup_proportion),
-            weight_decay_rate=self.weight_decay_rate,
-            clip_norm=self.clip_norm,
-            steps_per_loop=min(self.steps_per_loop, num_train_steps),
-            save_checkpoints_steps=self.save_checkpoints_steps,
-            keep_checkpoint_max=self.keep_checkpoint_max,
-            jit_compile=jit_compile,
-        )
 
 
 # --- the job ----------------------------------------------------------------------
@@ -239,7 +195,7 @@ def run_finetuning(
     output_dir: str,
     model: FinetuningModelConfig,
     data: FinetuningDataConfig,
-    schedule: Optional[FinetuningScheduleConfig] = None,
+    schedule: Optional[TrainingConfig] = None,
     runtime: Optional[RuntimeConfig] = None,
     *,
     do_train: bool = False,
@@ -249,7 +205,9 @@ def run_finetuning(
     """Fine-tunes, evaluates and/or predicts; returns the evaluation metrics (empty without `do_eval`).
 
     Args:
-      task, model, data, schedule: see their classes; schedule None: the defaults.
+      task, model, data: see their classes.
+      schedule: the `bert_tf.training.TrainingConfig` (`num_train_steps`, or `num_train_epochs` over the
+        training features; `warmup_proportion` of the steps); None: `DEFAULT_SCHEDULE`.
       output_dir: checkpoints, summaries, results and predictions.
       runtime: strategy, precision and seeds; None: `RuntimeConfig(seed=DEFAULT_SEED)`.
         Its seed seeds initialisation, dropout and shuffling; `deterministic`
@@ -264,7 +222,7 @@ def run_finetuning(
     from bert_tf import training
     from bert_tf.training import distribution
 
-    schedule = schedule if schedule is not None else FinetuningScheduleConfig()
+    schedule = schedule if schedule is not None else training.TrainingConfig(**DEFAULT_SCHEDULE)
     runtime = runtime if runtime is not None else training.RuntimeConfig(seed=DEFAULT_SEED)
     if not (do_train or do_eval or do_predict):
         raise ValueError("At least one of --do_train, --do_eval and --do_predict must be set.")
@@ -277,7 +235,7 @@ def run_finetuning(
     # Nothing is written to output_dir before every check passed.
     inputs = _read_inputs(task, os.path.abspath(output_dir), model, data, do_train, do_eval, do_predict)
 
-    batch_sizes = {"train_batch_size": schedule.train_batch_size} if do_train else {}
+    batch_sizes = {"train_batch_size": data.train_batch_size} if do_train else {}
     with training.training_runtime(runtime, batch_sizes=batch_sizes, always_seed=True) as strategy:
         is_chief = training.is_chief(strategy)
         if getattr(inputs.task_object, "bucket_width", 0) and distribution.is_tpu_strategy(strategy):
@@ -288,7 +246,7 @@ def run_finetuning(
             if is_chief:
                 # Written first, so a run stopped during training can be evaluated or resumed as it is.
                 _write_model_files(inputs.output_dir, inputs.source, inputs.task_object)
-            trained, step = _train(inputs, strategy, schedule, runtime)
+            trained, step = _train(inputs, strategy, schedule, data.train_batch_size, runtime)
             if is_chief:
                 # The backend-neutral copy of the trained weights (bert_tf/checkpoints/weights_file.py).
                 from bert_tf.checkpoints import weights_file
@@ -305,12 +263,12 @@ def run_finetuning(
         # Multi-worker runs evaluate on the chief alone, outside the collective strategy.
         eval_strategy = strategy if training.num_workers(strategy) == 1 else tf_default_strategy()
         if do_eval:
-            results = _evaluate(inputs, trained, step, schedule.eval_batch_size, eval_strategy, runtime.jit_compile)
+            results = _evaluate(inputs, trained, step, data.eval_batch_size, eval_strategy, runtime.jit_compile)
         if do_predict:
             _predict_and_write(
                 inputs,
                 trained,
-                schedule.predict_batch_size or schedule.eval_batch_size,
+                data.predict_batch_size or data.eval_batch_size,
                 eval_strategy,
                 runtime.jit_compile,
             )
@@ -541,25 +499,25 @@ def _num_features(features) -> int:
     return len(features["text_a"]) if isinstance(features, dict) else len(features)
 
 
-def _train(inputs: _Inputs, strategy, schedule: FinetuningScheduleConfig, runtime: RuntimeConfig):
+def _train(inputs: _Inputs, strategy, schedule: TrainingConfig, batch_size: int, runtime: RuntimeConfig):
     from bert_tf.checkpoints.model_dir import restore
     from bert_tf.training import train
 
     task_object, features, source = inputs.task_object, inputs.train_features, inputs.source
     num_features = _num_features(features)
-    num_train_steps = schedule.train_steps(num_features)
-    config = schedule.training_config(num_train_steps, jit_compile=runtime.jit_compile)
+    config = dataclasses.replace(schedule.in_steps(num_features, batch_size), jit_compile=runtime.jit_compile)
+    num_train_steps = config.num_train_steps
     logging.info(
         "***** Training: %d examples, %d features, batch size %d, %d steps *****",
         len(inputs.train_examples),
         num_features,
-        schedule.train_batch_size,
+        batch_size,
         num_train_steps,
     )
 
     def dataset_fn(input_context):
-        batch_size = input_context.get_per_replica_batch_size(schedule.train_batch_size)
-        return task_object.dataset(features, batch_size, training=True, seed=runtime.seed, input_context=input_context)
+        per_replica = input_context.get_per_replica_batch_size(batch_size)
+        return task_object.dataset(features, per_replica, training=True, seed=runtime.seed, input_context=input_context)
 
     def init_fn(model):
         restore(model.encoder, source.checkpoint)

@@ -1,14 +1,14 @@
 """`run_pretraining`: the BERT pretraining job (masked LM + next sentence prediction) behind `experiments.pretrain`.
 
     from bert_tf import BertConfig
-    from bert_tf.jobs.pretrain import PretrainingDataConfig, PretrainingScheduleConfig, run_pretraining
-    from bert_tf.training import RuntimeConfig
+    from bert_tf.jobs.pretrain import PretrainingDataConfig, run_pretraining
+    from bert_tf.training import RuntimeConfig, TrainingConfig
 
     result = run_pretraining(
         "runs/pretrain", BertConfig.from_preset("bert_mini"),
         PretrainingDataConfig(input_file="runs/data/train-*.tfrecord", eval_input_file="runs/data/eval.tfrecord"),
-        PretrainingScheduleConfig(learning_rate=1e-4, num_train_steps=10000, num_warmup_steps=1000),
-        RuntimeConfig(deterministic=True, seed=12345), vocab_file="vocab.txt")
+        TrainingConfig(learning_rate=1e-4, num_train_steps=10000, num_warmup_steps=1000),
+        RuntimeConfig(deterministic=True, seed=42), vocab_file="vocab.txt")
 
 The config objects hold the flags of `experiments.pretrain` (which documents
 them and the outputs) and check them when they are built; `run_pretraining`
@@ -30,25 +30,20 @@ from bert_tf import training
 from bert_tf.config import BertConfig
 from bert_tf.checkpoints import model_source
 from bert_tf.tokenization.vocab import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN
-from bert_tf.training.runtime import JobArgumentError, RuntimeConfig, training_runtime
-
-DEFAULT_SEED = 12345  # --seed's default
+from bert_tf.errors import JobArgumentError, check_int
+from bert_tf.jobs import DEFAULT_SEED
+from bert_tf.training.runtime import RuntimeConfig, training_runtime
 
 
 # The old name of the jobs' one error type, kept for a release.
 PretrainingArgumentError = JobArgumentError
 
 
-def _check_int(name: str, value, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise PretrainingArgumentError(f"--{name} must be an integer >= {minimum}, got {value!r}.")
-
-
 def resolve_bert_config(bert_config_file: Optional[str] = None, preset: Optional[str] = None) -> BertConfig:
     """The `BertConfig` of `--bert_config_file` or `--preset` (exactly one of them)."""
     given = [name for name, value in (("--bert_config_file", bert_config_file), ("--preset", preset)) if value]
     if len(given) != 1:
-        raise PretrainingArgumentError(
+        raise JobArgumentError(
             f"Give exactly one of --bert_config_file and --preset (got {', '.join(given) or 'neither'})."
         )
     if bert_config_file:
@@ -56,7 +51,7 @@ def resolve_bert_config(bert_config_file: Optional[str] = None, preset: Optional
     try:
         return BertConfig.from_preset(preset)
     except ValueError as e:
-        raise PretrainingArgumentError(f"--preset: {e}") from None
+        raise JobArgumentError(f"--preset: {e}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,70 +80,37 @@ class PretrainingDataConfig:
 
     def __post_init__(self):
         if not self.input_file:
-            raise PretrainingArgumentError("--input_file is required.")
+            raise JobArgumentError("--input_file is required.")
         for name in ("max_seq_length", "max_predictions_per_seq", "train_batch_size", "eval_batch_size"):
-            _check_int(name, getattr(self, name))
+            check_int(name, getattr(self, name))
         if self.max_predictions_per_seq > self.max_seq_length:
-            raise PretrainingArgumentError(
+            raise JobArgumentError(
                 f"--max_predictions_per_seq={self.max_predictions_per_seq} exceeds "
                 f"--max_seq_length={self.max_seq_length}."
             )
         if not 0.0 < self.masked_lm_prob < 1.0:
-            raise PretrainingArgumentError(f"--masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}.")
+            raise JobArgumentError(f"--masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}.")
 
 
-@dataclasses.dataclass(frozen=True)
-class PretrainingScheduleConfig:
-    """Optimization, checkpoint and evaluation schedule (the flags of the same names).
-
-    Attributes:
-      learning_rate: peak learning rate of AdamW.
-      num_train_steps: the step training ends at.
-      num_warmup_steps: linear warm-up steps (then linear decay to 0).
-      save_checkpoints_steps: checkpoint interval; keep_checkpoint_max: checkpoints kept.
-      steps_per_loop: steps per compiled loop call (and per progress line).
-      eval_every_steps: also evaluate every this many steps (0: only at the end).
-      max_eval_steps: batches per evaluation (0: the whole eval set).
-    """
-
-    learning_rate: float = 5e-5
-    num_train_steps: int = 100000
-    num_warmup_steps: int = 10000
-    save_checkpoints_steps: int = 1000
-    keep_checkpoint_max: int = 5
-    steps_per_loop: int = 1000
-    eval_every_steps: int = 0
-    max_eval_steps: int = 100
-
-    def __post_init__(self):
-        # 0 means "none" for these two, which the loop's config spells None.
-        for name in ("max_eval_steps", "eval_every_steps"):
-            _check_int(name, getattr(self, name), minimum=0)
-        try:
-            self.training_config()  # the loop's config checks the rest, naming the flags
-        except ValueError as e:
-            raise PretrainingArgumentError(str(e)) from None
-
-    def training_config(self, jit_compile: bool = False) -> training.TrainingConfig:
-        """The loop's `TrainingConfig` (BERT's optimizer: decay 0.01, clipping at norm 1.0)."""
-        return training.TrainingConfig(
-            num_train_steps=self.num_train_steps,
-            learning_rate=self.learning_rate,
-            num_warmup_steps=self.num_warmup_steps,
-            steps_per_loop=self.steps_per_loop,
-            save_checkpoints_steps=self.save_checkpoints_steps,
-            keep_checkpoint_max=self.keep_checkpoint_max,
-            eval_every_steps=self.eval_every_steps or None,
-            max_eval_steps=self.max_eval_steps or None,
-            jit_compile=jit_compile,
-        )
+# The schedule of `run_pretraining(schedule=None)`, and the defaults of experiments.pretrain's flags (a
+# `bert_tf.training.TrainingConfig`'s fields; BERT's optimizer: decay 0.01, clipping at norm 1.0).
+DEFAULT_SCHEDULE = dict(
+    learning_rate=5e-5,
+    num_train_steps=100000,
+    num_warmup_steps=10000,
+    save_checkpoints_steps=1000,
+    keep_checkpoint_max=5,
+    steps_per_loop=1000,
+    eval_every_steps=None,
+    max_eval_steps=100,
+)
 
 
 def run_pretraining(
     output_dir: str,
     model: BertConfig,
     data: PretrainingDataConfig,
-    schedule: Optional[PretrainingScheduleConfig] = None,
+    schedule: Optional[training.TrainingConfig] = None,
     runtime: Optional[RuntimeConfig] = None,
     *,
     vocab_file: Optional[str] = None,
@@ -161,7 +123,8 @@ def run_pretraining(
       output_dir: checkpoints, summaries, bert_config.json, vocab.txt and
         eval_results.json; an existing run there is resumed.
       model: the `BertConfig` to train (`resolve_bert_config` reads the flags').
-      data, schedule: see their classes; schedule None: the defaults.
+      data: see its class.
+      schedule: the `bert_tf.training.TrainingConfig`, in steps (`num_train_steps`); None: `DEFAULT_SCHEDULE`.
       runtime: strategy, precision, seeds; None: `RuntimeConfig(seed=DEFAULT_SEED)`.
       vocab_file: the vocabulary the data was written with; copied into
         `output_dir`; needed by `data.dynamic_masking`.
@@ -174,17 +137,19 @@ def run_pretraining(
       The loop's `TrainingResult` (model, step, train and eval metrics, checkpoint).
 
     Raises:
-      PretrainingArgumentError (a ValueError) naming the flag, before
+      JobArgumentError (a ValueError) naming the flag, before
       anything is written, for arguments that cannot work.
     """
-    schedule = schedule if schedule is not None else PretrainingScheduleConfig()
+    schedule = schedule if schedule is not None else training.TrainingConfig(**DEFAULT_SCHEDULE)
+    if schedule.num_train_steps is None:
+        raise JobArgumentError("--num_train_steps is required (the TFRecords' epochs are not counted).")
     runtime = runtime if runtime is not None else RuntimeConfig(seed=DEFAULT_SEED)
     train_files, eval_files = _check_arguments(output_dir, model, data, vocab_file)
     # TensorFlow state: determinism, precision, then the strategy before any op runs.
     with training_runtime(
         runtime,
         batch_sizes={"train_batch_size": data.train_batch_size, "eval_batch_size": data.eval_batch_size},
-        error=PretrainingArgumentError,
+        error=JobArgumentError,
     ) as strategy:
         _check_records(data, train_files, eval_files)
         init_checkpoint = _find_init_checkpoint(init_checkpoint)
@@ -226,14 +191,14 @@ def run_pretraining(
 def _check_arguments(output_dir, config: BertConfig, data: PretrainingDataConfig, vocab_file):
     """The checks that need no TensorFlow state; returns the (train, eval or None) file lists."""
     if not output_dir:
-        raise PretrainingArgumentError("--output_dir is required.")
+        raise JobArgumentError("--output_dir is required.")
     model_source.check_seq_length(data.max_seq_length, config)
     if vocab_file:
         # [CLS]/[SEP] frame every record; [MASK] is what masked-LM inputs hold.
         vocab = model_source.read_vocab(vocab_file, required_tokens=(CLS_TOKEN, SEP_TOKEN, MASK_TOKEN))
         model_source.check_compatible(config, len(vocab), vocab_file=vocab_file)
     if data.dynamic_masking and not vocab_file:
-        raise PretrainingArgumentError("--dynamic_masking needs --vocab_file (for the [MASK] and special ids).")
+        raise JobArgumentError("--dynamic_masking needs --vocab_file (for the [MASK] and special ids).")
     train_files = _resolve_files("input_file", data.input_file)
     eval_files = _resolve_files("eval_input_file", data.eval_input_file) if data.eval_input_file else None
     model_source.check_resumable(output_dir, config, vocab_file)
@@ -246,7 +211,7 @@ def _resolve_files(flag: str, patterns: str) -> list[str]:
     try:
         return list(resolve_input_files(patterns))
     except ValueError as e:
-        raise PretrainingArgumentError(f"--{flag}={patterns!r}: {e}") from None
+        raise JobArgumentError(f"--{flag}={patterns!r}: {e}") from None
 
 
 # --- checks with TensorFlow, inside the strategy's set-up --------------------------------
@@ -267,10 +232,10 @@ def _check_records(data: PretrainingDataConfig, train_files: list[str], eval_fil
                     need_masked_lm=not data.dynamic_masking,
                 )
             except ValueError as e:
-                raise PretrainingArgumentError(f"--{flag}: {e}") from None
+                raise JobArgumentError(f"--{flag}: {e}") from None
         # An endless (repeated) dataset of no records would wait forever for its first batch.
         if files and not any(os.path.getsize(path) for path in files):
-            raise PretrainingArgumentError(f"--{flag}: no records in {', '.join(files)}.")
+            raise JobArgumentError(f"--{flag}: no records in {', '.join(files)}.")
 
 
 def _find_init_checkpoint(init_checkpoint: str | None) -> str | None:
@@ -281,7 +246,7 @@ def _find_init_checkpoint(init_checkpoint: str | None) -> str | None:
     try:
         return model_dir_lib.find_checkpoint(init_checkpoint)
     except FileNotFoundError as e:
-        raise PretrainingArgumentError(f"--init_checkpoint: {e}") from None
+        raise JobArgumentError(f"--init_checkpoint: {e}") from None
 
 
 def _dynamic_masking(data: PretrainingDataConfig, vocab_file: str | None):
@@ -293,7 +258,7 @@ def _dynamic_masking(data: PretrainingDataConfig, vocab_file: str | None):
     try:
         return DynamicMaskingConfig.from_vocab_file(vocab_file, masked_lm_prob=data.masked_lm_prob)
     except ValueError as e:
-        raise PretrainingArgumentError(f"--vocab_file (for --dynamic_masking): {e}") from None
+        raise JobArgumentError(f"--vocab_file (for --dynamic_masking): {e}") from None
 
 
 # --- writing and training ----------------------------------------------------------------
@@ -311,7 +276,7 @@ def _train(
     output_dir,
     config: BertConfig,
     data: PretrainingDataConfig,
-    schedule: PretrainingScheduleConfig,
+    schedule: training.TrainingConfig,
     runtime: RuntimeConfig,
     train_files,
     eval_files,
@@ -319,7 +284,7 @@ def _train(
     init_checkpoint,
     loop_callback,
 ):
-    """Runs the loop; a corrupt record met while training is a `PretrainingArgumentError` naming the file."""
+    """Runs the loop; a corrupt record met while training is a `JobArgumentError` naming the file."""
     import tensorflow as tf
 
     from bert_tf.checkpoints import model_dir as model_dir_lib
@@ -375,7 +340,7 @@ def _train(
             pretraining_losses,
             train_dataset_fn,
             output_dir,
-            schedule.training_config(jit_compile=runtime.jit_compile),
+            dataclasses.replace(schedule, jit_compile=runtime.jit_compile),
             eval_dataset_fn=eval_dataset_fn if eval_files else None,
             init_fn=init_fn,
             loop_callback=loop_callback,
@@ -387,7 +352,7 @@ def _train(
         if where is None:
             raise
         latest = tf.train.latest_checkpoint(output_dir)
-        raise PretrainingArgumentError(
+        raise JobArgumentError(
             f"{where}; training stopped, the latest checkpoint ({latest or 'none'}) is kept."
         ) from None
 

@@ -26,7 +26,13 @@ FEATURE_INDEX_KEY = "feature_index"
 
 
 class FinetuningTask(abc.ABC):
-    """Base class of the fine-tuning tasks (classification, tagging, SQuAD)."""
+    """Base class of the fine-tuning task plug-ins (classification, tagging, SQuAD).
+
+    A plug-in is the data side of a task for `bert_tf.jobs.finetune`: featurization, the tf.data pipeline,
+    the loss, metrics and prediction files, and which task model to build. Not to be confused with
+    `bert_tf.models.Task`, the Keras base class of the task *models* it builds, nor with
+    `FinetuningTaskConfig.task_type`, the string (`--task`) that picks the plug-in.
+    """
 
     #: the name used by `experiments.finetune --task`.
     name: str = ""

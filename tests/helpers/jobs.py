@@ -24,25 +24,26 @@ def _take(config_class, arguments: dict, **defaults):
 def pretrain(output_dir, **arguments):
     """`bert_tf.jobs.pretrain.run_pretraining` with the flags of `experiments.pretrain` as keywords."""
     from bert_tf.jobs import pretrain as pretraining
-    from bert_tf.training import RuntimeConfig
+    from bert_tf.training import RuntimeConfig, TrainingConfig
 
     arguments = dict(arguments)
     model = pretraining.resolve_bert_config(arguments.pop("bert_config_file", None), arguments.pop("preset", None))
     data = _take(pretraining.PretrainingDataConfig, arguments)
-    schedule = _take(pretraining.PretrainingScheduleConfig, arguments)
+    # The runtime first: it takes jit_compile, which the job copies into the schedule.
     runtime = _take(RuntimeConfig, arguments, seed=pretraining.DEFAULT_SEED)
+    schedule = _take(TrainingConfig, arguments, **pretraining.DEFAULT_SCHEDULE)
     return pretraining.run_pretraining(output_dir, model, data, schedule, runtime, **arguments)
 
 
 def finetune(task, output_dir, **arguments):
     """`bert_tf.jobs.finetune.run_finetuning` with the flags of `experiments.finetune` as keywords."""
     from bert_tf.jobs import finetune as job
-    from bert_tf.training import RuntimeConfig
+    from bert_tf.training import RuntimeConfig, TrainingConfig
 
     arguments = dict(arguments)
     task_config = _take(job.FinetuningTaskConfig, arguments, task_type=task)
     model = _take(job.FinetuningModelConfig, arguments)
     data = _take(job.FinetuningDataConfig, arguments)
-    schedule = _take(job.FinetuningScheduleConfig, arguments)
     runtime = _take(RuntimeConfig, arguments, seed=job.DEFAULT_SEED)
+    schedule = _take(TrainingConfig, arguments, **job.DEFAULT_SCHEDULE)
     return job.run_finetuning(task_config, output_dir, model, data, schedule, runtime, **arguments)
