@@ -144,6 +144,18 @@ def run_probe_layers(config: ProbeLayersConfig) -> dict:
     from bert_tf.probing import report as report_lib
 
     features, feature_seconds = _all_features(config, model, data, output_dir)
+    fine_tuned, finetune_seconds = {}, None
+    if config.finetune:
+        # Before the probes, in a child process: the parent holds no features yet, and the fine-tuning's memory
+        # goes with the child.
+        from bert_tf.child_process import run_in_child_process
+
+        finetune_start = time.monotonic()
+        for task in config.tasks:
+            fine_tuned[task] = run_in_child_process(
+                _fine_tuned_accuracy, task, files[task], config, output_dir, description=f"fine-tuning ({task})"
+            )
+        finetune_seconds = round(time.monotonic() - finetune_start, 1)
     probe_start = time.monotonic()
     report = {
         "model": {
@@ -159,15 +171,13 @@ def run_probe_layers(config: ProbeLayersConfig) -> dict:
     for task in config.tasks:
         train, test = data[task]
         report["data"][task] = _data_summary(task, train, test, files[task])
-        report.update(_probe_task(task, train, test, features, config))
+    report.update(_probe_all(config, data, features))
     report["seconds"]["probes"] = round(time.monotonic() - probe_start, 1)
     if config.finetune:
-        finetune_start = time.monotonic()
         for task in config.tasks:
-            accuracy = _fine_tuned_accuracy(task, files[task], config, output_dir)
             for key in REPORT_KEYS[task]:
-                report[key]["rows"]["fine_tuned"] = accuracy
-        report["seconds"]["finetune"] = round(time.monotonic() - finetune_start, 1)
+                report[key]["rows"]["fine_tuned"] = fine_tuned[task]
+        report["seconds"]["finetune"] = finetune_seconds
     report["seconds"]["total"] = round(time.monotonic() - start, 1)
     report_lib.write_report(output_dir, report)
     return report
@@ -222,89 +232,152 @@ def _data_summary(task, train, test, files) -> dict:
 def _all_features(config, model, data, output_dir):
     """{(model name, task, split): the cached features' file}, and the seconds spent.
 
-    The files hold float16 [items, L + 1, hidden] arrays: `token`, or `cls` and `mean`. The probes load one
-    model's arrays at a time, so memory holds one task's features, not all of them.
+    The files hold float16 [items, L + 1, hidden] arrays: `token`, or `cls` and `mean`. Missing ones are computed
+    in a child process (`bert_tf.child_process`), so the memory that TensorFlow keeps after the forward passes is
+    not added to the probes'; the probes load one model's arrays at a time.
     """
-    import keras
-
-    from bert_tf.checkpoints.model_dir import restore
-    from bert_tf.models import BertEncoder
-    from bert_tf.file_io import sha256_of
-    from bert_tf.probing.layer_features import FeatureCache, sentence_features, token_features
-    from bert_tf.probing.probes import release_memory
-    from bert_tf.tasks.task_tokenizer import TaskTokenizer
+    from bert_tf.child_process import run_in_child_process
+    from bert_tf.probing.layer_features import FeatureCache
 
     start = time.monotonic()
-    cache = FeatureCache(config.cache_dir or os.path.join(output_dir, "feature_cache"))
-    tokenizer = TaskTokenizer(model.vocab_file, lower_case=model.do_lower_case)
-    model_key = {"checkpoint": _checkpoint_identity(model.checkpoint), "config": model.config.to_dict()}
-    encoders = {"pretrained": (model_key, None)}
+    cache = FeatureCache(_cache_dir(config, output_dir))
+    keys = _feature_keys(config, model, data)
+    paths = {item: cache.path(key) for item, key in keys.items()}
+    if not all(os.path.exists(path) for path in paths.values()):
+        run_in_child_process(_compute_features, config, model, data, output_dir, description="the forward passes")
+    return paths, time.monotonic() - start
+
+
+def _cache_dir(config, output_dir) -> str:
+    return config.cache_dir or os.path.join(output_dir, "feature_cache")
+
+
+def _feature_keys(config, model, data) -> dict:
+    """{(model name, task, split): the cache key of its features}: what the arrays were computed from."""
+    from bert_tf.file_io import sha256_of
+
+    model_keys = {
+        "pretrained": {"checkpoint": _checkpoint_identity(model.checkpoint), "config": model.config.to_dict()}
+    }
     if config.random_control:
-        encoders["random_init"] = ({"random_init_seed": config.seed, "config": model.config.to_dict()}, None)
+        model_keys["random_init"] = {"random_init_seed": config.seed, "config": model.config.to_dict()}
     options = {
         "max_seq_length": config.max_seq_length,
         "lower_case": model.do_lower_case,
         "vocab": sha256_of(model.vocab_file),
     }
-    features = {}
-    for name, (key, _) in encoders.items():
-        encoder = None
-
-        def get_encoder():
-            nonlocal encoder
-            if encoder is None:
-                if name == "random_init":
-                    keras.utils.set_random_seed(config.seed)
-                    encoder = BertEncoder(model.config)
-                else:
-                    encoder = BertEncoder(model.config)
-                    restore(encoder, model.checkpoint)
-            return encoder
-
-        common = dict(
-            max_seq_length=config.max_seq_length, batch_size=config.batch_size, bucket_width=config.bucket_width
-        )
+    keys = {}
+    for name, model_key in model_keys.items():
         for task, (train, test) in data.items():
             for split, split_data in (("train", train), ("test", test)):
-                label = f"{name} {task} {split}"
-                file_key = {"model": key, "file": sha256_of(split_data.path), **options}
+                file_key = {"model": model_key, "file": sha256_of(split_data.path), **options}
                 if task == data_lib.TOKEN:
-                    path = cache.ensure(
-                        {"kind": "token", "word_piece": config.word_piece, **file_key},
-                        lambda: {
-                            "token": token_features(
-                                get_encoder(),
-                                tokenizer,
-                                split_data.sentences,
-                                word_piece=config.word_piece,
-                                label=label,
-                                **common,
-                            )
-                        },
-                    )
+                    keys[(name, task, split)] = {"kind": "token", "word_piece": config.word_piece, **file_key}
                 else:
-                    path = cache.ensure(
-                        {"kind": "sentence", **file_key},
-                        lambda: sentence_features(get_encoder(), tokenizer, split_data.texts, label=label, **common),
+                    keys[(name, task, split)] = {"kind": "sentence", **file_key}
+    return keys
+
+
+def _compute_features(config, model, data, output_dir) -> None:
+    """Runs the forward passes whose features are not in the cache yet, one model at a time, and stores them."""
+    import keras
+
+    from bert_tf.checkpoints.model_dir import restore
+    from bert_tf.models import BertEncoder
+    from bert_tf.probing.layer_features import FeatureCache, sentence_features, token_features
+    from bert_tf.tasks.task_tokenizer import TaskTokenizer
+
+    cache = FeatureCache(_cache_dir(config, output_dir))
+    tokenizer = TaskTokenizer(model.vocab_file, lower_case=model.do_lower_case)
+    common = dict(max_seq_length=config.max_seq_length, batch_size=config.batch_size, bucket_width=config.bucket_width)
+    encoders = {}
+
+    def encoder_of(name):
+        if name not in encoders:
+            encoders.clear()  # one model in memory at a time
+            if name == "random_init":
+                keras.utils.set_random_seed(config.seed)
+                encoders[name] = BertEncoder(model.config)
+            else:
+                encoders[name] = BertEncoder(model.config)
+                restore(encoders[name], model.checkpoint)
+        return encoders[name]
+
+    for (name, task, split), key in _feature_keys(config, model, data).items():
+        split_data = data[task][0 if split == "train" else 1]
+        label = f"{name} {task} {split}"
+        if task == data_lib.TOKEN:
+            cache.ensure(
+                key,
+                lambda: {
+                    "token": token_features(
+                        encoder_of(name),
+                        tokenizer,
+                        split_data.sentences,
+                        word_piece=config.word_piece,
+                        label=label,
+                        **common,
                     )
-                features[(name, task, split)] = path
-        del encoder
-    # The encoders and their traced forward passes are done with: give their memory back before the probes'.
-    release_memory()
-    return features, time.monotonic() - start
+                },
+            )
+        else:
+            cache.ensure(
+                key, lambda: sentence_features(encoder_of(name), tokenizer, split_data.texts, label=label, **common)
+            )
 
 
 def _checkpoint_identity(checkpoint: str) -> dict:
-    """What the cache key knows of a checkpoint: its resolved path and its index file's size and time."""
-    from bert_tf.checkpoints.model_dir import find_checkpoint
+    """What the cache key knows of a checkpoint: its path, and the name, size and time of its index file(s).
 
-    path = find_checkpoint(checkpoint)
-    stat = os.stat(path + ".index")
-    return {"path": os.path.abspath(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    Read from the file system alone (no TensorFlow in the coordinating process): a directory is named by all
+    the `.index` files in it, so a new checkpoint there changes the key.
+    """
+    path = os.path.abspath(checkpoint)
+    if os.path.isdir(path):
+        indexes = sorted(os.path.join(path, name) for name in os.listdir(path) if name.endswith(".index"))
+    else:
+        indexes = [path + ".index"]
+    files = []
+    for index in indexes:
+        if not os.path.exists(index):
+            raise ValueError(f"--init_checkpoint: no checkpoint at {checkpoint} ({index} not found).")
+        stat = os.stat(index)
+        files.append([os.path.basename(index), stat.st_size, stat.st_mtime_ns])
+    if not files:
+        raise ValueError(f"--model_dir: no TF2 checkpoint in {checkpoint}.")
+    return {"path": path, "index_files": files}
+
+
+def _probe_all(config, data, features) -> dict:
+    """The report sections of every task: {"token": ..., "sentence_mean": ..., "sentence_cls": ...}.
+
+    The linear probes run here (scikit-learn, no TensorFlow); the scalar mixes, which need Keras, all run
+    afterwards in one child process, so this process never holds TensorFlow and the features at once.
+    """
+    from bert_tf.child_process import run_in_child_process
+
+    sections, mix_jobs = {}, []
+    for task in config.tasks:
+        train, test = data[task]
+        for key, (section, jobs) in _probe_task(task, train, test, features, config).items():
+            sections[key] = section
+            mix_jobs.extend(jobs)
+    mixes = run_in_child_process(_scalar_mixes, mix_jobs, config.seed, description="the scalar mixes")
+    for (key, model_name), mix in mixes.items():
+        rows = sections[key][model_name]
+        rows["scalar_mix"] = mix
+        logging.info("%s %s scalar_mix: %.4f", model_name, key, mix.test_accuracy)
+    for key, section in sections.items():
+        pretrained = section.pop("pretrained")
+        random_init = section.pop("random_init", None)
+        section.update(_section(pretrained))
+        if random_init is not None:
+            section["random_init"] = _section(random_init)
+    return sections
 
 
 def _probe_task(task, train, test, features, config) -> dict:
-    """The report sections of one task: {"token": ...} or {"sentence_mean": ..., "sentence_cls": ...}."""
+    """{report key: (section with each model's linear rows, [the scalar-mix jobs of its models])}."""
     from bert_tf.probing import probes
     from bert_tf.probing.layer_features import FeatureCache
 
@@ -329,28 +402,57 @@ def _probe_task(task, train, test, features, config) -> dict:
         baseline = probes.majority_baseline(train_y[fit], test_y)
         baseline_name = "majority label"
         representations = {"sentence_mean": "mean", "sentence_cls": "cls"}
-    sections = {}
+    result = {}
     for key, representation in representations.items():
         section = {"baseline": {"name": baseline_name, "accuracy": baseline}}
+        jobs = []
         for model_name in ("pretrained", "random_init"):
             if (model_name, task, "train") not in features:
                 continue
             logging.info("Probing %s %s", model_name, key)
-            train_x = FeatureCache.load(features[(model_name, task, "train")], representation)
-            test_x = FeatureCache.load(features[(model_name, task, "test")], representation)
-            results = _probe_rows(train_x, train_y, test_x, test_y, fit, dev, len(label_list), config.seed)
+            paths = features[(model_name, task, "train")], features[(model_name, task, "test")]
+            train_x, test_x = (FeatureCache.load(path, representation) for path in paths)
+            section[model_name] = _linear_rows(train_x, train_y, test_x, test_y, fit, dev, config.seed)
             del train_x, test_x
-            block = _section(results)
-            if model_name == "pretrained":
-                section.update(block)
-            else:
-                section["random_init"] = block
-        sections[key] = section
-    return sections
+            jobs.append(_MixJob(key, model_name, *paths, representation, train_y, test_y, fit, dev, len(label_list)))
+        result[key] = (section, jobs)
+    return result
 
 
-def _probe_rows(train_x, train_y, test_x, test_y, fit, dev, num_classes, seed) -> dict:
-    """Row name -> ProbeResult, for every row of the module docstring except the fine-tuned reference."""
+@dataclasses.dataclass(frozen=True)
+class _MixJob:
+    """One scalar-mix probe, as the child process gets it: where the features are, and the labels and split."""
+
+    key: str
+    model_name: str
+    train_path: str
+    test_path: str
+    representation: str
+    train_y: np.ndarray
+    test_y: np.ndarray
+    fit: np.ndarray
+    dev: np.ndarray
+    num_classes: int
+
+
+def _scalar_mixes(jobs: list, seed: int) -> dict:
+    """{(report key, model name): the scalar mix's ProbeResult} for every job (run in a child process)."""
+    from bert_tf.probing import probes
+    from bert_tf.probing.layer_features import FeatureCache
+
+    results = {}
+    for job in jobs:
+        train_x = FeatureCache.load(job.train_path, job.representation)
+        test_x = FeatureCache.load(job.test_path, job.representation)
+        split = probes.Split(train_x, job.train_y, job.fit, job.dev, test_x, job.test_y)
+        results[(job.key, job.model_name)] = probes.scalar_mix_probe(split, job.num_classes, seed=seed)
+        del train_x, test_x, split
+        probes.release_memory()
+    return results
+
+
+def _linear_rows(train_x, train_y, test_x, test_y, fit, dev, seed) -> dict:
+    """Row name -> ProbeResult, for every row of the module docstring but the scalar mix and the fine-tuned."""
     from bert_tf.probing import probes
 
     def split(train_part, test_part):
@@ -371,8 +473,6 @@ def _probe_rows(train_x, train_y, test_x, test_y, fit, dev, num_classes, seed) -
     results["mean_last_four"] = probes.linear_probe(split(mean_four(train_x), mean_four(test_x)), seed=seed)
     flat = lambda x: x[:, last_four].reshape(len(x), -1)  # noqa: E731
     results["concat_last_four"] = probes.linear_probe(split(flat(train_x), flat(test_x)), seed=seed)
-    results["scalar_mix"] = probes.scalar_mix_probe(split(train_x, test_x), num_classes, seed=seed)
-    logging.info("  scalar_mix: %.4f", results["scalar_mix"].test_accuracy)
     return results
 
 
