@@ -48,8 +48,10 @@ def _tree_memory(process) -> tuple[int, int]:
     return pss_total, rss_max
 
 
-def measure(command: list, timeout: float) -> dict:
-    """Runs `command`; its wall seconds, peak tree PSS and peak single-process RSS. Killed past `timeout`."""
+def measure(command: list, timeout: float, log_path: str | None = None) -> dict:
+    """Runs `command`; its wall seconds, peak tree PSS and peak single-process RSS. Killed past `timeout`.
+
+    The command's output goes to `log_path` when given."""
     import psutil
 
     start = time.perf_counter()
@@ -72,6 +74,9 @@ def measure(command: list, timeout: float) -> dict:
         seconds = time.perf_counter() - start
         log.seek(0)
         output = log.read()
+    if log_path:
+        with open(log_path, "w", encoding="utf-8") as f:
+            f.write(output)
     if child.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed ({child.returncode}):\n{output[-3000:]}")
     return {"seconds": seconds, "peak_pss": peak_pss, "peak_rss": peak_rss}
@@ -82,13 +87,18 @@ def main() -> None:
     parser.add_argument("--model_dir", required=True, help="the converted all-MiniLM-L6-v2")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds before a run is killed")
     parser.add_argument("--nowrite", action="store_true", help="print, do not write RESULTS.md")
+    parser.add_argument("--log_dir", help="keep each run's output here (nofinetune.log, finetune.log)")
     args = parser.parse_args()
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=_common.ROOT, timeout=30
     ).stdout.strip()
     load_before = _common.load_average()
     rows = []
-    for name, extra in (("without fine-tuning rows (`--nofinetune`)", ["--nofinetune"]), ("with them (default)", [])):
+    runs = (
+        ("without fine-tuning rows (`--nofinetune`)", ["--nofinetune"], "nofinetune.log"),
+        ("with them (default)", [], "finetune.log"),
+    )
+    for name, extra, log_name in runs:
         with tempfile.TemporaryDirectory() as tmp:
             command = [
                 sys.executable,
@@ -98,7 +108,8 @@ def main() -> None:
                 f"--output_dir={os.path.join(tmp, 'report')}",
                 *extra,
             ]
-            result = measure(command, args.timeout)
+            log_path = os.path.join(args.log_dir, log_name) if args.log_dir else None
+            result = measure(command, args.timeout, log_path)
         rows.append((name, result))
         print(
             f"{name}: {result['seconds']:.0f} s, peak tree PSS {result['peak_pss'] / GB:.2f} GB, "
