@@ -18,7 +18,8 @@ Real published weights, as people use BERT:
      encoder, on the random one as the baseline, and on the one from step 3
      (`--nofinetune_from_scratch` skips it);
   7. probe every layer's frozen features (`experiments.probe_layers`): which layer of the
-     real encoder is best for part-of-speech tags and for the reviews, against its randomly
+     real encoder is best for part-of-speech tags and for the reviews (2,000 of the training
+     reviews: --probe_reviews), against its randomly
      initialised twin; and whether the encoder pretrained in step 3 learned anything a token
      probe sees that its random twin does not (`--noprobe_layers` skips it);
   8. classify new sentences with the real-weights classifier.
@@ -130,6 +131,12 @@ def define_flags():
     flags.DEFINE_integer("test_examples", 0, "Use at most N held-out reviews (0: all 1,000).")
     flags.DEFINE_integer(
         "probe_sentences", 0, "Probe layers on at most N tagged training and N test sentences (0: all bundled)."
+    )
+    flags.DEFINE_integer(
+        "probe_reviews",
+        2000,
+        "Probe the real encoder's sentence features with the first N training reviews (0: all); the test set is "
+        "the held-out reviews. 2,000 keeps the main job within its time budget.",
     )
 
 
@@ -540,11 +547,13 @@ def _head_lines(source, destination, count, header=False, blank_line_records=Fal
 
 
 def _probe_data_flags(step_dir):
-    """The probe's data flags: the bundled files, or their first --probe_sentences / --*_examples records."""
+    """The probe's data flags: the bundled files, or their first --probe_sentences / --probe_reviews /
+    --*_examples records."""
     from bert_tf.datasets import bundled
 
     data_flags = []
-    for split, reviews in (("train", FLAGS.train_examples), ("test", FLAGS.test_examples)):
+    train_reviews = min((n for n in (FLAGS.train_examples, FLAGS.probe_reviews) if n), default=0)
+    for split, reviews in (("train", train_reviews), ("test", FLAGS.test_examples)):
         if FLAGS.probe_sentences:
             path = _head_lines(
                 bundled.pos_path(split),
