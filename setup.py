@@ -40,7 +40,7 @@ EXTRAS_REQUIRE = {
 
 # Every command starts with `bert_tf_` (tests/test_console_scripts.py checks it).
 CONSOLE_SCRIPTS = [
-    "bert_tf_convert=bert_tf.convert:run",
+    "bert_tf_convert=experiments.convert:run",
     "bert_tf_export=experiments.export:run",
     "bert_tf_pretrain=experiments.pretrain:run",
     "bert_tf_finetune=experiments.finetune:run",

@@ -106,7 +106,7 @@ def define_flags():
     flags.DEFINE_string(
         "model_dir",
         None,
-        "A model directory (bert_config.json, vocab.txt, checkpoint) from bert_tf.convert or experiments.pretrain.",
+        "A model directory (bert_config.json, vocab.txt, checkpoint) from experiments.convert or experiments.pretrain.",
     )
     flags.DEFINE_string(
         "init_checkpoint",

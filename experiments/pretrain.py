@@ -33,7 +33,7 @@ Differences from run_pretraining.py: there is no --do_train/--do_eval (it
 trains to --num_train_steps, then evaluates if --eval_input_file is given;
 `--num_train_steps` equal to the step of the latest checkpoint only
 evaluates), and --init_checkpoint takes a TF2 model directory or checkpoint
-(convert google-research checkpoints with `python -m bert_tf.convert`).
+(convert google-research checkpoints with `python -m experiments.convert`).
 
 Also usable as a library: `bert_tf.jobs.pretrain.run_pretraining` takes
 the flags grouped into config objects and returns the `TrainingResult`.

@@ -38,7 +38,7 @@ MODULES = {
     "extract_features": "experiments.extract_features",
     "probe_layers": "experiments.probe_layers",
     "export": "experiments.export",
-    "bert_tf.convert": "bert_tf.convert",
+    "convert": "experiments.convert",
     "classify_with_hub": "experiments.classify_with_hub",
     "demo": "experiments.demo",
 }
@@ -540,7 +540,7 @@ ROWS = [
     # convert
     *[
         (
-            "bert_tf.convert",
+            "convert",
             case,
             (lambda extra: lambda f, o: [f"--output_dir={o}", *[a.format(**f) for a in extra]])(extra),
             expected,

@@ -69,9 +69,9 @@ def _is_within(module: str, prefix: str) -> bool:
     return module == prefix or module.startswith(prefix + ".")
 
 
-# The one program still inside the package (`bert_tf_convert`'s absl main): it may import the command-line helpers
-# until it moves beside the other programs; its library half is bert_tf.checkpoints' converters.
-PROGRAMS_IN_THE_PACKAGE = ("bert_tf/convert.py",)
+# Programs inside the package, which may import the command-line helpers: none (`bert_tf_convert` is
+# experiments/convert.py; bert_tf/convert.py is its deprecated alias and imports only the library half).
+PROGRAMS_IN_THE_PACKAGE = ()
 
 
 def test_only_the_programs_import_the_command_line_helpers():

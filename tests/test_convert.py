@@ -21,7 +21,7 @@ from bert_tf import BertEncoder, BertPretrainer
 from bert_tf import file_io
 from bert_tf.checkpoints import published
 from bert_tf.checkpoints import convert_hf_directory, convert_tf1_checkpoint, hf_bert_config, write_model_dir
-from bert_tf.convert import convert
+from bert_tf.checkpoints.conversion import convert
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(REPO, "tests", "fixtures", "convert")
@@ -112,8 +112,27 @@ def test_tf1_checkpoint_of_the_same_weights_matches_transformers(tmp_path, tiny_
 def _run_cli(*args):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     return subprocess.run(
-        [sys.executable, "-m", "bert_tf.convert", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "experiments.convert", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
+
+
+def test_the_old_module_name_still_runs_the_program(tmp_path):
+    # `python -m bert_tf.convert` is experiments.convert's alias for one release.
+    result = subprocess.run(
+        [sys.executable, "-m", "bert_tf.convert", "--from=hf", f"--input={tmp_path / 'missing'}", "--output_dir=x"],
+        cwd=REPO,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.startswith("convert: error: ") and "missing" in result.stderr, result.stderr[-3000:]
 
 
 def test_cli_converts_huggingface_directory(tmp_path, tiny_reference):

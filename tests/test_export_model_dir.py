@@ -61,7 +61,7 @@ def test_cli_exports_encoder_with_mlm_and_preprocess(model_dir, tmp_path, capsys
 
 def test_explicit_files_encoder_only_checkpoint_and_overwrite(model_dir, tmp_path):
     path, pretrainer = model_dir
-    # An encoder-only checkpoint (as `bert_tf.convert` writes for BertModel weights).
+    # An encoder-only checkpoint (as `experiments.convert` writes for BertModel weights).
     checkpoint = tf.train.Checkpoint(encoder=pretrainer.encoder).save(str(tmp_path / "encoder_only" / "weights"))
     export_dir = tmp_path / "export"
     (export_dir / "old").mkdir(parents=True)

@@ -14,7 +14,7 @@ import tensorflow as tf
 import bert_tf
 from bert_tf import file_io
 from bert_tf.checkpoints import published
-from bert_tf.convert import convert
+from bert_tf.checkpoints.conversion import convert
 from bert_tf.export import export_model_dir
 from tests.helpers import export_fixtures
 

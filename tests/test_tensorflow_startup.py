@@ -82,7 +82,7 @@ def test_a_command_line_tool_prints_no_startup_notes(tmp_path):
         "-W",
         "always",
         "-c",
-        "import warnings, sys; from bert_tf import convert; warnings.warn('a real warning'); "
+        "import warnings, sys; from experiments import convert; warnings.warn('a real warning'); "
         f"sys.argv = ['convert', '--from=hf', '--input={TINY_HF}', '--output_dir={tmp_path / 'out'}']; "
         "convert.run()",
     ]

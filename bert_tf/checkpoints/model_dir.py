@@ -1,6 +1,6 @@
 """The model directory: `bert_config.json`, `vocab.txt`, TF2 checkpoints and `weights.safetensors`.
 
-`bert_tf.convert` and `experiments.pretrain` write this layout and
+`experiments.convert` and `experiments.pretrain` write this layout and
 `experiments.export`, `experiments.finetune` and `load_encoder` read it. The
 checkpoint's top-level objects are `encoder`, `masked_lm` and `next_sentence`
 (training checkpoints add `optimizer`, `step` and the input iterator), so an
@@ -123,7 +123,7 @@ def load_encoder(model_dir: str, checkpoint: str | None = None, dtype=None) -> B
     """A `BertEncoder` built from `model_dir/bert_config.json` with restored weights.
 
     Args:
-      model_dir: a directory written by `bert_tf.convert`, `experiments.pretrain` or `experiments.finetune`.
+      model_dir: a directory written by `experiments.convert`, `experiments.pretrain` or `experiments.finetune`.
       checkpoint: a TF2 checkpoint prefix; defaults to the latest one in `model_dir` on TensorFlow, and to
         `weights.safetensors` on other backends or without TensorFlow.
     """

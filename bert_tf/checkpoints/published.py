@@ -9,7 +9,7 @@ Nothing is downloaded at run time: this module only finds the installed files.
 
     >>> from bert_tf.checkpoints import published
     >>> directory = published.minilm_l6_v2_dir()  # doctest: +SKIP
-    >>> # python -m bert_tf.convert --from=hf --input=<directory> --output_dir=models/minilm
+    >>> # python -m experiments.convert --from=hf --input=<directory> --output_dir=models/minilm
 """
 
 from __future__ import annotations

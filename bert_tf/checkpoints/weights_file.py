@@ -1,6 +1,6 @@
 """The backend-neutral weights file of a model directory: `weights.safetensors`.
 
-Every writer of a model directory (`write_model_dir`, so `bert_tf.convert`;
+Every writer of a model directory (`write_model_dir`, so `experiments.convert`;
 `experiments.pretrain` and `experiments.finetune` at the end of training) puts
 this file beside the TF2 checkpoints, and `load_encoder`, `load_pretrainer` and
 the task-model loaders read it on any Keras backend, without TensorFlow. The

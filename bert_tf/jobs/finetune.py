@@ -15,7 +15,7 @@ them) and check them when they are built; the runtime (strategy, precision,
 seeds) is a `bert_tf.training.RuntimeConfig`.
 
 The model comes from a model directory (`bert_config.json`, `vocab.txt`,
-checkpoint; written by `bert_tf.convert` or `experiments.pretrain`) or from
+checkpoint; written by `experiments.convert` or `experiments.pretrain`) or from
 an explicit checkpoint, config and vocabulary. Training runs the project's
 distributed loop (`bert_tf.training.train`) with `output_dir` as its model
 directory, so an interrupted job resumes where it stopped. `output_dir` then
