@@ -60,7 +60,11 @@ class DynamicMaskingConfig:
         """Reads [MASK] and the never-masked [PAD]/[CLS]/[SEP] from a vocab."""
         from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
 
-        tokens = tokenization.load_vocab(vocab_file)
+        return cls.from_vocab(tokenization.load_vocab(vocab_file), vocab_file, **kwargs)
+
+    @classmethod
+    def from_vocab(cls, tokens, vocab_file: str = "<vocab>", **kwargs):
+        """`from_vocab_file` for tokens already read (`vocab_file` names them in errors)."""
         index = {token: i for i, token in enumerate(tokens)}
         missing = [t for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]") if t not in index]
         if missing:

@@ -484,11 +484,6 @@ def _build_task(task: FinetuningTaskConfig, tokenizer, labels, sentence_pair):
 # --- model, training, prediction --------------------------------------------------
 
 
-def _checkpoint_items(model):
-    # Task.checkpoint_items holds "encoder", so the output is also a model directory for load_encoder().
-    return model.checkpoint_items
-
-
 def _build_model(task_object, config):
     from bert_tf.models import BertEncoder
 
@@ -523,6 +518,8 @@ def _train(inputs: _Inputs, strategy, schedule: TrainingConfig, batch_size: int,
         restore(model.encoder, source.checkpoint)
         logging.info("Initialised the encoder from %s.", source.checkpoint)
 
+    # The loop checkpoints the task model's own items (Task.checkpoint_items, holding "encoder"), so output_dir
+    # is also a model directory for load_encoder().
     result = train(
         strategy,
         lambda: _build_model(task_object, source.config),
@@ -530,7 +527,6 @@ def _train(inputs: _Inputs, strategy, schedule: TrainingConfig, batch_size: int,
         dataset_fn,
         inputs.output_dir,
         config,
-        checkpoint_items_fn=_checkpoint_items,
         init_fn=init_fn,
     )
     return result.model, result.step

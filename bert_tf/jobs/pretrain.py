@@ -144,7 +144,7 @@ def run_pretraining(
     if schedule.num_train_steps is None:
         raise JobArgumentError("--num_train_steps is required (the TFRecords' epochs are not counted).")
     runtime = runtime if runtime is not None else RuntimeConfig(seed=DEFAULT_SEED)
-    train_files, eval_files = _check_arguments(output_dir, model, data, vocab_file)
+    train_files, eval_files, vocab = _check_arguments(output_dir, model, data, vocab_file)
     # TensorFlow state: determinism, precision, then the strategy before any op runs.
     with training_runtime(
         runtime,
@@ -153,7 +153,7 @@ def run_pretraining(
     ) as strategy:
         _check_records(data, train_files, eval_files)
         init_checkpoint = _find_init_checkpoint(init_checkpoint)
-        masking = _dynamic_masking(data, vocab_file)
+        masking = _dynamic_masking(data, vocab_file, vocab)
         logging.info(
             "Strategy %s: %d replica(s), %d worker(s); global batch %d (%d per replica).",
             runtime.distribution_strategy,
@@ -189,10 +189,14 @@ def run_pretraining(
 
 
 def _check_arguments(output_dir, config: BertConfig, data: PretrainingDataConfig, vocab_file):
-    """The checks that need no TensorFlow state; returns the (train, eval or None) file lists."""
+    """The checks that need no TensorFlow state; returns the (train, eval or None) file lists and the vocabulary.
+
+    The vocabulary (None without `vocab_file`) is read here once; dynamic masking takes its ids from it.
+    """
     if not output_dir:
         raise JobArgumentError("--output_dir is required.")
     model_source.check_seq_length(data.max_seq_length, config)
+    vocab = None
     if vocab_file:
         # [CLS]/[SEP] frame every record; [MASK] is what masked-LM inputs hold.
         vocab = model_source.read_vocab(vocab_file, required_tokens=(CLS_TOKEN, SEP_TOKEN, MASK_TOKEN))
@@ -202,7 +206,7 @@ def _check_arguments(output_dir, config: BertConfig, data: PretrainingDataConfig
     train_files = _resolve_files("input_file", data.input_file)
     eval_files = _resolve_files("eval_input_file", data.eval_input_file) if data.eval_input_file else None
     model_source.check_resumable(output_dir, config, vocab_file)
-    return train_files, eval_files
+    return train_files, eval_files, vocab
 
 
 def _resolve_files(flag: str, patterns: str) -> list[str]:
@@ -249,14 +253,14 @@ def _find_init_checkpoint(init_checkpoint: str | None) -> str | None:
         raise JobArgumentError(f"--init_checkpoint: {e}") from None
 
 
-def _dynamic_masking(data: PretrainingDataConfig, vocab_file: str | None):
+def _dynamic_masking(data: PretrainingDataConfig, vocab_file: str | None, vocab: list | None):
     """The `DynamicMaskingConfig` of `data.dynamic_masking`, or None."""
     if not data.dynamic_masking:
         return None
     from bert_tf.data.dynamic_masking import DynamicMaskingConfig
 
     try:
-        return DynamicMaskingConfig.from_vocab_file(vocab_file, masked_lm_prob=data.masked_lm_prob)
+        return DynamicMaskingConfig.from_vocab(vocab, vocab_file, masked_lm_prob=data.masked_lm_prob)
     except ValueError as e:
         raise JobArgumentError(f"--vocab_file (for --dynamic_masking): {e}") from None
 
