@@ -1,7 +1,10 @@
-"""Training: the distributed custom loop, BERT's optimizer, strategies, mixed precision and job set-up.
+"""Training: the distributed custom loop, its schedule, the optimizer, strategies, mixed precision and job set-up.
 
-TensorFlow-specific (tf.distribute, tf.data, tf.train.Checkpoint); the models
-it trains are backend-independent Keras.
+`TrainingConfig` is the one schedule config (steps or epochs, warm-up steps or proportion, decay, clipping,
+checkpoint and evaluation intervals) that both jobs take; `RuntimeConfig` is where and how a job runs.
+TensorFlow-specific (tf.distribute, tf.data, tf.train.Checkpoint); the models it trains are backend-independent
+Keras, and it knows nothing of BERT: a model names its own checkpoint items, a job passes its loss and data.
+The optimizer is the AdamW of BERT's recipe, which any model may use.
 """
 
 from bert_tf.training.determinism import enable_determinism
