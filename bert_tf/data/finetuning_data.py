@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Optional
 
 from bert_tf.data import finetuning_readers
-from bert_tf.errors import DataError
+from bert_tf.errors import DataError, JobArgumentError
 
 
 class FinetuningDataSource:
@@ -47,23 +47,23 @@ class FinetuningDataSource:
             self.text_b = text_b_column if text_b_column is not None else default_b
             self.label = label_column or "label"
             if task == "classification" and self.text_b:
-                raise ValueError(
+                raise JobArgumentError(
                     f"{tfds_name} has sentence pairs ({self.text_a!r}, {self.text_b!r}); use "
                     "--task=sentence_pair_classification."
                 )
             if task == "sentence_pair_classification" and not self.text_b:
-                raise ValueError(f"{tfds_name} has single sentences; use --task=classification.")
+                raise JobArgumentError(f"{tfds_name} has single sentences; use --task=classification.")
             self.label_names = finetuning_readers.read_tfds_label_names(tfds_name, tfds_data_dir, self.label)
             if (self.label_names is None) != self.regression:
                 kind = "a numeric (regression)" if self.label_names is None else "a class"
-                raise ValueError(f"{tfds_name} has {kind} label {self.label!r}; it does not fit --task={task}.")
+                raise JobArgumentError(f"{tfds_name} has {kind} label {self.label!r}; it does not fit --task={task}.")
         else:
             self.text_a = text_a_column if text_a_column is not None else "text_a"
             pair_default = "text_b" if task == "sentence_pair_classification" else None
             self.text_b = text_b_column if text_b_column is not None else pair_default
             self.label = label_column if label_column is not None else "label"
             if task == "classification" and text_b_column is not None:
-                raise ValueError("--text_b_column is for --task=sentence_pair_classification (or regression).")
+                raise JobArgumentError("--text_b_column is for --task=sentence_pair_classification (or regression).")
         self.sentence_pair = task == "sentence_pair_classification" or (task == "regression" and bool(self.text_b))
 
     def read(self, phase: str, path: Optional[str]):

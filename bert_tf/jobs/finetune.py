@@ -42,7 +42,7 @@ from bert_tf import file_io
 from bert_tf.checkpoints.model_source import ModelSource, ResolvedModel, check_resumable
 from bert_tf.data import finetuning_readers
 from bert_tf.data.finetuning_data import FinetuningDataSource
-from bert_tf.errors import DataError, check_int, check_utf8
+from bert_tf.errors import DataError, JobArgumentError, check_int, check_utf8
 from bert_tf.jobs import DEFAULT_SEED
 
 if TYPE_CHECKING:  # bert_tf.training loads TensorFlow; this module does not, until a job runs.
@@ -104,11 +104,11 @@ class FinetuningTaskConfig:
 
     def __post_init__(self):
         if self.task_type not in TASKS:
-            raise ValueError(f"--task must be one of {', '.join(TASKS)}, got {self.task_type!r}.")
+            raise JobArgumentError(f"--task must be one of {', '.join(TASKS)}, got {self.task_type!r}.")
         check_int("max_seq_length", self.max_seq_length)
         check_int("bucket_width", self.bucket_width, minimum=0)
         if self.task_type == "squad" and self.max_query_length + 3 >= self.max_seq_length:
-            raise ValueError(
+            raise JobArgumentError(
                 f"--max_seq_length ({self.max_seq_length}) must exceed --max_query_length "
                 f"({self.max_query_length}) + 3."
             )
@@ -169,7 +169,7 @@ class FinetuningDataConfig:
         if self.tfds_name:
             for flag in ("train_file", "eval_file", "predict_file"):
                 if getattr(self, flag):
-                    raise ValueError(f"Give either --tfds_name or --{flag}, not both.")
+                    raise JobArgumentError(f"Give either --tfds_name or --{flag}, not both.")
 
 
 # --- the job ----------------------------------------------------------------------
@@ -217,7 +217,7 @@ def run_finetuning(
 
     Raises:
       DataError: bad input data, naming the file and line or record.
-      ValueError: inconsistent arguments, naming the flag.
+      JobArgumentError (a ValueError): inconsistent arguments, naming the flag.
     """
     from bert_tf import training
     from bert_tf.training import distribution
@@ -225,9 +225,9 @@ def run_finetuning(
     schedule = schedule if schedule is not None else training.TrainingConfig(**DEFAULT_SCHEDULE)
     runtime = runtime if runtime is not None else training.RuntimeConfig(seed=DEFAULT_SEED)
     if not (do_train or do_eval or do_predict):
-        raise ValueError("At least one of --do_train, --do_eval and --do_predict must be set.")
+        raise JobArgumentError("At least one of --do_train, --do_eval and --do_predict must be set.")
     if data.tfds_name and task.task_type in ("token_classification", "squad"):
-        raise ValueError(
+        raise JobArgumentError(
             f"--tfds_name is supported for classification and regression, not --task={task.task_type}; "
             "use --train_file/--eval_file/--predict_file."
         )
@@ -370,7 +370,7 @@ def _check_data_sources(data: FinetuningDataConfig, do_train, do_eval, do_predic
         (do_predict, "predict_file", data.predict_file),
     ):
         if wanted and not value:
-            raise ValueError(f"--do_{flag.split('_')[0]} needs --{flag} (or --tfds_name).")
+            raise JobArgumentError(f"--do_{flag.split('_')[0]} needs --{flag} (or --tfds_name).")
         if wanted and not os.path.isfile(value):
             raise DataError(f"--{flag}: file not found: {value}")
         if wanted:
@@ -394,7 +394,7 @@ def _check_resumable(output_dir, saved_task_config, source: ResolvedModel, task_
         for key in ("task", "label_list"):
             saved, wanted = saved_task_config.get(key), task_object.config().get(key)
             if saved != wanted:
-                raise ValueError(
+                raise JobArgumentError(
                     f"--output_dir={output_dir} holds a fine-tuned model with {key} {saved!r}, not "
                     f"{wanted!r}; use another --output_dir."
                 )
@@ -409,7 +409,7 @@ def _read_task_config(output_dir: str) -> Optional[dict]:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
     except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: unreadable task config ({e}).") from None
+        raise JobArgumentError(f"{path}: unreadable task config ({e}).") from None
 
 
 def _model_source(model: ModelSource, output_dir, max_seq_length, need_init) -> ResolvedModel:
@@ -422,11 +422,11 @@ def _model_source(model: ModelSource, output_dir, max_seq_length, need_init) -> 
         from bert_tf.checkpoints.model_dir import find_checkpoint
 
         if not source.checkpoint:
-            raise ValueError("--do_train needs pretrained weights: --model_dir or --init_checkpoint.")
+            raise JobArgumentError("--do_train needs pretrained weights: --model_dir or --init_checkpoint.")
         try:
             source = dataclasses.replace(source, checkpoint=find_checkpoint(source.checkpoint))
         except FileNotFoundError as e:
-            raise ValueError(f"--init_checkpoint/--model_dir: {e}") from None
+            raise JobArgumentError(f"--init_checkpoint/--model_dir: {e}") from None
     return source
 
 
@@ -440,7 +440,7 @@ def _resolve_labels(task, label_list, saved_task_config, data: FinetuningDataSou
     if data.tfds_name:
         return list(data.label_names)
     if train_examples is None:
-        raise ValueError("No label list: give --label_list, or train in this --output_dir first.")
+        raise JobArgumentError("No label list: give --label_list, or train in this --output_dir first.")
     if task == "token_classification":
         return finetuning_readers.tag_list_from_examples(train_examples)
     labels = finetuning_readers.label_list_from_examples(train_examples)
@@ -537,7 +537,7 @@ def _restore_finetuned(task_object, source: ResolvedModel, strategy, output_dir)
 
     latest = _latest_checkpoint(output_dir)
     if latest is None:
-        raise ValueError(
+        raise JobArgumentError(
             f"--output_dir {output_dir} holds no fine-tuned checkpoint to evaluate or predict with; add --do_train."
         )
     with strategy.scope():
@@ -545,7 +545,7 @@ def _restore_finetuned(task_object, source: ResolvedModel, strategy, output_dir)
     try:
         restore(model, latest)
     except ValueError as e:
-        raise ValueError(f"{e} (a {task_object.name} model with these settings: labels, config)") from None
+        raise JobArgumentError(f"{e} (a {task_object.name} model with these settings: labels, config)") from None
     step = int(latest.rsplit("-", 1)[-1]) if latest.rsplit("-", 1)[-1].isdigit() else 0
     logging.info("Restored the fine-tuned model from %s.", latest)
     return model, step
