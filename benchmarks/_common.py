@@ -184,3 +184,77 @@ def header_lines(command: str, load_before: str, load_after: str, versions: dict
         "- Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
         f"- Command: `{command}`",
     ]
+
+
+def _tree_memory(process) -> tuple[int, int, int]:
+    """(sum of RSS, sum of PSS, largest RSS of one process) over `process` and its descendants, in bytes.
+
+    PSS splits a shared page between the processes that map it, so its sum is what the tree occupies; the
+    RSS sum counts shared libraries once per process. PSS needs Linux (elsewhere it is the RSS)."""
+    import psutil
+
+    try:
+        processes = [process] + process.children(recursive=True)
+    except psutil.Error:
+        return 0, 0, 0
+    rss_total, pss_total, rss_max = 0, 0, 0
+    for p in processes:
+        try:
+            info = p.memory_full_info()
+        except psutil.Error:
+            continue
+        rss_total += info.rss
+        pss_total += getattr(info, "pss", info.rss)
+        rss_max = max(rss_max, info.rss)
+    return rss_total, pss_total, rss_max
+
+
+def measure_command(command: list, env: dict | None = None, timeout: float = 3600.0, interval: float = 0.25) -> dict:
+    """Runs `command` from the repository root, sampling its process tree's memory every `interval` seconds.
+
+    Returns {"seconds", "cpu_seconds" (the tree's, workers included), "peak_rss" (tree sum), "peak_pss" (tree
+    sum), "peak_process_rss" (largest one process), "load" (mean 1-minute load average), "output"}. A run past
+    `timeout` seconds is killed with its tree and raises RuntimeError, as does a non-zero exit."""
+    import resource
+    import tempfile
+    import time
+
+    import psutil
+
+    def children_cpu():
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    cpu_before = children_cpu()
+    start = time.perf_counter()
+    peaks = [0, 0, 0]
+    loads = []
+    with tempfile.TemporaryFile("w+") as log:
+        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        handle = psutil.Process(child.pid)
+        while child.poll() is None:
+            peaks = [max(a, b) for a, b in zip(peaks, _tree_memory(handle))]
+            loads.append(os.getloadavg()[0])
+            if time.perf_counter() - start > timeout:
+                for process in handle.children(recursive=True) + [handle]:
+                    try:
+                        process.kill()
+                    except psutil.NoSuchProcess:
+                        pass
+                child.wait(timeout=60)
+                raise RuntimeError(f"{' '.join(command)} took more than {timeout:.0f} s; killed")
+            time.sleep(interval)
+        seconds = time.perf_counter() - start
+        log.seek(0)
+        output = log.read()
+    if child.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({child.returncode}):\n{output[-3000:]}")
+    return {
+        "seconds": seconds,
+        "cpu_seconds": children_cpu() - cpu_before,
+        "peak_rss": peaks[0],
+        "peak_pss": peaks[1],
+        "peak_process_rss": peaks[2],
+        "load": sum(loads) / max(len(loads), 1),
+        "output": output,
+    }

@@ -31,12 +31,9 @@ import os
 import pathlib
 import platform
 import re
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -55,26 +52,6 @@ FLAGS = [
 ]
 
 
-def _tree_rss(process):
-    import psutil
-
-    try:
-        total = process.memory_info().rss
-        for child in process.children(recursive=True):
-            try:
-                total += child.memory_info().rss
-            except psutil.Error:
-                pass
-        return total
-    except psutil.Error:
-        return 0
-
-
-def _children_cpu_seconds():
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def measure(command, env, timeout=3600.0):
     """Runs `command`; returns (wall s, CPU s of the tree, peak tree RSS in bytes, load, output).
 
@@ -82,34 +59,8 @@ def measure(command, env, timeout=3600.0):
     work done even when other jobs share the cores. A run that takes longer
     than `timeout` seconds is killed with its process tree, and fails.
     """
-    import psutil
-
-    cpu_before = _children_cpu_seconds()
-    start = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as log:
-        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-        handle = psutil.Process(child.pid)
-        peak = 0
-        loads = []
-        while child.poll() is None:
-            peak = max(peak, _tree_rss(handle))
-            loads.append(os.getloadavg()[0])
-            if time.perf_counter() - start > timeout:
-                for process in handle.children(recursive=True) + [handle]:
-                    try:
-                        process.kill()
-                    except psutil.NoSuchProcess:
-                        pass
-                child.wait(timeout=60)
-                raise RuntimeError(f"{' '.join(command)} took more than {timeout:.0f} s; killed")
-            time.sleep(0.05)
-        seconds = time.perf_counter() - start
-        log.seek(0)
-        output = log.read()
-    if child.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({child.returncode}):\n{output[-3000:]}")
-    load = sum(loads) / max(len(loads), 1)
-    return seconds, _children_cpu_seconds() - cpu_before, peak, load, output
+    result = _common.measure_command(command, env, timeout, interval=0.05)
+    return result["seconds"], result["cpu_seconds"], result["peak_rss"], result["load"], result["output"]
 
 
 def prepare_reference(reference_dir, work):

@@ -20,7 +20,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -29,57 +28,13 @@ from benchmarks import _common  # noqa: E402
 GB = 10**9  # the target is in decimal gigabytes
 
 
-def _tree_memory(process) -> tuple[int, int]:
-    """(sum of PSS over the process tree, largest RSS of one process), in bytes."""
-    import psutil
-
-    pss_total, rss_max = 0, 0
-    try:
-        processes = [process] + process.children(recursive=True)
-    except psutil.Error:
-        return 0, 0
-    for p in processes:
-        try:
-            info = p.memory_full_info()
-        except psutil.Error:
-            continue
-        pss_total += getattr(info, "pss", info.rss)
-        rss_max = max(rss_max, info.rss)
-    return pss_total, rss_max
-
-
 def measure(command: list, timeout: float, log_path: str | None = None) -> dict:
-    """Runs `command`; its wall seconds, peak tree PSS and peak single-process RSS. Killed past `timeout`.
-
-    The command's output goes to `log_path` when given."""
-    import psutil
-
-    start = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as log:
-        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=_common.ROOT)
-        handle = psutil.Process(child.pid)
-        peak_pss, peak_rss = 0, 0
-        while child.poll() is None:
-            pss, rss = _tree_memory(handle)
-            peak_pss, peak_rss = max(peak_pss, pss), max(peak_rss, rss)
-            if time.perf_counter() - start > timeout:
-                for p in handle.children(recursive=True) + [handle]:
-                    try:
-                        p.kill()
-                    except psutil.NoSuchProcess:
-                        pass
-                child.wait(timeout=60)
-                raise RuntimeError(f"{' '.join(command)} took more than {timeout:.0f} s; killed")
-            time.sleep(0.25)  # reading smaps costs CPU: sample 4 times a second
-        seconds = time.perf_counter() - start
-        log.seek(0)
-        output = log.read()
+    """Runs `command`; its wall seconds, peak tree PSS and peak single-process RSS; its output to `log_path`."""
+    result = _common.measure_command(command, timeout=timeout)
     if log_path:
         with open(log_path, "w", encoding="utf-8") as f:
-            f.write(output)
-    if child.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({child.returncode}):\n{output[-3000:]}")
-    return {"seconds": seconds, "peak_pss": peak_pss, "peak_rss": peak_rss}
+            f.write(result["output"])
+    return {"seconds": result["seconds"], "peak_pss": result["peak_pss"], "peak_rss": result["peak_process_rss"]}
 
 
 def main() -> None:

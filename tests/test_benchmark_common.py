@@ -123,3 +123,13 @@ def test_the_section_writer_and_cpu_name_live_in_one_place():
             text = open(os.path.join(benchmarks, name), encoding="utf-8").read()
             assert "os.replace(" not in text and "def cpu_name" not in text and "def _cpu_name" not in text, name
     assert _common.cpu_name()
+
+
+def test_measure_command_sees_a_childs_memory_and_fails_on_a_bad_exit():
+    pytest.importorskip("psutil")  # the benchmarks' extra (ipykernel, a test dependency, brings it too)
+    allocate = "import time; block = bytearray(300 * 2**20); block[::4096] = b'x' * len(block[::4096]); time.sleep(1.5)"
+    result = _common.measure_command([sys.executable, "-c", allocate + "; print('done')"], timeout=60, interval=0.05)
+    assert result["output"] == "done\n"
+    assert result["peak_pss"] >= 300 * 2**20 and result["peak_process_rss"] >= 300 * 2**20
+    with pytest.raises(RuntimeError, match="failed \\(3\\)"):
+        _common.measure_command([sys.executable, "-c", "raise SystemExit(3)"], timeout=60)
