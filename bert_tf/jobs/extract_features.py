@@ -49,7 +49,7 @@ from bert_tf import file_io
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.features.layer_selection import parse_layers
 from bert_tf.tasks.base import ENCODER_INPUT_KEYS
-from bert_tf.errors import DataError
+from bert_tf.errors import DataError, check_int
 
 OUTPUT_FORMATS = (".jsonl", ".npy", ".npz")
 POOLINGS = ("cls", "mean", "max", "pooled")
@@ -134,14 +134,14 @@ def extract_features(
     extension = os.path.splitext(output_file)[1].lower()
     if extension not in OUTPUT_FORMATS:
         raise ValueError(f"--output_file must end in {', '.join(OUTPUT_FORMATS)}, got {output_file}.")
-    if max_seq_length < 3 or batch_size < 1:
-        raise ValueError(f"--max_seq_length must be >= 3 and --batch_size >= 1, got {max_seq_length}, {batch_size}.")
+    check_int("max_seq_length", max_seq_length, minimum=3)
+    check_int("batch_size", batch_size)
     if pooling is not None and pooling not in POOLINGS:
         raise ValueError(f"--pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}.")
     if normalize and pooling is None:
         raise ValueError("--normalize needs --pooling: it scales sentence features to unit length.")
-    if bucket_width is not None and bucket_width < 0:
-        raise ValueError(f"--bucket_width must be >= 0, got {bucket_width}.")
+    if bucket_width is not None:
+        check_int("bucket_width", bucket_width, minimum=0)
     source = ModelSource(model_dir, init_checkpoint, bert_config_file, vocab_file, do_lower_case)
     model = source.resolve(max_seq_length)
     config = model.config

@@ -29,10 +29,10 @@ from absl import logging
 
 from bert_tf.checkpoints.model_source import ModelSource
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
+from bert_tf.errors import DataError, check_int
+from bert_tf.jobs import DEFAULT_SEED
 from bert_tf.probing import data as data_lib
 from bert_tf.probing.layer_features import WORD_PIECE_MODES
-from bert_tf.errors import DataError
-from bert_tf.jobs import DEFAULT_SEED  # every job's default seed
 
 TASKS = (data_lib.TOKEN, data_lib.SENTENCE)
 REPORT_KEYS = {data_lib.TOKEN: ("token",), data_lib.SENTENCE: ("sentence_mean", "sentence_cls")}
@@ -83,14 +83,10 @@ class ProbeLayersConfig:
         unknown = [task for task in self.tasks if task not in TASKS]
         if unknown or not self.tasks:
             raise ValueError(f"--tasks must name some of {', '.join(TASKS)}, got {list(self.tasks)}.")
-        for flag in ("max_seq_length", "batch_size", "finetune_batch_size"):
-            value = getattr(self, flag)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"--{flag} must be a positive integer, got {value!r}.")
-        if self.max_seq_length < 3:
-            raise ValueError(f"--max_seq_length must be at least 3, got {self.max_seq_length}.")
-        if self.bucket_width < 0:
-            raise ValueError(f"--bucket_width must be >= 0, got {self.bucket_width}.")
+        check_int("max_seq_length", self.max_seq_length, minimum=3)  # [CLS], one piece, [SEP]
+        check_int("batch_size", self.batch_size)
+        check_int("finetune_batch_size", self.finetune_batch_size)
+        check_int("bucket_width", self.bucket_width, minimum=0)
         if self.word_piece not in WORD_PIECE_MODES:
             raise ValueError(f"--word_piece must be one of {', '.join(WORD_PIECE_MODES)}, got {self.word_piece!r}.")
         if not 0.0 < self.dev_fraction < 0.5:
