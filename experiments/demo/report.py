@@ -1,0 +1,160 @@
+"""The demo's results: the pretraining curves read back, `summary.json`, `curves.png` and the printed summary."""
+
+import os
+
+
+def read_scalars(summary_dir):
+    """{tag: [(step, value)]} from the TensorBoard event files in `summary_dir`."""
+    import tensorflow as tf
+
+    scalars = {}
+    if not os.path.isdir(summary_dir):
+        return scalars
+    for name in sorted(os.listdir(summary_dir)):
+        if not name.startswith("events.out"):
+            continue
+        for record in tf.data.TFRecordDataset(os.path.join(summary_dir, name)):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                if value.HasField("tensor"):
+                    number = float(tf.make_ndarray(value.tensor))
+                elif value.HasField("simple_value"):
+                    number = float(value.simple_value)
+                else:
+                    continue
+                scalars.setdefault(value.tag, []).append((int(event.step), number))
+    return scalars
+
+
+def _last(series):
+    return series[-1][1] if series else None
+
+
+def arrow(series, digits=3):
+    return " -> ".join(f"{value:.{digits}f}" for _, value in series)
+
+
+def summarize(data, pretrained, classifiers, probes, steps):
+    """The numbers of `summary.json`: accuracies, the MLM/NSP results with their baselines, seconds per step."""
+    reference = classifiers.get("real_weights") or next(iter(classifiers.values()))
+    accuracy = {label: result["test_accuracy"] for label, result in classifiers.items()}
+    return {
+        "majority_accuracy": reference["majority_baseline_accuracy"],
+        "real_weights_accuracy": accuracy.get("real_weights"),
+        "random_init_accuracy": accuracy.get("random_init"),
+        "from_scratch_accuracy": accuracy.get("from_scratch"),
+        "mlm_accuracy": _last(pretrained["eval_mlm_accuracy"]),
+        "mlm_unigram_accuracy": data["mlm_unigram_accuracy"],
+        "mlm_loss": _last(pretrained["eval_mlm_loss"]),
+        "mlm_unigram_loss": data["mlm_unigram_loss"],
+        "nsp_accuracy": _last(pretrained["eval_nsp_accuracy"]),
+        "nsp_chance_accuracy": 0.5,
+        "nsp_majority_accuracy": data["nsp_majority_accuracy"],
+        "nsp_loss": _last(pretrained["eval_nsp_loss"]),
+        "nsp_prior_loss": data["nsp_prior_loss"],
+        "test_examples": reference["test_examples"],
+        "probe_layers": {label: value for label, value in (probes or {}).items() if label != "seconds"},
+        "seconds": {step.key: round(step.seconds, 1) for step in steps},
+    }
+
+
+def plot_curves(path, pretrain_dir, summary, classifiers):
+    """Pretraining against its baselines, and the classifiers' held-out accuracy, in one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    evaluation = read_scalars(os.path.join(pretrain_dir, "summaries", "eval"))
+    train = read_scalars(os.path.join(pretrain_dir, "summaries", "train"))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
+    panels = (
+        (axes[0], "mlm_loss", summary["mlm_unigram_loss"], "MLM loss (nats)", "unigram baseline"),
+        (axes[1], "mlm_accuracy", summary["mlm_unigram_accuracy"], "accuracy", "MLM unigram baseline"),
+    )
+    for ax, tag, baseline, ylabel, baseline_label in panels:
+        for source, series, style in (("train", train, "-"), ("held-out", evaluation, "o-")):
+            if tag in series:
+                ax.plot(*zip(*series[tag]), style, label=f"{source} {tag}")
+        ax.axhline(baseline, color="gray", linestyle="--", label=baseline_label)
+        ax.set(xlabel="pretraining step", ylabel=ylabel)
+    if "nsp_accuracy" in evaluation:
+        axes[1].plot(*zip(*evaluation["nsp_accuracy"]), "s-", label="held-out nsp_accuracy")
+    axes[1].axhline(0.5, color="black", linestyle=":", label="NSP chance")
+    axes[1].axhline(summary["nsp_majority_accuracy"], color="tab:red", linestyle=":", label="NSP majority label")
+    axes[0].set_title("Pretraining from scratch: masked LM")
+    axes[1].set_title("Pretraining from scratch: accuracy")
+    names = {
+        "majority": "majority class",
+        "random_init": "random init",
+        "from_scratch": "pretrained here",
+        "real_weights": "real weights",
+    }
+    bars = {"majority": summary["majority_accuracy"]}
+    bars.update({label: result["test_accuracy"] for label, result in classifiers.items()})
+    labels = [label for label in names if label in bars]
+    axes[2].bar(
+        [names[label] for label in labels],
+        [bars[label] for label in labels],
+        color=["gray", "tab:orange", "tab:green", "tab:blue"][: len(labels)],
+    )
+    for i, label in enumerate(labels):
+        axes[2].text(i, bars[label] + 0.005, f"{bars[label]:.3f}", ha="center")
+    axes[2].set(title="Sentiment fine-tuning: held-out accuracy", ylim=(0.4, 1.0))
+    for ax in axes[:2]:
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def print_summary(steps, summary, total_seconds, output_dir):
+    print("\n== Summary")
+    print(f"   {'step':62s} {'time':>6s}  result")
+    for step in steps:
+        print(f"   {step.name:62s} {step.seconds:5.0f}s  {step.summary}")
+    print(f"\n   held-out accuracy on {summary['test_examples']:,} reviews:")
+    rows = (
+        ("majority class", summary["majority_accuracy"]),
+        ("fine-tuned from a randomly initialised encoder", summary["random_init_accuracy"]),
+        ("fine-tuned from the encoder pretrained here", summary["from_scratch_accuracy"]),
+        ("fine-tuned from real published weights (all-MiniLM-L6-v2)", summary["real_weights_accuracy"]),
+    )
+    for name, value in rows:
+        print(f"   {name:62s} {'skipped' if value is None else f'{value:.3f}'}")
+    print(
+        f"   pretraining from scratch, held-out: MLM accuracy {summary['mlm_accuracy']:.3f} vs "
+        f"{summary['mlm_unigram_accuracy']:.3f} unigram, MLM loss {summary['mlm_loss']:.2f} vs "
+        f"{summary['mlm_unigram_loss']:.2f} unigram, NSP accuracy {summary['nsp_accuracy']:.3f} vs 0.5 chance "
+        f"({summary['nsp_majority_accuracy']:.3f} for always the majority label), NSP loss "
+        f"{summary['nsp_loss']:.3f} vs {summary['nsp_prior_loss']:.3f} from the label frequencies"
+    )
+    probes = summary["probe_layers"]
+    names = {
+        "token": "POS tags, first WordPiece",
+        "sentence_mean": "reviews, mean of tokens",
+        "sentence_cls": "reviews, [CLS]",
+    }
+    titles = {"real_weights": "real weights (all-MiniLM-L6-v2)", "from_scratch": "encoder pretrained here"}
+    if probes:
+        print(
+            "\n   which layer? linear probes on frozen features (test accuracy; random twin: same model, random "
+            "weights):"
+        )
+        print(f"   {'':46s} {'best layer':>16s} {'last':>6s} {'mix':>6s} {'random twin':>12s} {'baseline':>9s}")
+    for label, result in probes.items():
+        for key, row in result.items():
+            if key in names:
+                best = f"{row['best_layer']} {row['best_accuracy']:.3f}"
+                print(
+                    f"   {titles[label] + ', ' + names[key]:46s} {best:>16s} {row['last_layer_accuracy']:6.3f} "
+                    f"{row['scalar_mix_accuracy']:6.3f} {row['random_init_best_accuracy']:12.3f} "
+                    f"{row['baseline_accuracy']:9.3f}"
+                )
+        print(f"   report: {result['report_dir']}/report.md, figure: {result['report_dir']}/layers.png")
+    print(
+        f"\n   steps {sum(step.seconds for step in steps):.0f} s in all; this run {total_seconds:.0f} s "
+        f"(finished steps are reused). Results: {output_dir}/summary.json, curves: {output_dir}/curves.png, "
+        f"TensorBoard: tensorboard --logdir {output_dir}"
+    )

@@ -1,0 +1,418 @@
+"""The demo's steps. Each takes the outputs of earlier steps and returns (result dict, `runner.StepResult`)."""
+
+import dataclasses
+import json
+import os
+import re
+
+from absl import flags
+
+from bert_tf import file_io
+from experiments.demo.report import arrow, read_scalars
+from experiments.demo.runner import Step, run_tool
+
+FLAGS = flags.FLAGS
+
+
+def _split_sentences(text):
+    return [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s]
+
+
+def write_pretraining_corpus(path, corpus_lines, train_texts):
+    """The bundled Austen corpus plus the (unlabeled) training reviews, one document each.
+
+    The reviews teach the encoder the vocabulary of the fine-tuning domain;
+    their labels are not used here.
+    """
+    from bert_tf.datasets import bundled
+
+    lines_written = 0
+    with open(path, "w", encoding="utf-8") as out, open(bundled.corpus_path(), encoding="utf-8") as corpus:
+        for i, line in enumerate(corpus):
+            if corpus_lines and i >= corpus_lines:
+                break
+            out.write(line)
+            lines_written += 1
+        out.write("\n")
+        for text in train_texts:
+            sentences = _split_sentences(text)
+            if sentences:
+                out.write("\n".join(sentences) + "\n\n")
+                lines_written += len(sentences) + 1
+    return lines_written
+
+
+def split_documents(corpus, train_path, eval_path, every):
+    """Writes every `every`-th blank-line-separated document to `eval_path`, the rest to `train_path`."""
+    with (
+        open(corpus, encoding="utf-8") as f,
+        open(train_path, "w", encoding="utf-8") as train,
+        open(eval_path, "w", encoding="utf-8") as evaluation,
+    ):
+        document, index = [], 0
+        for line in list(f) + ["\n"]:
+            if line.strip():
+                document.append(line)
+                continue
+            if document:
+                target = evaluation if index % every == every - 1 else train
+                target.write("".join(document) + "\n")
+                document, index = [], index + 1
+
+
+def _count_records(path):
+    import tensorflow as tf
+
+    return sum(1 for _ in tf.data.TFRecordDataset(path))
+
+
+def _count_parameters(config):
+    from bert_tf.models import BertEncoder
+
+    return BertEncoder(config).count_params()
+
+
+def _write_random_init_model_dir(model_dir, config, vocab_file):
+    import keras
+
+    from bert_tf.checkpoints import write_model_dir
+    from bert_tf.models import BertEncoder, BertPretrainer
+
+    keras.utils.set_random_seed(0)
+    write_model_dir(model_dir, BertPretrainer(BertEncoder(config)), vocab_file=vocab_file)
+
+
+def learn_vocabulary(output_dir, train_texts):
+    def work(step_dir):
+        corpus = os.path.join(step_dir, "corpus.txt")
+        lines = write_pretraining_corpus(corpus, FLAGS.corpus_lines, train_texts)
+        vocab_file = os.path.join(step_dir, "vocab.txt")
+        run_tool(
+            "tfrecords_tools.make_vocab",
+            os.path.join(step_dir, "make_vocab.log"),
+            f"--input_file={corpus}",
+            f"--output_file={vocab_file}",
+            f"--vocab_size={FLAGS.vocab_size}",
+            "--do_lower_case",
+            f"--max_input_words={FLAGS.vocab_input_words}",
+        )
+        from bert_tf.tokenization.vocab import load_vocab
+
+        return {
+            "corpus": corpus,
+            "corpus_lines": lines,
+            "vocab_file": vocab_file,
+            "vocab_size": len(load_vocab(vocab_file)),
+        }
+
+    return Step(output_dir, "vocab").run(
+        "1. learn a WordPiece vocabulary",
+        work,
+        lambda r: f"{r['vocab_size']:,} pieces from {r['corpus_lines']:,} corpus lines",
+    )
+
+
+def write_tfrecords(output_dir, vocab):
+    def work(step_dir):
+        from bert_tf.data.unigram_baseline import next_sentence_baseline, unigram_baseline
+
+        # Every 20th document goes to a held-out file for evaluation.
+        train_corpus, eval_corpus = os.path.join(step_dir, "train.txt"), os.path.join(step_dir, "eval.txt")
+        split_documents(vocab["corpus"], train_corpus, eval_corpus, every=20)
+        result = {}
+        for split, corpus, dupe in (("train", train_corpus, FLAGS.dupe_factor), ("eval", eval_corpus, 1)):
+            output = os.path.join(step_dir, f"{split}.tfrecord")
+            run_tool(
+                "tfrecords_tools.create_pretraining_data",
+                os.path.join(step_dir, f"{split}.log"),
+                f"--input_file={corpus}",
+                f"--output_file={output}",
+                f"--vocab_file={vocab['vocab_file']}",
+                "--do_lower_case",
+                f"--max_seq_length={FLAGS.max_seq_length}",
+                f"--max_predictions_per_seq={FLAGS.max_predictions_per_seq}",
+                f"--dupe_factor={dupe}",
+            )
+            result[f"{split}_file"] = output
+            result[f"{split}_instances"] = _count_records(output)
+        baseline = unigram_baseline(
+            result["train_file"],
+            result["eval_file"],
+            FLAGS.max_seq_length,
+            FLAGS.max_predictions_per_seq,
+            vocab["vocab_size"],
+        )
+        result["mlm_unigram_accuracy"], result["mlm_unigram_loss"] = baseline.accuracy, baseline.loss
+        nsp = next_sentence_baseline(result["eval_file"], FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
+        result["nsp_majority_accuracy"], result["nsp_prior_loss"] = nsp.accuracy, nsp.loss
+        return result
+
+    return Step(output_dir, "tfrecords").run(
+        "2. write pretraining TFRecords",
+        work,
+        lambda r: (
+            f"{r['train_instances']:,} training and {r['eval_instances']:,} held-out instances; "
+            f"masked-token unigram baseline: accuracy {r['mlm_unigram_accuracy']:.3f}, "
+            f"loss {r['mlm_unigram_loss']:.2f}; held-out NSP majority label {r['nsp_majority_accuracy']:.3f}"
+        ),
+    )
+
+
+def pretrain_from_scratch(output_dir, config, vocab, data):
+    def work(step_dir):
+        model_dir = os.path.join(step_dir, "model")
+        config_file = os.path.join(step_dir, "bert_config.json")
+        dataclasses.replace(
+            config, hidden_dropout_prob=FLAGS.pretrain_dropout, attention_probs_dropout_prob=FLAGS.pretrain_dropout
+        ).to_json_file(config_file)
+        eval_every = max(FLAGS.pretrain_steps // 5, 1)
+        # --max_eval_steps=0: every evaluation reads the whole held-out file, as the unigram baseline does.
+        run_tool(
+            "experiments.pretrain",
+            os.path.join(step_dir, "pretrain.log"),
+            f"--input_file={data['train_file']}",
+            f"--eval_input_file={data['eval_file']}",
+            f"--bert_config_file={config_file}",
+            f"--vocab_file={vocab['vocab_file']}",
+            f"--output_dir={model_dir}",
+            f"--max_seq_length={FLAGS.max_seq_length}",
+            f"--max_predictions_per_seq={FLAGS.max_predictions_per_seq}",
+            f"--train_batch_size={FLAGS.pretrain_batch_size}",
+            "--eval_batch_size=64",
+            f"--learning_rate={FLAGS.pretrain_learning_rate}",
+            f"--num_train_steps={FLAGS.pretrain_steps}",
+            f"--num_warmup_steps={max(FLAGS.pretrain_steps // 10, 1)}",
+            f"--distribution_strategy={FLAGS.distribution_strategy}",
+            f"--save_checkpoints_steps={eval_every}",
+            f"--steps_per_loop={min(eval_every, 50)}",
+            f"--eval_every_steps={eval_every}",
+            "--max_eval_steps=0",
+            "--jit_compile",
+            # The corpus is Austen, then the reviews: a buffer of the whole file mixes them from step 1.
+            f"--shuffle_buffer_size={data['train_instances']}",
+        )
+        evaluation = read_scalars(os.path.join(model_dir, "summaries", "eval"))
+        return {
+            "model_dir": model_dir,
+            "parameters": _count_parameters(config),
+            **{
+                f"eval_{tag}": evaluation.get(tag, [])
+                for tag in ("mlm_accuracy", "mlm_loss", "nsp_accuracy", "nsp_loss")
+            },
+        }
+
+    def describe(r):
+        return (
+            f"{r['parameters']:,} parameters; held-out MLM accuracy {arrow(r['eval_mlm_accuracy'])} "
+            f"(unigram {data['mlm_unigram_accuracy']:.3f}), MLM loss {arrow(r['eval_mlm_loss'], 2)} "
+            f"(unigram {data['mlm_unigram_loss']:.2f}); NSP accuracy {arrow(r['eval_nsp_accuracy'])} "
+            f"(chance 0.5, majority label {data['nsp_majority_accuracy']:.3f}), NSP loss "
+            f"{arrow(r['eval_nsp_loss'])} (label frequencies {data['nsp_prior_loss']:.3f})"
+        )
+
+    return Step(output_dir, "pretrain").run(
+        f"3. pretrain a {FLAGS.num_layers}-layer, H={FLAGS.hidden_size} BERT from scratch", work, describe
+    )
+
+
+def convert_real_weights(output_dir):
+    def work(step_dir):
+        from bert_tf.checkpoints import published
+
+        source = FLAGS.real_weights_dir or published.minilm_l6_v2_dir()
+        model_dir = os.path.join(step_dir, "model")
+        run_tool(
+            "bert_tf.convert",
+            os.path.join(step_dir, "convert.log"),
+            "--from=hf",
+            f"--input={source}",
+            f"--output_dir={model_dir}",
+        )
+        with open(os.path.join(model_dir, "bert_config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        return {
+            "source": source,
+            "model_dir": model_dir,
+            "num_layers": config["num_hidden_layers"],
+            "hidden_size": config["hidden_size"],
+            "vocab_size": config["vocab_size"],
+        }
+
+    return Step(output_dir, "real_weights").run(
+        "4. convert real published weights (HuggingFace -> bert_tf)",
+        work,
+        lambda r: (
+            f"{os.path.basename(os.path.dirname(r['source'].rstrip('/'))) or r['source']}: "
+            f"{r['num_layers']} layers, H={r['hidden_size']}, vocabulary {r['vocab_size']:,}"
+        ),
+    )
+
+
+def export_encoders(output_dir, config, vocab, pretrained, real):
+    def work(step_dir):
+        exports = {}
+
+        def export(label, model_dir, seq_length, *extra):
+            exports[label] = os.path.join(step_dir, label)
+            run_tool(
+                "experiments.export",
+                os.path.join(step_dir, f"export_{label}.log"),
+                f"--model_dir={model_dir}",
+                f"--export_dir={exports[label]}",
+                f"--seq_length={seq_length}",
+                *extra,
+            )
+
+        export("real_weights", real["model_dir"], FLAGS.real_weights_seq_length)
+        # Pretraining may run without dropout; fine-tuning gets the model's own config (BERT's 0.1).
+        config_file = os.path.join(step_dir, "bert_config.json")
+        config.to_json_file(config_file)
+        export("from_scratch", pretrained["model_dir"], FLAGS.max_seq_length, f"--bert_config_file={config_file}")
+        if FLAGS.compare_random_init:
+            random_dir = os.path.join(step_dir, "random_init_model")
+            _write_random_init_model_dir(random_dir, config, vocab["vocab_file"])
+            export("random_init", random_dir, FLAGS.max_seq_length)
+        return exports
+
+    return Step(output_dir, "export").run(
+        "5. export encoder and preprocessing SavedModels",
+        work,
+        lambda r: ", ".join(
+            f"{label}: {path}/{{encoder,preprocess}}" for label, path in r.items() if label != "seconds"
+        ),
+    )
+
+
+def _probe_summary(report: dict) -> dict:
+    """The probe report's headline numbers per task: best layer, last layer, scalar mix, controls."""
+    summary = {}
+    for key in ("token", "sentence_mean", "sentence_cls"):
+        if key not in report:
+            continue
+        section = report[key]
+        rows = section["rows"]
+        last = f"layer_{report['model']['num_hidden_layers']}"
+        random_rows = section["random_init"]["rows"]
+        summary[key] = {
+            "best_layer": section["best_layer"],
+            "best_accuracy": rows[section["best_layer"]],
+            "last_layer_accuracy": rows[last],
+            "scalar_mix_accuracy": rows["scalar_mix"],
+            "expected_layer": section["scalar_mix"]["expected_layer"],
+            "random_init_best_accuracy": max(v for k, v in random_rows.items() if k.startswith("layer_")),
+            "baseline_accuracy": section["baseline"]["accuracy"],
+        }
+    return summary
+
+
+def _head_lines(source, destination, count, header=False, blank_line_records=False):
+    """Writes the first `count` records of `source` (lines, or blank-line-separated blocks) to `destination`."""
+    with open(source, encoding="utf-8") as f:
+        text = f.read()
+    if blank_line_records:
+        kept = "\n\n".join(text.strip("\n").split("\n\n")[:count]) + "\n\n"
+    else:
+        lines = text.splitlines()
+        kept = "\n".join(lines[: count + int(header)]) + "\n"
+    file_io.write_text(destination, kept)
+    return destination
+
+
+def _probe_data_flags(step_dir):
+    """The probe's data flags: the bundled files, or their first --probe_sentences / --probe_reviews /
+    --*_examples records."""
+    from bert_tf.datasets import bundled
+
+    data_flags = []
+    train_reviews = min((n for n in (FLAGS.train_examples, FLAGS.probe_reviews) if n), default=0)
+    for split, reviews in (("train", train_reviews), ("test", FLAGS.test_examples)):
+        if FLAGS.probe_sentences:
+            path = _head_lines(
+                bundled.pos_path(split),
+                os.path.join(step_dir, f"pos_{split}.conll"),
+                FLAGS.probe_sentences,
+                blank_line_records=True,
+            )
+            data_flags.append(f"--token_{split}_file={path}")
+        if reviews:
+            path = _head_lines(
+                bundled.sentiment_path(split), os.path.join(step_dir, f"reviews_{split}.tsv"), reviews, header=True
+            )
+            data_flags.append(f"--sentence_{split}_file={path}")
+    return data_flags
+
+
+def probe_layers(output_dir, real, pretrained):
+    def work(step_dir):
+        results = {}
+        data_flags = _probe_data_flags(step_dir)
+        # The real encoder on both tasks; the small one on the token task, where pretraining shows if anywhere.
+        for label, model_dir, extra in (
+            ("real_weights", real["model_dir"], []),
+            ("from_scratch", pretrained["model_dir"], ["--tasks=token"]),
+        ):
+            report_dir = os.path.join(step_dir, label)
+            with open(os.path.join(model_dir, "bert_config.json"), encoding="utf-8") as f:
+                seq_length = min(128, json.load(f)["max_position_embeddings"])
+            run_tool(
+                "experiments.probe_layers",
+                os.path.join(step_dir, f"probe_{label}.log"),
+                f"--model_dir={model_dir}",
+                f"--output_dir={report_dir}",
+                f"--max_seq_length={seq_length}",
+                "--nofinetune",  # step 6 fine-tunes the real encoder on the reviews already
+                *data_flags,
+                *extra,
+            )
+            with open(os.path.join(report_dir, "report.json"), encoding="utf-8") as f:
+                results[label] = {"report_dir": report_dir, **_probe_summary(json.load(f))}
+        return results
+
+    def describe(r):
+        real_token, small_token = r["real_weights"]["token"], r["from_scratch"]["token"]
+        return (
+            f"real encoder, POS tags: best {real_token['best_layer']} {real_token['best_accuracy']:.3f}, last layer "
+            f"{real_token['last_layer_accuracy']:.3f}, random twin {real_token['random_init_best_accuracy']:.3f}; "
+            f"encoder pretrained here: best {small_token['best_accuracy']:.3f} vs its random twin "
+            f"{small_token['random_init_best_accuracy']:.3f}"
+        )
+
+    return Step(output_dir, "probe_layers").run("7. probe every layer's frozen features", work, describe)
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """How one encoder is fine-tuned by `experiments.classify_with_hub`."""
+
+    label: str
+    title: str
+    epochs: int
+    learning_rate: float
+    warmup_fraction: float = 0.0
+
+
+def fine_tune(output_dir, exports, recipe, train_file, test_file):
+    def work(step_dir):
+        env = dict(os.environ, TF_USE_LEGACY_KERAS="1")
+        run_tool(
+            "experiments.classify_with_hub",
+            os.path.join(step_dir, "classify.log"),
+            f"--export_dir={exports[recipe.label]}",
+            f"--train_file={train_file}",
+            f"--test_file={test_file}",
+            f"--output_dir={os.path.join(step_dir, 'classifier')}",
+            f"--epochs={recipe.epochs}",
+            f"--learning_rate={recipe.learning_rate}",
+            f"--warmup_fraction={recipe.warmup_fraction}",
+            f"--max_train_examples={FLAGS.train_examples}",
+            f"--max_test_examples={FLAGS.test_examples}",
+            env=env,
+        )
+        with open(os.path.join(step_dir, "classifier", "results.json"), encoding="utf-8") as f:
+            return json.load(f)
+
+    return Step(output_dir, f"classifier_{recipe.label}").run(
+        recipe.title,
+        work,
+        lambda r: f"held-out accuracy {r['test_accuracy']:.3f} vs majority class {r['majority_baseline_accuracy']:.3f}",
+    )
