@@ -317,7 +317,7 @@ def convert_minilm(directory: str) -> str:
             [
                 sys.executable,
                 "-m",
-                "bert_tf.convert",
+                "experiments.convert",
                 "--from=hf",
                 f"--input={minilm_source_dir()}",
                 f"--output_dir={model_dir}",

