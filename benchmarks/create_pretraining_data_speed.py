@@ -148,7 +148,7 @@ def main():
             f"--num_workers={args.num_workers}",
         ] + FLAGS
         seconds, cpu, peak, load, _ = measure(command, env, args.timeout)
-        rows.append(("bert_tf (ours), %d workers" % args.num_workers, repeat, words, seconds, cpu, peak, load))
+        rows.append((f"bert_tf (ours), {args.num_workers} workers", repeat, words, seconds, cpu, peak, load))
         print(rows[-1], flush=True)
         if repeat == 1:
             ours_1x_output = output

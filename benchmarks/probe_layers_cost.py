@@ -10,7 +10,8 @@ process. Targets (issue #20): at most 5 minutes without and 10 with the fine-tun
 resident. Writes the `probe_layers_cost` section of RESULTS.md.
 
 The model directory: `python -m experiments.demo` converts the published weights into
-`<demo output>/real_weights/model`, or `python -m experiments.convert --from=hf --input=... --output_dir=...` does it alone.
+`<demo output>/real_weights/model`, or `python -m experiments.convert --from=hf --input=... --output_dir=...`
+does it alone.
 """
 
 from __future__ import annotations

@@ -236,10 +236,10 @@ def child_ours_tf(args):
     os.environ["KERAS_BACKEND"] = "tensorflow"
     import tempfile
 
+    import keras
     import numpy as np
     import tensorflow as tf
 
-    import keras
     from bert_tf import BertConfig, BertEncoder, BertPretrainer, pretraining_losses, training
 
     if args.precision != "float32":
@@ -293,9 +293,9 @@ def child_ours_jax(args):
 
     import jax
     import jax.numpy as jnp
+    import keras
     import numpy as np
 
-    import keras
     from bert_tf import BertConfig, BertEncoder, BertPretrainer, pretraining_losses
 
     if args.precision != "float32":
@@ -357,11 +357,11 @@ def child_ours_jax(args):
 
 
 def child_hf(args):
+    import contextlib
+
     import numpy as np
     import torch
     import transformers
-
-    import contextlib
 
     config = hf_bert_config(transformers, args.preset)
     torch.manual_seed(0)

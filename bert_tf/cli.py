@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
 
 from absl import app, flags
 
@@ -130,7 +130,7 @@ def warn_if_deprecated_command(command: str) -> None:
         sys.stderr.flush()
 
 
-def run(main: Callable, define_flags: Callable[[], None], argv: Optional[Sequence[str]] = None) -> None:
+def run(main: Callable, define_flags: Callable[[], None], argv: Sequence[str] | None = None) -> None:
     """Defines the tool's flags and runs `main` (decorated by `main_function`) under absl."""
     if argv is None:
         warn_if_deprecated_command(sys.argv[0])

@@ -85,7 +85,7 @@ class BertConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, values: dict, source: str = "config") -> "BertConfig":
+    def from_dict(cls, values: dict, source: str = "config") -> BertConfig:
         """Builds a config from a `bert_config.json`-style dict.
 
         Unknown keys raise, so a typo in a hand-written config is not silently
@@ -100,7 +100,7 @@ class BertConfig:
         return cls(**values)
 
     @classmethod
-    def from_json_file(cls, path: str) -> "BertConfig":
+    def from_json_file(cls, path: str) -> BertConfig:
         """Reads a google-research `bert_config.json`."""
         return cls.from_dict(_read_json(path), source=path)
 
@@ -114,7 +114,7 @@ class BertConfig:
     # --- HuggingFace config.json --------------------------------------------
 
     @classmethod
-    def from_hf_config(cls, values: dict, source: str = "config.json") -> "BertConfig":
+    def from_hf_config(cls, values: dict, source: str = "config.json") -> BertConfig:
         """Builds a config from a HuggingFace BERT `config.json` dict."""
         model_type = values.get("model_type", "bert")
         if model_type != "bert":
@@ -135,13 +135,13 @@ class BertConfig:
         return cls(**kwargs)
 
     @classmethod
-    def from_hf_json_file(cls, path: str) -> "BertConfig":
+    def from_hf_json_file(cls, path: str) -> BertConfig:
         return cls.from_hf_config(_read_json(path), source=path)
 
     # --- presets --------------------------------------------------------------
 
     @classmethod
-    def from_preset(cls, name: str, **overrides) -> "BertConfig":
+    def from_preset(cls, name: str, **overrides) -> BertConfig:
         """A named preset (see `PRESETS`), optionally with some fields replaced."""
         if name not in PRESETS:
             raise ValueError(f"Unknown BERT preset {name!r}; known presets: {', '.join(sorted(PRESETS))}.")

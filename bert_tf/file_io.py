@@ -16,12 +16,12 @@ library only, so every layer of the package may use it.
 from __future__ import annotations
 
 import contextlib
-import json
 import hashlib
+import json
 import os
 import shutil
 import tempfile
-from typing import Iterator
+from collections.abc import Iterator
 
 
 def _temporary_sibling(path: str, directory: bool = False) -> str:

@@ -47,8 +47,8 @@ from absl import app, flags, logging
 
 from bert_tf import cli
 from bert_tf.jobs import pretrain as pretraining
-from bert_tf.training.loop import NonFiniteLossError
 from bert_tf.training import RuntimeConfig, TrainingConfig
+from bert_tf.training.loop import NonFiniteLossError
 from experiments import job_flags
 
 FLAGS = flags.FLAGS

@@ -17,10 +17,8 @@ import pytest
 from safetensors.numpy import load_file
 
 import bert_tf
-from bert_tf import BertEncoder, BertPretrainer
-from bert_tf import file_io
-from bert_tf.checkpoints import published
-from bert_tf.checkpoints import convert_hf_directory, convert_tf1_checkpoint, hf_bert_config, write_model_dir
+from bert_tf import BertEncoder, BertPretrainer, file_io
+from bert_tf.checkpoints import convert_hf_directory, convert_tf1_checkpoint, hf_bert_config, published, write_model_dir
 from bert_tf.checkpoints.conversion import convert
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -14,11 +14,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.helpers.processes import children
-from bert_tf.pretraining_data import example_encoder
+from bert_tf.pretraining_data import example_encoder, text_corpus, writer
 from bert_tf.pretraining_data import instances as pi
-from bert_tf.pretraining_data import writer
-from bert_tf.pretraining_data import text_corpus
+from tests.helpers.processes import children
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "pretraining"

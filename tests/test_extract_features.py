@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from bert_tf.checkpoints import load_encoder
-from bert_tf.jobs.extract_features import extract_features
 from bert_tf.errors import DataError
+from bert_tf.jobs.extract_features import extract_features
 from bert_tf.tasks.task_tokenizer import TaskTokenizer
 from tests.fixtures.finetune import synthetic
 

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from bert_tf.tasks import classification
 from bert_tf.jobs.finetune import NonFiniteMetricError
+from bert_tf.tasks import classification
 from tests.fixtures.finetune import synthetic
 from tests.helpers.jobs import finetune
 

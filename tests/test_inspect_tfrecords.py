@@ -9,9 +9,8 @@ import sys
 
 import pytest
 
-from bert_tf.pretraining_data import inspection
+from bert_tf.pretraining_data import inspection, writer
 from bert_tf.pretraining_data import instances as pi
-from bert_tf.pretraining_data import writer
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "pretraining"

@@ -5,8 +5,8 @@ import io
 import operator
 import os
 import pickle
-import subprocess
 import signal
+import subprocess
 import sys
 import time
 
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from bert_tf.data import pretraining_features
-from tests.helpers.processes import children
 from bert_tf.pretraining_data import instance_workers
 from bert_tf.pretraining_data import instances as pi
+from tests.helpers.processes import children
 
 
 def _settings(seed=7):

@@ -4,7 +4,6 @@ import pytest
 
 from bert_tf import layers
 
-
 LAYER_FACTORIES = {
     "embeddings": lambda: layers.BertEmbeddings(
         vocab_size=50,

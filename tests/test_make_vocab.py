@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.errors import BadInputError
-from bert_tf.tokenization import BertTokenizer, SPECIAL_TOKENS, count_words, learn_vocab, load_vocab
+from bert_tf.tokenization import SPECIAL_TOKENS, BertTokenizer, count_words, learn_vocab, load_vocab
 from bert_tf.tokenization.vocab_learning import make_vocab
 from tfrecords_tools.make_vocab import expand_input_files
 

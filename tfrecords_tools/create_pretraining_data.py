@@ -55,8 +55,7 @@ if __name__ == "__main__":
     for _unused in ("jax", "jaxlib", "matplotlib", "IPython", "scipy", "h5py"):
         sys.modules.setdefault(_unused, None)
 
-from absl import flags
-from absl import logging
+from absl import flags, logging
 
 from bert_tf import cli
 from bert_tf.pretraining_data import instance_workers, instances, text_corpus, writer

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 from bert_tf.config import BertConfig
 from bert_tf.errors import JobArgumentError, check_int

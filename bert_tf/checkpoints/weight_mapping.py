@@ -14,14 +14,13 @@ from __future__ import annotations
 import dataclasses
 import re
 import warnings
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from absl import logging
 import numpy as np
+from absl import logging
 
 from bert_tf.config import BertConfig
 from bert_tf.models import BertEncoder, BertPretrainer
-
 
 # Weight groups. The pooler and the two pretraining heads may be absent from a
 # checkpoint; the encoder body never is.

@@ -83,9 +83,8 @@ def write_weights_file(model_dir: str, model, checkpoint: str | None = None) -> 
       model: a `BertEncoder` or a task model (`BertPretrainer`, `BertClassifier`, ...).
       checkpoint: the TF2 checkpoint holding the same weights, recorded in the metadata (its base name).
     """
-    from safetensors.numpy import save_file
-
     import keras
+    from safetensors.numpy import save_file
 
     tensors = {
         key: np.ascontiguousarray(keras.ops.convert_to_numpy(variable.value).astype(np.float32))

@@ -17,7 +17,7 @@ one.
 """
 
 import dataclasses
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import tensorflow as tf
 import tensorflow_text as tf_text
@@ -58,7 +58,7 @@ class DynamicMaskingConfig:
     @classmethod
     def from_vocab_file(cls, vocab_file: str, **kwargs):
         """Reads [MASK] and the never-masked [PAD]/[CLS]/[SEP] from a vocab."""
-        from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+        from bert_tf import tokenization
 
         return cls.from_vocab(tokenization.load_vocab(vocab_file), vocab_file, **kwargs)
 
@@ -193,7 +193,7 @@ def dynamic_mask_batch(features, config: DynamicMaskingConfig, max_predictions_p
 
 
 def apply_dynamic_masking(
-    dataset: tf.data.Dataset, config: DynamicMaskingConfig, max_predictions_per_seq: int, seed: Optional[int] = None
+    dataset: tf.data.Dataset, config: DynamicMaskingConfig, max_predictions_per_seq: int, seed: int | None = None
 ) -> tf.data.Dataset:
     """Maps `dynamic_mask_batch` over a dataset of parsed batches.
 

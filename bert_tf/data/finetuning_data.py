@@ -11,8 +11,6 @@ flag). Errors are `ValueError`s naming the flag, or `DataError`s naming the file
 
 from __future__ import annotations
 
-from typing import Optional
-
 from bert_tf.data import finetuning_readers
 from bert_tf.errors import DataError, JobArgumentError
 
@@ -66,7 +64,7 @@ class FinetuningDataSource:
                 raise JobArgumentError("--text_b_column is for --task=sentence_pair_classification (or regression).")
         self.sentence_pair = task == "sentence_pair_classification" or (task == "regression" and bool(self.text_b))
 
-    def read(self, phase: str, path: Optional[str]):
+    def read(self, phase: str, path: str | None):
         """Examples for "train", "eval" or "predict" (labels optional for "predict")."""
         require_labels = phase != "predict"
         if self.tfds_name:

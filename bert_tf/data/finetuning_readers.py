@@ -12,14 +12,14 @@ from __future__ import annotations
 import csv
 import json
 import os
-from typing import Optional, Sequence, Union
+from collections.abc import Sequence
 
 from absl import logging
 
 from bert_tf.errors import DataError
 from bert_tf.tasks.examples import SquadAnswer, SquadExample, TaggingExample, TextExample
 
-Column = Union[str, int, None]
+Column = str | int | None
 
 TEXT_FORMATS = ("tsv", "csv", "jsonl")
 
@@ -27,7 +27,7 @@ TEXT_FORMATS = ("tsv", "csv", "jsonl")
 # --- sentence (pair) classification and regression files --------------------
 
 
-def infer_text_format(path: str, file_format: Optional[str] = None) -> str:
+def infer_text_format(path: str, file_format: str | None = None) -> str:
     if file_format:
         if file_format not in TEXT_FORMATS:
             raise DataError(f"Unknown file format {file_format!r} for {path}; expected one of {TEXT_FORMATS}.")
@@ -101,7 +101,7 @@ def read_text_examples(
     text_a_column: Column,
     text_b_column: Column = None,
     label_column: Column = None,
-    file_format: Optional[str] = None,
+    file_format: str | None = None,
     has_header: bool = True,
     regression: bool = False,
     require_labels: bool = True,
@@ -212,8 +212,8 @@ def label_list_from_examples(examples: Sequence[TextExample]) -> list[str]:
 def read_conll(
     path: str,
     word_column: int = 0,
-    label_column: Optional[int] = -1,
-    delimiter: Optional[str] = None,
+    label_column: int | None = -1,
+    delimiter: str | None = None,
     require_labels: bool = True,
 ) -> list[TaggingExample]:
     """Reads one word per line with its tag in a column; blank lines end sentences.
@@ -402,9 +402,9 @@ def tfds_defaults(name: str) -> tuple:
 def read_tfds_text_examples(
     name: str,
     split: str,
-    data_dir: Optional[str],
-    text_a_key: Optional[str] = None,
-    text_b_key: Optional[str] = None,
+    data_dir: str | None,
+    text_a_key: str | None = None,
+    text_b_key: str | None = None,
     label_key: str = "label",
 ) -> tuple:
     """Reads a TFDS text classification/regression split that is already on disk.
@@ -469,7 +469,7 @@ def _decode(value) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
-def read_tfds_label_names(name: str, data_dir: Optional[str], label_key: str = "label") -> Optional[list]:
+def read_tfds_label_names(name: str, data_dir: str | None, label_key: str = "label") -> list | None:
     """The class names of a prepared TFDS dataset's label (None for a float label), from its metadata."""
     import tensorflow_datasets as tfds
 

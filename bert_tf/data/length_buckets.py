@@ -16,7 +16,7 @@ shuffled from the seed, grouped by length inside chunks of batches, endless and 
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 

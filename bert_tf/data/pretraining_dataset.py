@@ -13,17 +13,16 @@ Only checkpoint-safe tf.data ops are used (no py_function, no stateful random
 ops), so a training loop can save the iterator and resume mid-epoch.
 """
 
-from typing import Optional, Sequence, Union
+from collections.abc import Sequence
 
 import tensorflow as tf
 
 from bert_tf.data import dynamic_masking as dynamic_masking_lib
 from bert_tf.data import pretraining_features
-from bert_tf.data.tfrecord_files import detect_compression
-from bert_tf.data.tfrecord_files import resolve_input_files
+from bert_tf.data.tfrecord_files import detect_compression, resolve_input_files
 
 
-def _first_record(path: str, compression: str) -> Optional[bytes]:
+def _first_record(path: str, compression: str) -> bytes | None:
     for record in tf.data.TFRecordDataset(path, compression_type=compression).take(1):
         return record.numpy()
     return None
@@ -48,7 +47,7 @@ def check_record_format(
     example = tf.train.Example()
     try:
         example.ParseFromString(record)
-    except Exception:  # pylint: disable=broad-except
+    except Exception:  # protobuf raises its own DecodeError type, which differs between its implementations
         raise ValueError(f"{path}: first record is not a tf.train.Example") from None
     feature = example.features.feature
     lengths = pretraining_features.feature_lengths(seq_length, max_predictions_per_seq)
@@ -92,17 +91,17 @@ def _to_model_inputs(parsed):
 
 
 def pretraining_dataset(
-    input_patterns: Union[str, Sequence[str]],
+    input_patterns: str | Sequence[str],
     batch_size: int,
     seq_length: int,
     max_predictions_per_seq: int,
     *,
     is_training: bool = True,
-    input_context: Optional[tf.distribute.InputContext] = None,
+    input_context: tf.distribute.InputContext | None = None,
     shuffle_buffer_size: int = 10000,
-    seed: Optional[int] = None,
-    compression: Optional[str] = None,
-    dynamic_masking: Optional[dynamic_masking_lib.DynamicMaskingConfig] = None,
+    seed: int | None = None,
+    compression: str | None = None,
+    dynamic_masking: dynamic_masking_lib.DynamicMaskingConfig | None = None,
     drop_remainder: bool = True,
     cycle_length: int = 8,
     check_files: bool = True,

@@ -1,6 +1,6 @@
 """Finding input files (TFRecords, text corpora) and TFRecord compression."""
 
-from typing import List, Sequence, Union
+from collections.abc import Sequence
 
 import tensorflow as tf
 
@@ -8,7 +8,7 @@ import tensorflow as tf
 _GZIP_HEADER = b"\x1f\x8b\x08"
 
 
-def resolve_input_files(input_patterns: Union[str, Sequence[str]], deduplicate: bool = True) -> List[str]:
+def resolve_input_files(input_patterns: str | Sequence[str], deduplicate: bool = True) -> list[str]:
     """Expands paths and globs (a list, or one comma-separated string) into files.
 
     Every pattern must match a file (directories do not count), so a typo is

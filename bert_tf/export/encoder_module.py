@@ -118,7 +118,7 @@ class MaskedLMModule(_ReusableModule):
     outputs plus `mlm_logits` float32 [batch, num_predictions, vocab_size].
     """
 
-    def __init__(self, encoder_module: "EncoderModule", encoder: BertEncoder, masked_lm):
+    def __init__(self, encoder_module: EncoderModule, encoder: BertEncoder, masked_lm):
         variables = list(encoder.variables) + list(masked_lm.variables)
         trainable = list(encoder.trainable_variables) + list(masked_lm.trainable_variables)
         super().__init__(variables, trainable)

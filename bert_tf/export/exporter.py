@@ -220,7 +220,8 @@ def export_model_dir(
     Returns:
       {"encoder": path, "preprocess": path}.
     """
-    from bert_tf.checkpoints import model_dir as model_dir_lib, weights_file
+    from bert_tf.checkpoints import model_dir as model_dir_lib
+    from bert_tf.checkpoints import weights_file
     from bert_tf.checkpoints.model_source import ModelSource
 
     # The one resolver and rule of the jobs: the preprocessor needs every special token.

@@ -8,12 +8,12 @@ adds the name `embeddings`; `select_layers` turns either into positions in `all_
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from collections.abc import Sequence
 
 EMBEDDINGS = "embeddings"
 ALL = "all"
 
-LayerName = Union[int, str]
+LayerName = int | str
 
 
 def all_layers(encoder_outputs: dict) -> list:
@@ -21,7 +21,7 @@ def all_layers(encoder_outputs: dict) -> list:
     return [encoder_outputs["embedding_output"], *encoder_outputs["encoder_outputs"]]
 
 
-def parse_layers(specs: Sequence[Union[str, int]], num_layers: int) -> list[LayerName]:
+def parse_layers(specs: Sequence[str | int], num_layers: int) -> list[LayerName]:
     """Layer names from `--layers` values: integers (Transformer layers, -1 the last), `embeddings`, `all`.
 
     `all` stands for the embeddings and every Transformer layer, 0 to L-1. Raises `ValueError` naming the

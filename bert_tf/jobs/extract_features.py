@@ -40,16 +40,16 @@ import os
 import re
 import shutil
 import tempfile
-from typing import Optional, Sequence, Union
+from collections.abc import Sequence
 
 import numpy as np
 from absl import logging
 
 from bert_tf import file_io
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
+from bert_tf.errors import DataError, check_int
 from bert_tf.features.layer_selection import parse_layers
 from bert_tf.tasks.base import ENCODER_INPUT_KEYS
-from bert_tf.errors import DataError, check_int
 
 OUTPUT_FORMATS = (".jsonl", ".npy", ".npz")
 POOLINGS = ("cls", "mean", "max", "pooled")
@@ -57,7 +57,7 @@ PAIR_SEPARATOR = re.compile(r"^(.*) \|\|\| (.*)$")
 POOLED = "pooled"
 
 
-def read_lines(input_file: str) -> tuple[list[str], list[Optional[str]]]:
+def read_lines(input_file: str) -> tuple[list[str], list[str | None]]:
     """Reads `text` or `text_a ||| text_b` lines; returns (texts_a, texts_b with None for single texts)."""
     try:
         with open(input_file, encoding="utf-8") as f:
@@ -80,7 +80,7 @@ def read_lines(input_file: str) -> tuple[list[str], list[Optional[str]]]:
     return texts_a, texts_b
 
 
-def pack_texts(tokenizer, texts_a: Sequence[str], texts_b: Sequence[Optional[str]], max_seq_length: int) -> dict:
+def pack_texts(tokenizer, texts_a: Sequence[str], texts_b: Sequence[str | None], max_seq_length: int) -> dict:
     """Tokenizes and packs texts (pairs where `texts_b` has one) into int32 [num_lines, max_seq_length] inputs."""
     import tensorflow as tf
 
@@ -97,17 +97,17 @@ def extract_features(
     input_file: str,
     output_file: str,
     *,
-    model_dir: Optional[str] = None,
-    init_checkpoint: Optional[str] = None,
-    bert_config_file: Optional[str] = None,
-    vocab_file: Optional[str] = None,
-    layers: Sequence[Union[int, str]] = (-1, -2, -3, -4),
+    model_dir: str | None = None,
+    init_checkpoint: str | None = None,
+    bert_config_file: str | None = None,
+    vocab_file: str | None = None,
+    layers: Sequence[int | str] = (-1, -2, -3, -4),
     max_seq_length: int = 128,
     batch_size: int = 32,
     do_lower_case: bool = True,
-    pooling: Optional[str] = None,
+    pooling: str | None = None,
     normalize: bool = False,
-    bucket_width: Optional[int] = DEFAULT_BUCKET_WIDTH,
+    bucket_width: int | None = DEFAULT_BUCKET_WIDTH,
     strategy=None,
     jit_compile: bool = False,
 ) -> str:

@@ -34,7 +34,8 @@ import dataclasses
 import json
 import math
 import os
-from typing import TYPE_CHECKING, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from absl import logging
 
@@ -65,7 +66,7 @@ TASKS = ("classification", "sentence_pair_classification", "regression", "token_
 TASK_CONFIG_NAME = "task_config.json"
 EVAL_RESULTS_NAME = "eval_results.json"
 
-Column = Union[str, int, None]
+Column = str | int | None
 
 
 class NonFiniteMetricError(RuntimeError):
@@ -93,7 +94,7 @@ class FinetuningTaskConfig:
 
     task_type: str
     max_seq_length: int = 128
-    dropout_rate: Optional[float] = None
+    dropout_rate: float | None = None
     bucket_width: int = 16
     doc_stride: int = 128
     max_query_length: int = 64
@@ -139,25 +140,25 @@ class FinetuningDataConfig:
       predict_batch_size: None: `eval_batch_size`.
     """
 
-    train_file: Optional[str] = None
-    eval_file: Optional[str] = None
-    predict_file: Optional[str] = None
-    tfds_name: Optional[str] = None
-    tfds_data_dir: Optional[str] = None
+    train_file: str | None = None
+    eval_file: str | None = None
+    predict_file: str | None = None
+    tfds_name: str | None = None
+    tfds_data_dir: str | None = None
     tfds_train_split: str = "train"
-    tfds_eval_split: Optional[str] = None
-    tfds_predict_split: Optional[str] = None
+    tfds_eval_split: str | None = None
+    tfds_predict_split: str | None = None
     text_a_column: Column = None
     text_b_column: Column = None
     label_column: Column = None
-    file_format: Optional[str] = None
+    file_format: str | None = None
     has_header: bool = True
-    label_list: Optional[Sequence[str]] = None
+    label_list: Sequence[str] | None = None
     conll_word_column: int = 0
     conll_label_column: int = -1
     train_batch_size: int = 32
     eval_batch_size: int = 8
-    predict_batch_size: Optional[int] = None
+    predict_batch_size: int | None = None
 
     def __post_init__(self):
         for flag in ("train_batch_size", "eval_batch_size"):
@@ -182,11 +183,11 @@ class _Inputs:
     output_dir: str
     source: ResolvedModel
     task_object: object  # FinetuningTask
-    train_examples: Optional[list] = None
+    train_examples: list | None = None
     train_features: object = None
-    eval_examples: Optional[list] = None
+    eval_examples: list | None = None
     eval_features: object = None
-    predict_examples: Optional[list] = None
+    predict_examples: list | None = None
     predict_features: object = None
 
 
@@ -195,8 +196,8 @@ def run_finetuning(
     output_dir: str,
     model: FinetuningModelConfig,
     data: FinetuningDataConfig,
-    schedule: Optional[TrainingConfig] = None,
-    runtime: Optional[RuntimeConfig] = None,
+    schedule: TrainingConfig | None = None,
+    runtime: RuntimeConfig | None = None,
     *,
     do_train: bool = False,
     do_eval: bool = False,
@@ -317,7 +318,7 @@ def _tokenizer(source: ResolvedModel):
     from bert_tf.tasks.task_tokenizer import TaskTokenizer
 
     # The vocabulary was read and checked by the model source; the tokenizer builds its lookup table from it.
-    return TaskTokenizer(source.vocab_file, lower_case=source.do_lower_case)
+    return TaskTokenizer(source.vocab_file, lower_case=source.do_lower_case, vocab=source.vocab)
 
 
 def _evaluate(inputs: _Inputs, model, step, batch_size, strategy, jit_compile) -> dict:
@@ -378,7 +379,7 @@ def _check_data_sources(data: FinetuningDataConfig, do_train, do_eval, do_predic
             check_utf8(value, flag)
 
 
-def _latest_checkpoint(directory: str) -> Optional[str]:
+def _latest_checkpoint(directory: str) -> str | None:
     import tensorflow as tf
 
     return tf.train.latest_checkpoint(directory)
@@ -401,7 +402,7 @@ def _check_resumable(output_dir, saved_task_config, source: ResolvedModel, task_
     check_resumable(output_dir, source.config, source.vocab_file)
 
 
-def _read_task_config(output_dir: str) -> Optional[dict]:
+def _read_task_config(output_dir: str) -> dict | None:
     path = os.path.join(output_dir, TASK_CONFIG_NAME)
     if not os.path.exists(path):
         return None

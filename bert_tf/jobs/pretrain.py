@@ -22,24 +22,23 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from absl import logging
 
 from bert_tf import training
-from bert_tf.config import BertConfig
 from bert_tf.checkpoints import model_source
-from bert_tf.tokenization.vocab import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN
+from bert_tf.config import BertConfig
 from bert_tf.errors import JobArgumentError, check_int
 from bert_tf.jobs import DEFAULT_SEED
+from bert_tf.tokenization.vocab import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN
 from bert_tf.training.runtime import RuntimeConfig, training_runtime
-
 
 # The old name of the jobs' one error type, kept for a release.
 PretrainingArgumentError = JobArgumentError
 
 
-def resolve_bert_config(bert_config_file: Optional[str] = None, preset: Optional[str] = None) -> BertConfig:
+def resolve_bert_config(bert_config_file: str | None = None, preset: str | None = None) -> BertConfig:
     """The `BertConfig` of `--bert_config_file` or `--preset` (exactly one of them)."""
     given = [name for name, value in (("--bert_config_file", bert_config_file), ("--preset", preset)) if value]
     if len(given) != 1:
@@ -69,7 +68,7 @@ class PretrainingDataConfig:
     """
 
     input_file: str
-    eval_input_file: Optional[str] = None
+    eval_input_file: str | None = None
     max_seq_length: int = 128
     max_predictions_per_seq: int = 20
     train_batch_size: int = 32
@@ -110,12 +109,12 @@ def run_pretraining(
     output_dir: str,
     model: BertConfig,
     data: PretrainingDataConfig,
-    schedule: Optional[training.TrainingConfig] = None,
-    runtime: Optional[RuntimeConfig] = None,
+    schedule: training.TrainingConfig | None = None,
+    runtime: RuntimeConfig | None = None,
     *,
-    vocab_file: Optional[str] = None,
-    init_checkpoint: Optional[str] = None,
-    loop_callback: Optional[Callable] = None,
+    vocab_file: str | None = None,
+    init_checkpoint: str | None = None,
+    loop_callback: Callable | None = None,
 ) -> training.TrainingResult:
     """Pretrains (or resumes pretraining) a BERT in `output_dir`.
 
@@ -368,6 +367,7 @@ def _find_corrupt_record(files: list[str]) -> str | None:
     no file.
     """
     import tensorflow as tf
+
     from bert_tf.data.pretraining_dataset import detect_compression
 
     for path in files:

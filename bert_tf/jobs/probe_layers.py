@@ -358,6 +358,9 @@ def _probe_all(config, data, features) -> dict:
         for key, (section, jobs) in _probe_task(task, train, test, features, config).items():
             sections[key] = section
             mix_jobs.extend(jobs)
+    from bert_tf.probing.probes import release_memory
+
+    release_memory()  # the linear probes' freed arrays go back to the system before the child needs memory
     mixes = run_in_child_process(_scalar_mixes, mix_jobs, config.seed, description="the scalar mixes")
     for (key, model_name), mix in mixes.items():
         rows = sections[key][model_name]

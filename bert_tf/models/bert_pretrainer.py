@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
-from bert_tf.layers.masked_lm_head import MaskedLMHead
 from bert_tf.layers.heads import NextSentenceHead
+from bert_tf.layers.masked_lm_head import MaskedLMHead
 from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES, BertEncoder, encoder_inputs
 from bert_tf.models.task import ENCODER_KEY, Task
 

@@ -9,7 +9,7 @@ which model they save.
 from __future__ import annotations
 
 import types
-from typing import Mapping
+from collections.abc import Mapping
 
 import keras
 

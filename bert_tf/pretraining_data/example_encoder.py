@@ -10,8 +10,6 @@ The bytes parse with `tf.io.parse_example` / `tf.train.Example.FromString`
 like any Example.
 """
 
-from typing import Dict, List
-
 import numpy as np
 
 _LEN_DELIMITED = 2  # protobuf wire type of strings, messages, packed lists
@@ -101,11 +99,11 @@ class ExampleEncoder:
     come first, then the others, each group in the order given.
     """
 
-    def __init__(self, int_features: List[str], float_features: List[str]):
+    def __init__(self, int_features: list[str], float_features: list[str]):
         self._int_features = list(int_features)
         self._float_features = list(float_features)
-        self._header_cache: Dict[tuple, bytes] = {}
-        self._outer_headers: Dict[int, bytes] = {}
+        self._header_cache: dict[tuple, bytes] = {}
+        self._outer_headers: dict[int, bytes] = {}
 
     def _header(self, name, list_field, payload_length):
         key = (name, payload_length)
@@ -128,7 +126,7 @@ class ExampleEncoder:
         payload = np.ascontiguousarray(values, dtype="<f4").view(np.uint8)
         return payload.reshape(values.shape[0], -1), None, _FEATURE_FLOAT_LIST
 
-    def encode(self, features: Dict[str, np.ndarray]) -> List[bytes]:
+    def encode(self, features: dict[str, np.ndarray]) -> list[bytes]:
         """Returns one serialized Example per row.
 
         Args:

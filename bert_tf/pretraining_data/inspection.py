@@ -16,7 +16,7 @@ Reading the records needs TensorFlow, which loads on the first call, not on impo
 
 import dataclasses
 import sys
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -52,13 +52,13 @@ def _parse_spec(lengths: FeatureLengths):
     return pretraining_features.feature_spec(lengths.seq_length, p, masked_lm="required" if p else "absent")
 
 
-def _tokens(ids, vocab: Optional[Sequence[str]]) -> List[str]:
+def _tokens(ids, vocab: Sequence[str] | None) -> list[str]:
     if vocab is None:
         return [str(int(i)) for i in ids]
     return [vocab[int(i)] if 0 <= int(i) < len(vocab) else f"<{int(i)}?>" for i in ids]
 
 
-def format_instance(index: int, example, vocab: Optional[Sequence[str]]) -> str:
+def format_instance(index: int, example, vocab: Sequence[str] | None) -> str:
     """One instance (numpy feature dict of a single record) as text."""
     length = int(example["input_mask"].sum())
     ids = example["input_ids"][:length]
@@ -87,16 +87,16 @@ class RecordStats:
     """Statistics accumulated over batches of parsed records."""
 
     num_records: int = 0
-    lengths: List[np.ndarray] = dataclasses.field(default_factory=list)
-    b_lengths: List[np.ndarray] = dataclasses.field(default_factory=list)
-    predictions: List[np.ndarray] = dataclasses.field(default_factory=list)
+    lengths: list[np.ndarray] = dataclasses.field(default_factory=list)
+    b_lengths: list[np.ndarray] = dataclasses.field(default_factory=list)
+    predictions: list[np.ndarray] = dataclasses.field(default_factory=list)
     num_mask_token: int = 0
     num_kept: int = 0
     num_random: int = 0
     num_random_next: int = 0
     num_special_masked: int = 0
 
-    def add(self, batch, mask_id: Optional[int]):
+    def add(self, batch, mask_id: int | None):
         mask = batch["input_mask"]
         lengths = mask.sum(axis=1)
         self.num_records += len(lengths)
@@ -172,10 +172,10 @@ def _first_record(files, compression):
 
 def inspect(
     input_patterns,
-    vocab_file: Optional[str] = None,
+    vocab_file: str | None = None,
     num: int = 5,
-    max_records: Optional[int] = None,
-    compression: Optional[str] = None,
+    max_records: int | None = None,
+    compression: str | None = None,
     out=None,
 ):
     """Prints `num` decoded instances and statistics of the records.
@@ -184,8 +184,8 @@ def inspect(
       BadInputError: naming the file (and record) that is missing, corrupt,
         truncated or not BERT pretraining data.
     """
-    from google.protobuf.message import DecodeError
     import tensorflow as tf
+    from google.protobuf.message import DecodeError
 
     from bert_tf.data import tfrecord_files
 

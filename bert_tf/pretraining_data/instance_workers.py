@@ -24,12 +24,10 @@ import subprocess
 import sys
 import threading
 import traceback
-from typing import List, Optional, Tuple
 
 import numpy as np
 
-from bert_tf.pretraining_data import example_encoder
-from bert_tf.pretraining_data import instances
+from bert_tf.pretraining_data import example_encoder, instances
 
 # Instances made and serialized per batch: large enough for numpy to pay off,
 # small enough to keep a batch's arrays small.
@@ -67,8 +65,8 @@ class BuilderSettings:
     config: instances.InstanceConfig
     vocab: instances.VocabInfo
     random_seed: int
-    int_features: Tuple[str, ...]
-    float_features: Tuple[str, ...]
+    int_features: tuple[str, ...]
+    float_features: tuple[str, ...]
 
 
 class InstanceBuilder:
@@ -83,7 +81,7 @@ class InstanceBuilder:
         self._names = settings.int_features + settings.float_features
         self._encoder = example_encoder.ExampleEncoder(list(settings.int_features), list(settings.float_features))
 
-    def __call__(self, chunk_index: int, chunk: instances.DocumentChunk) -> Tuple[List[bytes], ChunkStats]:
+    def __call__(self, chunk_index: int, chunk: instances.DocumentChunk) -> tuple[list[bytes], ChunkStats]:
         settings = self._settings
         stats = ChunkStats()
         records = []
@@ -111,12 +109,12 @@ class InstanceBuilder:
 class HelperError(RuntimeError):
     """A helper process failed: it died (`exit_status` set) or its builder raised (the traceback in the message)."""
 
-    def __init__(self, message: str, exit_status: Optional[int] = None):
+    def __init__(self, message: str, exit_status: int | None = None):
         super().__init__(message)
         self.exit_status = exit_status
 
 
-def describe_exit_status(status: Optional[int]) -> str:
+def describe_exit_status(status: int | None) -> str:
     """`-9` -> "-9 (killed by SIGKILL)", `1` -> "1"."""
     if status is not None and status < 0:
         try:
@@ -126,7 +124,7 @@ def describe_exit_status(status: Optional[int]) -> str:
     return str(status)
 
 
-def _helper_command(request_fd: int, result_fd: int) -> List[str]:
+def _helper_command(request_fd: int, result_fd: int) -> list[str]:
     """`python -I -c ...` with this process's `sys.path`: the helper imports what this process imports.
 
     With a plain `python -c`, the helper's current directory comes first on its
@@ -191,7 +189,7 @@ class HelperProcess:
         self._results_in = os.fdopen(result_read, "rb")
         self._futures = collections.deque()  # in request order
         self._lock = threading.Lock()
-        self._exit_status: Optional[int] = None
+        self._exit_status: int | None = None
         self._dead = False
         self._requests = queue.Queue()
         self._requests.put(settings)
@@ -299,7 +297,7 @@ class HelperPool:
 
     def __init__(self, settings: BuilderSettings, num_helpers: int, max_in_flight: int = 2):
         self.max_in_flight = max_in_flight
-        self._helpers: List[HelperProcess] = []
+        self._helpers: list[HelperProcess] = []
         try:
             for _ in range(num_helpers):
                 self._helpers.append(HelperProcess(settings))
@@ -310,7 +308,7 @@ class HelperPool:
     def __len__(self):
         return len(self._helpers)
 
-    def idle_helper(self) -> Optional[HelperProcess]:
+    def idle_helper(self) -> HelperProcess | None:
         """The least busy helper, if it has room for another chunk; raises `HelperError` if one has died."""
         if not self._helpers:
             return None
@@ -324,7 +322,7 @@ class HelperPool:
             helper.close(kill=kill)
 
 
-def wait_for(future: concurrent.futures.Future, helper: Optional[HelperProcess], poll_seconds: float = 1.0):
+def wait_for(future: concurrent.futures.Future, helper: HelperProcess | None, poll_seconds: float = 1.0):
     """`future.result()`, checking every `poll_seconds` that the helper computing it is still alive."""
     while True:
         try:

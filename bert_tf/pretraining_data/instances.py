@@ -32,7 +32,7 @@ Everything is seeded: the same chunk, config and seed give the same arrays.
 
 import dataclasses
 import random
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -554,7 +554,7 @@ def create_instances(
     vocab: VocabInfo,
     seed: int,
     chunk_index: int = 0,
-    batch_size: Optional[int] = 4096,
+    batch_size: int | None = 4096,
 ):
     """Yields `PretrainingInstances` batches for one chunk, shuffled.
 

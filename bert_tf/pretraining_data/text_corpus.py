@@ -8,8 +8,7 @@ next file).
 
 import dataclasses
 import re
-from typing import Iterator, List, Sequence, Tuple
-
+from collections.abc import Iterator, Sequence
 
 _READ_BLOCK_BYTES = 8 << 20
 # A blank line between two newlines (ASCII whitespace only: enough to find a
@@ -24,7 +23,7 @@ class CorpusError(ValueError):
     """Bad corpus input (names the file and line)."""
 
 
-def resolve_input_files(input_file: str) -> List[str]:
+def resolve_input_files(input_file: str) -> list[str]:
     """Expands a comma-separated list of paths and globs, in the given order, repeats kept.
 
     Raises:
@@ -46,7 +45,7 @@ class CorpusScan:
     num_bytes: int = 0
     num_lines: int = 0
     num_text_lines: int = 0  # lines that are not blank
-    invalid_lines: List[Tuple[str, int]] = dataclasses.field(
+    invalid_lines: list[tuple[str, int]] = dataclasses.field(
         default_factory=list
     )  # (file, 1-based line) of non-UTF-8 lines
 

@@ -18,14 +18,12 @@ import dataclasses
 import os
 import time
 import uuid
-from typing import Callable, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
 
-from absl import logging
 import numpy as np
+from absl import logging
 
-from bert_tf.pretraining_data import instance_workers
-from bert_tf.pretraining_data import instances
-from bert_tf.pretraining_data import text_corpus
+from bert_tf.pretraining_data import instance_workers, instances, text_corpus
 from bert_tf.pretraining_data.instance_workers import ChunkStats
 
 # Lines per tokenizer call: large enough to amortize the call, small enough
@@ -40,8 +38,9 @@ def bert_tokenizer_factory(vocab_file: str, do_lower_case: bool):
     HuggingFace's slow `BertTokenizer`, which differ from google-research/bert's
     `FullTokenizer` in three corner cases (see tests/fixtures/tokenization/README.md).
     """
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
+
+    from bert_tf import tokenization
 
     tokenizer = tokenization.BertTokenizer(vocab_file, lower_case=do_lower_case)
 
@@ -59,15 +58,15 @@ def bert_tokenizer_factory(vocab_file: str, do_lower_case: bool):
     return tokenize
 
 
-def load_vocab_tokens(vocab_file: str) -> List[str]:
-    from bert_tf.tokenization import load_vocab  # pylint: disable=g-import-not-at-top
+def load_vocab_tokens(vocab_file: str) -> list[str]:
+    from bert_tf.tokenization import load_vocab
 
     return load_vocab(vocab_file)
 
 
 def tokenize_chunk(
     data: bytes, tokenize_fn: Callable, skip_invalid_utf8: bool
-) -> Tuple[instances.DocumentChunk, ChunkStats]:
+) -> tuple[instances.DocumentChunk, ChunkStats]:
     """Splits a chunk into lines and documents and tokenizes it in batches."""
     stats = ChunkStats()
     try:
@@ -141,8 +140,8 @@ class _Finished:
 class WriteSummary:
     """What a run wrote, for the log and for callers."""
 
-    output_files: List[str]
-    instances_per_file: List[int]
+    output_files: list[str]
+    instances_per_file: list[int]
     stats: ChunkStats
     input_bytes: int
     num_chunks: int
@@ -185,7 +184,7 @@ class WriteSummary:
         return "\n".join(lines)
 
 
-def resolve_output_files(output_file: str, num_output_shards: Optional[int]) -> List[str]:
+def resolve_output_files(output_file: str, num_output_shards: int | None) -> list[str]:
     """Comma-separated output paths, or one path expanded into N shards."""
     outputs = [p.strip() for p in output_file.split(",") if p.strip()]
     if not outputs:
@@ -220,9 +219,9 @@ def write_pretraining_data(
     *,
     do_lower_case: bool = True,
     random_seed: int = 12345,
-    num_workers: Optional[int] = None,
+    num_workers: int | None = None,
     chunk_bytes: int = 1 << 20,
-    compression: Optional[str] = None,
+    compression: str | None = None,
     skip_invalid_utf8: bool = False,
     progress_seconds: float = 10.0,
     tokenizer_factory: Callable = bert_tokenizer_factory,
@@ -357,7 +356,7 @@ def _log_run(input_files, output_files, config) -> None:
 
 def _use_one_tensorflow_thread() -> None:
     """The helpers fill the other cores; TensorFlow's thread pools here would oversubscribe them."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
 
     try:
         tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -396,7 +395,7 @@ class _ShardedOutput:
     """The output files: written round-robin under temporary names, renamed into place by `commit`."""
 
     def __init__(self, output_files, compression, start_time, progress_seconds):
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        import tensorflow as tf
 
         for path in output_files:
             parent = os.path.dirname(path)
@@ -416,7 +415,7 @@ class _ShardedOutput:
         self._progress_seconds = progress_seconds
 
     def open(self) -> None:
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        import tensorflow as tf
 
         self._writers = [tf.io.TFRecordWriter(p, self._options) for p in self.temp_files]
 
@@ -454,14 +453,14 @@ class _ShardedOutput:
 
     def commit(self) -> None:
         """Renames the complete temporary files to the output names."""
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        import tensorflow as tf
 
         for temp, path in zip(self.temp_files, self.output_files):
             tf.io.gfile.rename(temp, path, overwrite=True)
 
     def abort(self) -> None:
         """Closes the files and removes the temporary ones."""
-        import tensorflow as tf  # pylint: disable=g-import-not-at-top
+        import tensorflow as tf
 
         self.close()
         for temp in self.temp_files:

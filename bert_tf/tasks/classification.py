@@ -10,13 +10,14 @@ from __future__ import annotations
 import csv
 import io
 import os
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import keras
 import numpy as np
 from keras import ops
 
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
+from bert_tf.errors import DataError
 from bert_tf.models import BertClassifier
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import (
@@ -28,7 +29,6 @@ from bert_tf.tasks.base import (
 )
 from bert_tf.tasks.examples import TextExample
 from bert_tf.tasks.io_utils import write_text_atomic
-from bert_tf.errors import DataError
 
 
 class ClassificationTask(FinetuningTask):
@@ -50,10 +50,10 @@ class ClassificationTask(FinetuningTask):
         self,
         tokenizer,
         seq_length: int,
-        label_list: Optional[Sequence[str]],
+        label_list: Sequence[str] | None,
         sentence_pair: bool = False,
-        dropout_rate: Optional[float] = None,
-        bucket_width: Optional[int] = DEFAULT_BUCKET_WIDTH,
+        dropout_rate: float | None = None,
+        bucket_width: int | None = DEFAULT_BUCKET_WIDTH,
     ):
         self.tokenizer = tokenizer
         self.bucket_width = bucket_width

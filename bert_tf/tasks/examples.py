@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Union
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,8 +16,8 @@ class TextExample:
 
     guid: str
     text_a: str
-    text_b: Optional[str] = None
-    label: Union[str, float, None] = None
+    text_b: str | None = None
+    label: str | float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +26,7 @@ class TaggingExample:
 
     guid: str
     words: tuple
-    labels: Optional[tuple] = None
+    labels: tuple | None = None
 
 
 @dataclasses.dataclass(frozen=True)

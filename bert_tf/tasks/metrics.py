@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 import re
 import string
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 

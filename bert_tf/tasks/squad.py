@@ -8,7 +8,7 @@ loss (mean of the start and end cross-entropies) and the official metrics.
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import keras
 from keras import ops

@@ -11,10 +11,10 @@ into answer text.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
-from absl import logging
 import numpy as np
+from absl import logging
 
 from bert_tf.tasks.examples import SquadExample
 from bert_tf.tasks.word_alignment import split_on_whitespace

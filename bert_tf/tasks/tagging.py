@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import keras
 import numpy as np
 from keras import ops
 
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
+from bert_tf.errors import DataError
 from bert_tf.models import BertTokenClassifier
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import FinetuningTask, numpy_dataset
 from bert_tf.tasks.examples import TaggingExample
 from bert_tf.tasks.io_utils import write_text_atomic
-from bert_tf.errors import DataError
 
 IGNORED_LABEL = -1
 
@@ -62,8 +62,8 @@ class TaggingTask(FinetuningTask):
         tokenizer,
         seq_length: int,
         tag_list: Sequence[str],
-        dropout_rate: Optional[float] = None,
-        bucket_width: Optional[int] = DEFAULT_BUCKET_WIDTH,
+        dropout_rate: float | None = None,
+        bucket_width: int | None = DEFAULT_BUCKET_WIDTH,
     ):
         if seq_length < 3:
             raise ValueError(f"max_seq_length must be at least 3 for tagging, got {seq_length}.")

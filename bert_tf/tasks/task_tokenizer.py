@@ -9,7 +9,7 @@ that word.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import tensorflow as tf
 
@@ -28,10 +28,10 @@ class TaskTokenizer:
       lower_case: lower-case and strip accents (uncased models).
     """
 
-    def __init__(self, vocab_file: str, lower_case: bool = True):
+    def __init__(self, vocab_file: str, lower_case: bool = True, *, vocab=None):
         self.vocab_file = vocab_file
         self.lower_case = lower_case
-        self.tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
+        self.tokenizer = BertTokenizer(vocab_file, lower_case=lower_case, vocab=vocab)
         self.vocab = self.tokenizer.vocab
         special = self.tokenizer.get_special_tokens_dict()
         self.cls_id = special["start_of_sequence_id"]

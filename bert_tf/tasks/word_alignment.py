@@ -14,7 +14,7 @@ gives too.
 from __future__ import annotations
 
 import unicodedata
-from typing import Sequence
+from collections.abc import Sequence
 
 from bert_tf.tokenization.char_classes import is_nonspacing_mark, is_removed
 

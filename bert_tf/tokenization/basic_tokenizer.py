@@ -28,8 +28,7 @@ import re
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf.tokenization import char_classes
-from bert_tf.tokenization import lowercase
+from bert_tf.tokenization import char_classes, lowercase
 
 
 def _transcode(texts):

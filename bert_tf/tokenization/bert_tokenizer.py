@@ -38,6 +38,8 @@ class BertTokenizer(tf.Module):
       lower_case: True for uncased vocabularies (lower-case + strip accents).
       preserve_special_tokens: keep literal "[MASK]", "[CLS]", ... in the text
         as single tokens instead of splitting them like ordinary text.
+      vocab: the file's tokens when the caller has read them already (a job's
+        model source does), so the file is not read twice.
 
     Call: tf.string [batch] -> tf.RaggedTensor int32 [batch, (wordpieces)],
     without [CLS]/[SEP]. A scalar string gives a 1-D int32 tensor. Any input
@@ -61,10 +63,10 @@ class BertTokenizer(tf.Module):
     [b'hello worlds']
     """
 
-    def __init__(self, vocab_file, lower_case=True, preserve_special_tokens=False, name=None):
+    def __init__(self, vocab_file, lower_case=True, preserve_special_tokens=False, name=None, *, vocab=None):
         super().__init__(name=name)
         vocab_file = os.fspath(vocab_file)
-        self._vocabulary = _Vocabulary(vocab_lib.load_vocab(vocab_file))
+        self._vocabulary = _Vocabulary(vocab_lib.load_vocab(vocab_file) if vocab is None else vocab)
         vocab_lib.special_token_ids(self._vocabulary.tokens, vocab_file)  # raises if one is missing
         self.lower_case = bool(lower_case)
         self.preserve_special_tokens = bool(preserve_special_tokens)

@@ -104,7 +104,7 @@ _CATEGORIES = (
 )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _masks():
     index = {name: i for i, name in enumerate(_CATEGORIES)}
     category = unicodedata.category
@@ -167,7 +167,7 @@ def _regex_class(ranges, negate=False):
     return ("[^" if negate else "[") + "".join(parts) + "]"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def char_class(name):
     """Returns the RE2 character class for `name`.
 

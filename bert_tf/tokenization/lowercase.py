@@ -24,7 +24,7 @@ import tensorflow as tf
 from bert_tf.tokenization import char_classes
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def lowercase_fixups():
     """Returns (code points, replacements) where ICU and Python disagree.
 
@@ -63,7 +63,7 @@ def lowercase_fixups():
 _CAPITAL_SIGMA = "\u03a3"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def final_sigma_pattern():
     """RE2 pattern matching a capital sigma Python lower-cases to final 'ς'.
 

@@ -9,8 +9,8 @@ words differ). The piece selection is tensorflow_text's WordPiece learner.
 import collections
 import os
 
-from absl import logging
 import tensorflow as tf
+from absl import logging
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
 from bert_tf.errors import BadInputError

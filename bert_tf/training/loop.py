@@ -107,7 +107,7 @@ import dataclasses
 import math
 import os
 import time
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 import keras
 import tensorflow as tf

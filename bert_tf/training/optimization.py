@@ -32,7 +32,7 @@ strategies, and inside an XLA-compiled function on one device.
 from __future__ import annotations
 
 import re
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import keras
 import tensorflow as tf

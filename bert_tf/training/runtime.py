@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Iterator, Mapping, Optional
+from collections.abc import Iterator, Mapping
 
 import keras
 
@@ -43,12 +43,12 @@ class RuntimeConfig:
     """
 
     distribution_strategy: str = "one_device"
-    num_gpus: Optional[int] = None
-    tpu: Optional[str] = None
+    num_gpus: int | None = None
+    tpu: str | None = None
     jit_compile: bool = False
     mixed_precision: str = "float32"
     deterministic: bool = False
-    seed: Optional[int] = None
+    seed: int | None = None
 
     def __post_init__(self):
         strategy = self.distribution_strategy
@@ -72,7 +72,7 @@ class RuntimeConfig:
 def training_runtime(
     runtime: RuntimeConfig,
     *,
-    batch_sizes: Optional[Mapping[str, int]] = None,
+    batch_sizes: Mapping[str, int] | None = None,
     error: type = JobArgumentError,
     always_seed: bool = False,
 ) -> Iterator:

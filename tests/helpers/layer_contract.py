@@ -22,7 +22,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from typing import Callable
+from collections.abc import Callable
 
 import keras
 import numpy as np
