@@ -18,8 +18,9 @@ Real published weights, as people use BERT:
      encoder, on the random one as the baseline, and on the one from step 3
      (`--nofinetune_from_scratch` skips it);
   7. probe every layer's frozen features (`experiments.probe_layers`): which layer of the
-     real encoder is best for part-of-speech tags and for the reviews (2,000 of the training
-     reviews: --probe_reviews), against its randomly
+     real encoder is best for part-of-speech tags and for the reviews (1,000 of the tagged
+     training sentences and 2,000 of the training reviews: --probe_sentences, --probe_reviews),
+     against its randomly
      initialised twin; and whether the encoder pretrained in step 3 learned anything a token
      probe sees that its random twin does not (`--noprobe_layers` skips it);
   8. classify new sentences with the real-weights classifier.
@@ -139,7 +140,10 @@ def define_flags():
     flags.DEFINE_integer("train_examples", 0, "Use at most N labeled training reviews (0: all 4,000).")
     flags.DEFINE_integer("test_examples", 0, "Use at most N held-out reviews (0: all 1,000).")
     flags.DEFINE_integer(
-        "probe_sentences", 0, "Probe layers on at most N tagged training and N test sentences (0: all bundled)."
+        "probe_sentences",
+        1000,
+        "Probe layers on at most N tagged training and N test sentences (0: all bundled, 2,000 and 1,000). 1,000 "
+        "keeps the main job within its time budget.",
     )
     flags.DEFINE_integer(
         "probe_reviews",
