@@ -19,9 +19,8 @@ Whatever loads TensorFlow first in this process (Keras' TensorFlow backend, a
 (`bert_tf/tensorflow_startup.py`).
 """
 
-import importlib
-
 from bert_tf import tensorflow_startup
+from bert_tf.lazy_namespace import lazy_names
 
 tensorflow_startup.quiet_first_import()
 
@@ -43,14 +42,4 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value  # later accesses skip __getattr__
-        return value
-    raise AttributeError(f"module 'bert_tf' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

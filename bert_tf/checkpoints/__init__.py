@@ -4,7 +4,7 @@ Names load on first use, so that `import bert_tf.checkpoints` imports no TensorF
 writing TF2 checkpoints and TF1 conversion need it (`weights_file` is backend-neutral).
 """
 
-import importlib
+from bert_tf.lazy_namespace import lazy_names
 
 _NAMES = {
     "bert_tf.checkpoints.model_dir": (
@@ -30,14 +30,4 @@ _NAMES = {
 _MODULE_OF = {name: module for module, names in _NAMES.items() for name in names}
 __all__ = sorted(_MODULE_OF)
 
-
-def __getattr__(name):
-    if name in _MODULE_OF:
-        value = getattr(importlib.import_module(_MODULE_OF[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'bert_tf.checkpoints' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _MODULE_OF)

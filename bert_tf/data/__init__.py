@@ -5,7 +5,7 @@ Imported on first use: the readers and the length buckets load no TensorFlow (th
 when called), so the probing tool's coordinating process and the data writer's helpers stay light.
 """
 
-import importlib
+from bert_tf.lazy_namespace import lazy_names
 
 _LAZY = {
     "DynamicMaskingConfig": "bert_tf.data.dynamic_masking",
@@ -13,8 +13,4 @@ _LAZY = {
     "dynamic_mask_batch": "bert_tf.data.dynamic_masking",
 }
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'bert_tf.data' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

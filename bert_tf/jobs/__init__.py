@@ -11,7 +11,7 @@ configs) and their runtime as a `RuntimeConfig`; `DEFAULT_SEED` is every job's d
 use, so `import bert_tf.jobs` loads no TensorFlow.
 """
 
-import importlib
+from bert_tf.lazy_namespace import lazy_names
 
 DEFAULT_SEED = 42  # every job's default --seed (pretraining used 12345 before; no documented figure depends on it)
 
@@ -30,8 +30,4 @@ _LAZY = {
     "RuntimeConfig": "bert_tf.training",
 }
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'bert_tf.jobs' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -16,7 +16,7 @@ tokenizes and writes (tests/test_tensorflow_startup.py,
 tests/test_instance_workers.py).
 """
 
-import importlib
+from bert_tf.lazy_namespace import lazy_names
 
 _LAZY = {
     "write_pretraining_data": "bert_tf.pretraining_data.writer",
@@ -33,12 +33,4 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'bert_tf.pretraining_data' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -14,7 +14,7 @@ The jobs' names (`run_finetuning`, `run_pretraining`, their configs, `DataError`
 here for one release; import them from `bert_tf.jobs` (and `bert_tf.errors`).
 """
 
-import importlib
+from bert_tf.lazy_namespace import lazy_names
 
 _LAZY = {
     "FinetuningTask": "bert_tf.tasks.base",
@@ -41,8 +41,4 @@ _LAZY = {
     "DataError": "bert_tf.errors",
 }
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'bert_tf.tasks' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -5,7 +5,7 @@ docstring and tests/fixtures/tokenization/README.md for the exact reference);
 `PythonBertTokenizer` gives the same ids in plain Python, without TensorFlow.
 """
 
-import importlib
+from bert_tf.lazy_namespace import lazy_names
 
 _NAMES = {
     "basic_tokenizer": ("BasicTokenizer",),
@@ -26,15 +26,9 @@ _NAMES = {
 _MODULE_OF = {name: module for module, names in _NAMES.items() for name in names}
 
 
-def __getattr__(name):
-    # Names load on first use: the in-graph tokenizer imports TensorFlow and tensorflow_text,
-    # `PythonBertTokenizer` and `vocab` need neither.
-    if name in _MODULE_OF:
-        value = getattr(importlib.import_module(f"bert_tf.tokenization.{_MODULE_OF[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'bert_tf.tokenization' has no attribute {name!r}")
-
+# Names load on first use: the in-graph tokenizer imports TensorFlow and tensorflow_text,
+# `PythonBertTokenizer` and `vocab` need neither.
+__getattr__, __dir__ = lazy_names(__name__, {name: f"{__name__}.{module}" for name, module in _MODULE_OF.items()})
 
 __all__ = [
     "BasicTokenizer",
