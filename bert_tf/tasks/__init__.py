@@ -14,6 +14,7 @@ The jobs' names (`run_finetuning`, `run_pretraining`, their configs, `DataError`
 here for one release; import them from `bert_tf.jobs` (and `bert_tf.errors`).
 """
 
+from bert_tf.jobs import _LAZY as _JOB_NAMES
 from bert_tf.lazy_namespace import lazy_names
 
 _LAZY = {
@@ -26,18 +27,8 @@ _LAZY = {
     "TaggingExample": "bert_tf.tasks.examples",
     "SquadExample": "bert_tf.tasks.examples",
     "SquadAnswer": "bert_tf.tasks.examples",
-    # Aliases of the names that moved (bert_tf.jobs, bert_tf.errors); kept for one release.
-    "run_finetuning": "bert_tf.jobs.finetune",
-    "TASKS": "bert_tf.jobs.finetune",
-    "FinetuningTaskConfig": "bert_tf.jobs.finetune",
-    "FinetuningModelConfig": "bert_tf.jobs.finetune",
-    "FinetuningDataConfig": "bert_tf.jobs.finetune",
-    "NonFiniteMetricError": "bert_tf.jobs.finetune",
-    "run_pretraining": "bert_tf.jobs.pretrain",
-    "resolve_bert_config": "bert_tf.jobs.pretrain",
-    "PretrainingDataConfig": "bert_tf.jobs.pretrain",
-    "PretrainingArgumentError": "bert_tf.jobs.pretrain",
-    "RuntimeConfig": "bert_tf.training.runtime",
+    # Aliases of the names that moved to bert_tf.jobs and bert_tf.errors; kept for one release.
+    **{name: module for name, module in _JOB_NAMES.items() if name != "TrainingConfig"},
     "DataError": "bert_tf.errors",
 }
 
