@@ -188,3 +188,35 @@ def quiet_first_import() -> None:
         if "tensorflow" in sys.modules or any(isinstance(f, _QuietTensorFlowFinder) for f in sys.meta_path):
             return
         sys.meta_path.insert(0, _QuietTensorFlowFinder())
+
+
+# Installed packages that `import tensorflow` imports although TensorFlow runs without them: tf.lite's
+# converter imports jax, Keras (loaded by TensorFlow) its scikit-learn wrappers and visualization utilities.
+OPTIONAL_PACKAGES = ("jax", "jaxlib", "sklearn", "matplotlib")
+
+
+class _OptionalPackageBlocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in OPTIONAL_PACKAGES:
+            raise ModuleNotFoundError(f"{name} is not imported while TensorFlow loads", name=name)
+        return None
+
+
+def load_tensorflow_lean() -> None:
+    """Imports TensorFlow (quietly) without `OPTIONAL_PACKAGES`: for worker processes that use none of them.
+
+    With jax, scikit-learn and matplotlib installed, they cost a TensorFlow process about 190 MB resident and
+    a second of start-up (TensorFlow 2.21, measured in `benchmarks/probe_layers_cost.py`'s children). Each
+    import guards them, so TensorFlow and Keras load without; what stays off in this process is what needs
+    them at import time (tf.lite's JAX converter, Keras' scikit-learn wrappers and image-gallery plots).
+    Afterwards the packages import as usual. Does nothing when TensorFlow is already loaded.
+    """
+    if "tensorflow" in sys.modules:
+        return
+    blocker = _OptionalPackageBlocker()
+    sys.meta_path.insert(0, blocker)
+    try:
+        load_tensorflow_quietly()
+        import tensorflow  # noqa: F401 (loaded above unless TF_CPP_MIN_LOG_LEVEL=0 asked for its notes)
+    finally:
+        sys.meta_path.remove(blocker)

@@ -143,6 +143,7 @@ def define_flags():
     flags.DEFINE_integer(
         "steps_per_loop", schedule["steps_per_loop"], "Steps per compiled loop call (and logging interval)."
     )
+    job_flags.define_num_microbatches_flag()
     flags.DEFINE_integer("save_checkpoints_steps", schedule["save_checkpoints_steps"], "Checkpoint interval.")
     flags.DEFINE_integer("keep_checkpoint_max", schedule["keep_checkpoint_max"], "Checkpoints kept.")
 

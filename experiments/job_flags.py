@@ -43,6 +43,16 @@ def define_runtime_flags(default_seed: int | None = None) -> None:
     flags.DEFINE_integer("seed", seed, "Seed of initialisation, dropout and data order.")
 
 
+def define_num_microbatches_flag() -> None:
+    """Defines --num_microbatches (`TrainingConfig.num_microbatches`), which both training jobs take."""
+    flags.DEFINE_integer(
+        "num_microbatches",
+        1,
+        "Split each replica's batch into this many pieces, run one after another, whose gradients are summed "
+        "for one update: the same batch size in less memory (only one piece's activations are kept), slower.",
+    )
+
+
 def config_from_flags(config_class, **overrides):
     """`config_class` with each field set from the parsed flag of the same name, or from `overrides`.
 

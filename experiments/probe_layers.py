@@ -47,6 +47,11 @@ def define_flags():
     flags.DEFINE_float("finetune_epochs", 1.0, "Epochs of the fine-tuned reference.")
     flags.DEFINE_float("finetune_learning_rate", 1e-4, "Peak learning rate of the fine-tuned reference.")
     flags.DEFINE_integer("finetune_batch_size", 32, "Batch size of the fine-tuned reference.")
+    flags.DEFINE_integer(
+        "finetune_microbatches",
+        8,
+        "The reference's batches run as this many pieces whose gradients are summed (less memory, slower).",
+    )
     flags.DEFINE_float("dev_fraction", 0.1, "Share of the training file held out to choose each probe's strength.")
     flags.DEFINE_integer("seed", DEFAULT_SEED, "Seeds the split, the random twin, the probes and the fine-tuning.")
     flags.DEFINE_string("cache_dir", None, "Feature cache (default: <output_dir>/feature_cache); reused if present.")
@@ -79,6 +84,7 @@ def main(argv):
         finetune_epochs=FLAGS.finetune_epochs,
         finetune_learning_rate=FLAGS.finetune_learning_rate,
         finetune_batch_size=FLAGS.finetune_batch_size,
+        finetune_microbatches=FLAGS.finetune_microbatches,
         dev_fraction=FLAGS.dev_fraction,
         seed=FLAGS.seed,
         cache_dir=FLAGS.cache_dir,

@@ -328,6 +328,12 @@ ROWS = [
                 "--max_seq_length",
                 "dir",
             ),
+            (
+                "microbatches_do_not_divide_the_batch",
+                ["--input_file={records}", "--bert_config_file={bert_config}", "--num_microbatches=3"],
+                "--num_microbatches=3 must divide",
+                "dir",
+            ),
         ]
     ],
     (
@@ -500,6 +506,7 @@ ROWS = [
             ("missing_model", ["--model_dir={missing}"], "missing.txt", None),
             ("unknown_task", ["--tasks=token,parsing"], "--tasks", None),
             ("impossible_dev_fraction", ["--dev_fraction=0.9"], "--dev_fraction", None),
+            ("microbatches_do_not_divide_the_batch", ["--finetune_microbatches=5"], "--finetune_microbatches=5", None),
             ("seq_length_above_positions", ["--max_seq_length=128"], "max_position_embeddings", None),
             ("output_exists", [], "--output_dir", "dir"),
         ]

@@ -1,5 +1,6 @@
 """`import bert_tf` is light; TensorFlow loads later without its CPU start-up notes, and real warnings stay."""
 
+import json
 import os
 import subprocess
 import sys
@@ -63,6 +64,25 @@ def test_the_first_import_of_tensorflow_after_bert_tf_is_quiet_and_plain():
     assert result.stdout.strip() == "ok"
     for note in ("cuInit", "Could not find cuda drivers", "oneDNN custom operations", "absl::InitializeLog"):
         assert note not in result.stderr, result.stderr
+
+
+def test_lean_load_skips_the_optional_packages_tensorflow_would_import():
+    # A plain `import tensorflow` imports jax (tf.lite), scikit-learn and matplotlib (Keras) when installed.
+    code = (
+        "import importlib.util, json; "
+        "from bert_tf.tensorflow_startup import OPTIONAL_PACKAGES, load_tensorflow_lean; "
+        "installed = [p for p in OPTIONAL_PACKAGES if importlib.util.find_spec(p)]; "
+        "load_tensorflow_lean(); import tensorflow as tf, keras; "
+        "loaded = sorted({m.split('.')[0] for m in sys.modules} & set(OPTIONAL_PACKAGES)); "
+        "assert tf.constant(2).numpy() == 2; "
+        "import sklearn; "  # importable afterwards
+        "print(json.dumps([installed, loaded]))"
+    )
+    result = _run_isolated(code)
+    assert result.returncode == 0, result.stderr[-3000:]
+    installed, loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {"jax", "sklearn"} <= set(installed)  # there was something to skip
+    assert loaded == []
 
 
 def test_startup_filter_drops_the_cpu_notes_and_nothing_else():

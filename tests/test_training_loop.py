@@ -335,6 +335,55 @@ def test_generic_model_with_labels_resumes_without_reinitialising(tmp_path):
         run(40, other_model)
 
 
+def _dropout_free_classifier():
+    inputs = keras.Input(shape=(3,), name="features")
+    hidden = keras.layers.Dense(8, activation="relu", name="hidden")(inputs)
+    return keras.Model(inputs, keras.layers.Dense(2, name="logits")(hidden))
+
+
+def _microbatch_run(model_dir, num_microbatches):
+    training.enable_determinism(3)
+    metrics = []
+    result = training.train(
+        training.get_strategy("one_device"),
+        _dropout_free_classifier,
+        _classification_loss,
+        _classification_data,
+        str(model_dir),
+        training.TrainingConfig(
+            num_train_steps=8, learning_rate=0.05, steps_per_loop=4, num_microbatches=num_microbatches
+        ),
+        checkpoint_items_fn=lambda model: {"model": model},
+        loop_callback=lambda step, loop_metrics: metrics.append(loop_metrics),
+    )
+    return result, metrics
+
+
+def test_microbatches_train_like_the_whole_batch(tmp_path):
+    # A loss that is a mean over examples, no dropout: 4 pieces of 4 sum to the batch of 16's gradient.
+    whole, whole_metrics = _microbatch_run(tmp_path / "whole", 1)
+    pieces, piece_metrics = _microbatch_run(tmp_path / "pieces", 4)
+    assert pieces.step == whole.step == 8
+    for a, b in zip(whole_metrics, piece_metrics):
+        # The gradient norm is the summed gradient's, before clipping: a piece weighted wrongly changes it.
+        for name in ("accuracy", "gradient_norm", "loss", "learning_rate"):
+            np.testing.assert_allclose(b[name], a[name], rtol=1e-5, err_msg=name)
+    for a, b in zip(pieces.model.weights, whole.model.weights):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6, err_msg=a.path)
+    assert whole_metrics[-1]["loss"] < whole_metrics[0]["loss"]  # it trained
+
+
+def test_microbatches_must_divide_the_batch(tmp_path):
+    with pytest.raises(training.JobArgumentError, match=r"--num_microbatches=3 must divide the batch size per replica"):
+        _microbatch_run(tmp_path, 3)
+    assert not os.listdir(tmp_path) or not any(name.startswith("ckpt") for name in os.listdir(tmp_path))
+    with pytest.raises(training.JobArgumentError, match="num_microbatches"):
+        training.TrainingConfig(num_train_steps=10, num_microbatches=0)
+    training.check_microbatches(4, 32, num_replicas=2)
+    with pytest.raises(training.JobArgumentError, match=r"32 over 4 replica"):
+        training.check_microbatches(3, 32, num_replicas=4)
+
+
 class _Stop(Exception):
     pass
 

@@ -6,7 +6,7 @@ only real tokens, and, since a batch has one of at most `max_seq_length / bucket
 forward pass compiles that many graphs at most. Attention masks the padding, so the outputs of the real
 positions do not depend on the padded length (to float rounding); `tests/test_length_buckets.py` checks it.
 
-`length_batches`/`padded_batches`/`bucketed_dataset` serve inference (feature extraction, layer probing),
+`length_batches`/`bucketed_dataset` serve inference (feature extraction, layer probing),
 where the order of the batches does not matter because every row goes back to its own index. The fine-tuning
 tasks' tf.data pipelines (`bert_tf.tasks.base.length_bucketed_dataset`) use `training_batch_indices` (training:
 shuffled from the seed, grouped by length inside chunks of batches, endless and checkpointable) and
@@ -16,7 +16,6 @@ shuffled from the seed, grouped by length inside chunks of batches, endless and 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 
 import numpy as np
 
@@ -71,22 +70,6 @@ def length_batches(
     return batches
 
 
-def padded_batches(
-    inputs: dict, batches: list[LengthBatch], batch_size: int | None = None
-) -> Iterator[tuple[np.ndarray, dict]]:
-    """Yields (indices, inputs cut to the batch's length) for each batch.
-
-    `inputs`: name -> [num_examples, max_seq_length, ...] arrays padded at the end. With `batch_size`, a
-    short batch is filled up to it by repeating its first row (`indices` still names only the real rows), so
-    every batch of a bucket has one shape and a compiled forward pass is not traced again for the last one.
-    """
-    for batch in batches:
-        rows = batch.indices
-        if batch_size is not None and len(rows) < batch_size:
-            rows = np.concatenate([rows, np.full(batch_size - len(rows), rows[0])])
-        yield batch.indices, {name: value[rows, : batch.seq_length] for name, value in inputs.items()}
-
-
 def bucketed_dataset(
     inputs: dict, batch_size: int, max_seq_length: int, bucket_width: int | None = DEFAULT_BUCKET_WIDTH
 ):
@@ -97,24 +80,12 @@ def bucketed_dataset(
     row with `feature_index` -1, which `bert_tf.tasks.inference.iterate_outputs` drops. Returns
     (dataset, batches).
     """
-    import tensorflow as tf
-
-    from bert_tf.tasks.base import FEATURE_INDEX_KEY
-
     lengths = np.asarray(inputs["input_mask"]).sum(axis=1)
     batches = length_batches(lengths, batch_size, max_seq_length, bucket_width)
-
-    def generate():
-        for indices, batch in padded_batches(inputs, batches, batch_size):
-            feature_index = np.full(batch_size, -1, np.int32)
-            feature_index[: len(indices)] = indices
-            yield dict(batch, **{FEATURE_INDEX_KEY: feature_index})
-
-    signature = {
-        name: tf.TensorSpec((batch_size, None), tf.as_dtype(np.asarray(v).dtype)) for name, v in inputs.items()
-    }
-    signature[FEATURE_INDEX_KEY] = tf.TensorSpec((batch_size,), tf.int32)
-    dataset = tf.data.Dataset.from_generator(generate, output_signature=signature)
+    # Rows are gathered from tensors inside tf.data (no Python generator: its thread would contend for the
+    # GIL with the loop that consumes the batches).
+    index = inference_batch_indices(lengths, batch_size, max_seq_length, bucket_width, batches=batches)
+    dataset = gather_batches(index, {name: np.asarray(v) for name, v in inputs.items()}, list(inputs), training=False)
     return dataset.prefetch(2), batches
 
 
@@ -209,15 +180,19 @@ def _first_epoch(epoch_batches):
     return np.stack(batches), np.asarray(seq_lengths)
 
 
-def inference_batch_indices(lengths: np.ndarray, batch_size: int, max_seq_length: int, bucket_width: int | None):
+def inference_batch_indices(
+    lengths: np.ndarray, batch_size: int, max_seq_length: int, bucket_width: int | None, batches=None
+):
     """A tf.data pipeline of inference batches as (indices, feature_index, seq_length), each batch full.
 
-    The batches of `length_batches` (increasing length; input order without bucketing); a short batch is
-    filled up with its first row, whose `feature_index` is -1 (dropped from the outputs).
+    The batches of `length_batches` (increasing length; input order without bucketing), or `batches` when
+    given; a short batch is filled up with its first row, whose `feature_index` is -1 (dropped from the
+    outputs).
     """
     import tensorflow as tf
 
-    batches = length_batches(lengths, batch_size, max_seq_length, bucket_width)
+    if batches is None:
+        batches = length_batches(lengths, batch_size, max_seq_length, bucket_width)
     rows = np.zeros((len(batches), batch_size), np.int64)
     feature_index = np.full((len(batches), batch_size), -1, np.int32)
     for i, batch in enumerate(batches):

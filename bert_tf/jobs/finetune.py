@@ -244,6 +244,7 @@ def run_finetuning(
             logging.info("--bucket_width is off on TPU: every batch is padded to --max_seq_length.")
             inputs.task_object.bucket_width = 0
         if do_train:
+            training.check_microbatches(schedule.num_microbatches, data.train_batch_size, strategy.num_replicas_in_sync)
             if is_chief:
                 # Written first, so a run stopped during training can be evaluated or resumed as it is.
                 _write_model_files(inputs.output_dir, inputs.source, inputs.task_object)

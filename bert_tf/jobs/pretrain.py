@@ -151,6 +151,7 @@ def run_pretraining(
         error=JobArgumentError,
     ) as strategy:
         _check_records(data, train_files, eval_files)
+        training.check_microbatches(schedule.num_microbatches, data.train_batch_size, strategy.num_replicas_in_sync)
         init_checkpoint = _find_init_checkpoint(init_checkpoint)
         masking = _dynamic_masking(data, vocab_file, vocab)
         logging.info(

@@ -52,7 +52,9 @@ class ProbeLayersConfig:
       word_piece: "first" or "mean": a word's representation.
       random_control: also probe the randomly initialised twin.
       finetune: add the fine-tuned reference row; finetune_epochs, finetune_learning_rate,
-        finetune_batch_size its recipe (BERT's schedule: 10% warm-up, then linear decay).
+        finetune_batch_size its recipe (BERT's schedule: 10% warm-up, then linear decay);
+        finetune_microbatches: each batch runs as this many pieces with summed gradients (the loop's
+        `num_microbatches`), which keeps the default run within 2 GB.
       dev_fraction: the training file's share held out to choose each probe's strength.
       seed: the development split, the random twin's weights, the probes and the fine-tuning.
       cache_dir: the features' cache; None: `<output_dir>/feature_cache`.
@@ -74,6 +76,7 @@ class ProbeLayersConfig:
     finetune_epochs: float = 1.0
     finetune_learning_rate: float = 1e-4
     finetune_batch_size: int = 32
+    finetune_microbatches: int = 8
     dev_fraction: float = 0.1
     seed: int = DEFAULT_SEED
     cache_dir: str | None = None
@@ -86,6 +89,12 @@ class ProbeLayersConfig:
         check_int("max_seq_length", self.max_seq_length, minimum=3)  # [CLS], one piece, [SEP]
         check_int("batch_size", self.batch_size)
         check_int("finetune_batch_size", self.finetune_batch_size)
+        check_int("finetune_microbatches", self.finetune_microbatches)
+        if self.finetune_batch_size % self.finetune_microbatches:
+            raise ValueError(
+                f"--finetune_microbatches={self.finetune_microbatches} must divide "
+                f"--finetune_batch_size={self.finetune_batch_size}."
+            )
         check_int("bucket_width", self.bucket_width, minimum=0)
         if self.word_piece not in WORD_PIECE_MODES:
             raise ValueError(f"--word_piece must be one of {', '.join(WORD_PIECE_MODES)}, got {self.word_piece!r}.")
@@ -201,7 +210,8 @@ def _recipe(config: ProbeLayersConfig) -> dict:
         "sentence_cls": "the [CLS] position",
         "fine_tuned": (
             f"bert_tf.tasks.run_finetuning, {config.finetune_epochs:g} epoch(s), peak learning rate "
-            f"{config.finetune_learning_rate:g}, batch {config.finetune_batch_size}, 10% warm-up then linear decay"
+            f"{config.finetune_learning_rate:g}, batch {config.finetune_batch_size} (as {config.finetune_microbatches} "
+            "micro-batches), 10% warm-up then linear decay"
             if config.finetune
             else None
         ),
@@ -276,6 +286,9 @@ def _feature_keys(config, model, data) -> dict:
 
 def _compute_features(config, model, data, output_dir) -> None:
     """Runs the forward passes whose features are not in the cache yet, one model at a time, and stores them."""
+    from bert_tf.tensorflow_startup import load_tensorflow_lean
+
+    load_tensorflow_lean()  # this child needs none of jax, scikit-learn, matplotlib
     import keras
 
     from bert_tf.checkpoints.model_dir import restore
@@ -436,6 +449,9 @@ class _MixJob:
 
 def _scalar_mixes(jobs: list, seed: int) -> dict:
     """{(report key, model name): the scalar mix's ProbeResult} for every job (run in a child process)."""
+    from bert_tf.tensorflow_startup import load_tensorflow_lean
+
+    load_tensorflow_lean()  # this child needs none of jax, scikit-learn, matplotlib
     from bert_tf.probing import probes
     from bert_tf.probing.layer_features import FeatureCache
 
@@ -495,6 +511,9 @@ def _section(results: dict) -> dict:
 
 def _fine_tuned_accuracy(task, files, config, output_dir) -> float:
     """Test accuracy of the whole encoder fine-tuned on the task's training file (the reference row)."""
+    from bert_tf.tensorflow_startup import load_tensorflow_lean
+
+    load_tensorflow_lean()  # this child needs none of jax, scikit-learn, matplotlib
     from bert_tf.jobs.finetune import (
         FinetuningDataConfig,
         FinetuningModelConfig,
@@ -516,6 +535,7 @@ def _fine_tuned_accuracy(task, files, config, output_dir) -> float:
         learning_rate=config.finetune_learning_rate,
         num_train_epochs=config.finetune_epochs,
         warmup_proportion=0.1,
+        num_microbatches=config.finetune_microbatches,
         save_checkpoints_steps=1_000_000,
         keep_checkpoint_max=1,
     )

@@ -41,7 +41,10 @@ def iterate_outputs(
 
         return strategy.run(replica_step, args=(features,))
 
-    for features in strategy.experimental_distribute_dataset(dataset):
+    distributed = strategy.experimental_distribute_dataset(dataset)
+    # One trace for every batch: the dataset's spec leaves the bucketed sequence length unknown.
+    step.get_concrete_function(distributed.element_spec)
+    for features in distributed:
         outputs = step(features)
         batch = {
             name: np.concatenate([np.asarray(local) for local in strategy.experimental_local_results(value)])

@@ -22,6 +22,7 @@ from bert_tf.training.loop import (
     NonFiniteLossError,
     TrainingConfig,
     TrainingResult,
+    check_microbatches,
     default_forward,
     train,
 )

@@ -64,6 +64,24 @@ MultiWorkerMirroredStrategy (keras-team/keras#20585). XLA and the TF kernels
 give the same training up to float rounding, except for dropout: XLA draws
 other masks from the same seeds.
 
+Micro-batches
+-------------
+
+`num_microbatches=k` trades time for memory: each replica's batch is cut into
+k equal pieces, run one after another in a `tf.while_loop` inside the step,
+and their gradients are summed before the one optimizer update, so only one
+piece's activations are alive at a time (the activations kept for the
+backward pass grow with the batch; the weights, gradients and optimizer slots
+do not). The learning-rate schedule, the step count and the checkpoints are
+those of the whole batch, and a run may resume with another k. Each piece's
+loss is its own mean, weighted 1/k: for a loss that is a mean over examples
+(classification, regression) the summed gradient is the whole batch's up to
+float rounding; for one that is a mean over tokens or masked positions
+(tagging, the masked LM) a piece with fewer of them weighs as much as one
+with more, as in every micro-batching trainer that averages per-piece losses.
+Dropout draws its masks piece by piece, so they differ from the whole batch's.
+Metrics are the pieces' means.
+
 Resuming, and the position in the data
 --------------------------------------
 
@@ -141,6 +159,9 @@ class TrainingConfig:
       clip_norm: global-norm gradient clipping; None (or 0) to not clip.
       adam_epsilon: Adam's epsilon.
       steps_per_loop: steps per `tf.function` call (logging interval too).
+      num_microbatches: split each replica's batch into this many equal pieces whose gradients are summed
+        before the one optimizer update (see "Micro-batches" in the module docstring); it must divide the
+        per-replica batch size.
       save_checkpoints_steps: checkpoint interval in steps.
       keep_checkpoint_max: how many checkpoints to keep.
       eval_every_steps: evaluate every this many steps; None (or 0) for only at the end.
@@ -161,6 +182,7 @@ class TrainingConfig:
     clip_norm: float | None = 1.0
     adam_epsilon: float = 1e-6
     steps_per_loop: int = 100
+    num_microbatches: int = 1
     save_checkpoints_steps: int = 1000
     keep_checkpoint_max: int = 5
     eval_every_steps: int | None = None
@@ -174,7 +196,7 @@ class TrainingConfig:
         for name in ("clip_norm", "eval_every_steps", "max_eval_steps"):
             if getattr(self, name) == 0 and not isinstance(getattr(self, name), bool):
                 object.__setattr__(self, name, None)
-        for name in ("steps_per_loop", "save_checkpoints_steps", "keep_checkpoint_max"):
+        for name in ("steps_per_loop", "num_microbatches", "save_checkpoints_steps", "keep_checkpoint_max"):
             check_int(name, getattr(self, name))
         for name in ("num_train_steps", "eval_every_steps", "max_eval_steps"):
             if getattr(self, name) is not None:
@@ -278,6 +300,16 @@ def train(
         loop_callback,
     )
     return trainer.run()
+
+
+def check_microbatches(num_microbatches: int, batch_size: int, num_replicas: int = 1) -> None:
+    """Raises JobArgumentError unless `num_microbatches` divides the per-replica batch of a global `batch_size`."""
+    per_replica, rest = divmod(batch_size, num_replicas)
+    if rest or per_replica % num_microbatches:
+        raise JobArgumentError(
+            f"--num_microbatches={num_microbatches} must divide the batch size per replica "
+            f"({batch_size} over {num_replicas} replica(s))."
+        )
 
 
 class _RandomState(tf.Module):
@@ -403,10 +435,40 @@ class _Trainer:
     # --- steps ------------------------------------------------------------------
 
     def _gradients(self, batch):
+        """This replica's gradients (of the loss divided by the replicas) and metrics for one batch."""
+        k = self.config.num_microbatches
+        if k == 1:
+            return self._piece_gradients(batch, 1.0 / self.num_replicas)
+        # [batch, ...] -> [k, batch / k, ...]; checked to divide by `check_microbatches`.
+        pieces = tf.nest.map_structure(lambda t: tf.reshape(t, tf.concat([[k, -1], tf.shape(t)[1:]], 0)), batch)
+        weight = 1.0 / (self.num_replicas * k)
+        metric_names = [name for name in self.metric_names if name != "gradient_norm"]
+
+        def accumulate(i, grad_sums, metric_sums):
+            grads, metrics = self._piece_gradients(tf.nest.map_structure(lambda t: t[i], pieces), weight)
+            grad_sums = [total + grad for total, grad in zip(grad_sums, grads)]
+            metric_sums = {name: metric_sums[name] + metrics[name] for name in metric_names}
+            return i + 1, grad_sums, metric_sums
+
+        _, grads, metric_sums = tf.while_loop(
+            lambda i, *_: i < k,
+            accumulate,
+            (
+                tf.constant(0),
+                [tf.zeros(v.shape, v.dtype) for v in self.variables],
+                {name: tf.constant(0.0) for name in metric_names},
+            ),
+            # One piece at a time: the default 10 would run the pieces' forward passes side by side.
+            parallel_iterations=1,
+        )
+        return grads, {name: total / k for name, total in metric_sums.items()}
+
+    def _piece_gradients(self, batch, weight):
+        """Gradients of `weight` times the loss on `batch`, and the loss function's metrics (float32)."""
         with tf.GradientTape() as tape:
             outputs = self.forward_fn(self.model, batch, True)
             metrics = {name: tf.cast(value, tf.float32) for name, value in self.loss_fn(batch, outputs).items()}
-            loss = metrics["loss"] / float(self.num_replicas)
+            loss = metrics["loss"] * weight
             if self.loss_scale is not None:
                 loss = self.loss_scale.scale_loss(loss)
         grads = tape.gradient(loss, self.variables)
@@ -488,6 +550,12 @@ class _Trainer:
             raise ValueError(f"loss_fn must return a dict with a 'loss' entry, got {outputs}.")
         return sorted(outputs) + ["gradient_norm"]
 
+    def _check_microbatches(self, element_spec):
+        """Checks a static batch size against `num_microbatches` (the jobs check theirs with `check_microbatches`)."""
+        sizes = {spec.shape[0] for spec in tf.nest.flatten(element_spec)} - {None}
+        for size in sizes:
+            check_microbatches(self.config.num_microbatches, size)
+
     # --- the run -------------------------------------------------------------------
 
     def _make_evaluator(self):
@@ -522,6 +590,7 @@ class _Trainer:
         step, iterator_checkpoint = self._restore()
         iterator, element_spec = self.data.make_iterator(step, iterator_checkpoint)
         self.metric_names = self._probe_metric_names(element_spec)
+        self._check_microbatches(element_spec)
         self._build_functions()
         evaluator = self._make_evaluator()
         manager = self._checkpoint_manager(iterator)
