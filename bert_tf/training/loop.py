@@ -78,7 +78,7 @@ loss is its own mean, weighted 1/k: for a loss that is a mean over examples
 (classification, regression) the summed gradient is the whole batch's up to
 float rounding; for one that is a mean over tokens or masked positions
 (tagging, the masked LM) a piece with fewer of them weighs as much as one
-with more, as in every micro-batching trainer that averages per-piece losses.
+with more (as wherever per-piece losses are averaged).
 Dropout draws its masks piece by piece, so they differ from the whole batch's.
 Metrics are the pieces' means.
 
