@@ -43,7 +43,6 @@ import tempfile
 from collections.abc import Sequence
 
 import numpy as np
-from absl import logging
 
 from bert_tf import file_io
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
@@ -172,14 +171,8 @@ def extract_features(
         return {"layers": values}
 
     packed = pack_texts(tokenizer, texts_a, texts_b, max_seq_length)
-    dataset, batches = bucketed_dataset(packed, batch_size, max_seq_length, bucket_width)
-    logging.info(
-        "extract_features: %d lines in %d batches of %d sequence lengths %s",
-        len(texts_a),
-        len(batches),
-        len({b.seq_length for b in batches}),
-        sorted({b.seq_length for b in batches}),
-    )
+    # bucketed_dataset logs the batches' count and lengths.
+    dataset, _ = bucketed_dataset(packed, batch_size, max_seq_length, bucket_width)
     per_token = pooling is None
     # Written under a temporary name and renamed when complete, so a failed run leaves no partial output.
     with file_io.atomic_path(output_file) as tmp_path:
