@@ -7,7 +7,8 @@ a stage here, so the process that goes on holds only the stage's result.
     from bert_tf.child_process import run_in_child_process
     accuracy = run_in_child_process(fine_tuned_accuracy, task, config, description="fine-tuning")
 
-The child is started with `spawn` (no fork of a process that has loaded TensorFlow), logs at the caller's absl
+The child is started with `spawn` (no fork of a process that has loaded TensorFlow), with the caller's environment
+plus `environment` (e.g. `bert_tf.memory_allocator.releasing_allocator_environment()`), logs at the caller's absl
 verbosity, and sends back the return value or the exception it raised (re-raised here). The wait has a
 liveness check: a child that dies without an answer (killed, out of memory) is an error naming its exit status,
 never a hang.
@@ -15,7 +16,9 @@ never a hang.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
 import traceback
 
 from absl import logging
@@ -24,10 +27,11 @@ from absl import logging
 _POLL_SECONDS = 1.0
 
 
-def run_in_child_process(function, *args, description: str, **kwargs):
+def run_in_child_process(function, *args, description: str, environment: dict | None = None, **kwargs):
     """`function(*args, **kwargs)` in a spawned child process; its return value, or its exception re-raised.
 
     `function`, the arguments and the result must be picklable (module-level functions, dataclasses, arrays).
+    `environment`: variables set in the child's environment on top of this process's (which is left as it is).
 
     Raises:
       whatever `function` raised, and RuntimeError if the child exits without an answer.
@@ -37,7 +41,8 @@ def run_in_child_process(function, *args, description: str, **kwargs):
     process = context.Process(
         target=_child_main, args=(writer, function, args, kwargs, logging.get_verbosity()), name=description
     )
-    process.start()
+    with _environment_for_children(environment or {}):
+        process.start()
     writer.close()  # the child holds the only writer: a dead child ends the pipe
     try:
         answer = None
@@ -63,6 +68,21 @@ def run_in_child_process(function, *args, description: str, **kwargs):
     if status == "error":
         raise value
     return value
+
+
+@contextlib.contextmanager
+def _environment_for_children(variables: dict):
+    """`os.environ` with `variables` while a child starts (a spawned child inherits it), then as before."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _child_main(writer, function, args, kwargs, verbosity) -> None:

@@ -218,3 +218,54 @@ def test_data_smaller_than_a_batch_per_pipeline_is_repeated_within_each_epoch():
         for rows, seq_length in half.take(3):
             assert rows.shape == (4,) and set(rows.numpy().tolist()) <= {0, 1, 2}
             assert int(seq_length) == -(-lengths[rows.numpy()].max() // WIDTH) * WIDTH
+
+
+@pytest.mark.parametrize("task_name", ["classification", "token_classification"])
+def test_training_bucketed_or_padded_reaches_the_same_weights(task_name, tmp_path):
+    """Without dropout, the same batches trained at their bucket length or at max_seq_length give one model.
+
+    The two pipelines hold the same examples in the same order (only the padded length differs), and attention
+    masks the padding, so any gap beyond float rounding would be a bug in one training path."""
+    from safetensors.numpy import load_file
+
+    model_dir = synthetic.make_model_dir(str(tmp_path / "model"))  # tiny_config: dropout 0
+    rng = random.Random(5)
+    if task_name == "classification":
+        rows = [(_long(t, rng), y) for t, y in synthetic.sentiment_rows(48, 1)]
+        train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["text_a", "label"], rows)
+    else:
+        sentences = [s * rng.randint(1, 5) for s in synthetic.tagging_sentences(48, 1)]
+        train = synthetic.write_conll(str(tmp_path / "train.conll"), sentences)
+    weights = {}
+    for width in (WIDTH, 0):
+        output_dir = str(tmp_path / f"out_{width}")
+        finetune(
+            task_name,
+            output_dir,
+            train_file=train,
+            model_dir=model_dir,
+            max_seq_length=MAX_SEQ_LENGTH,
+            train_batch_size=8,
+            num_train_steps=12,
+            learning_rate=3e-3,
+            do_train=True,
+            bucket_width=width,
+            seed=1,
+        )
+        assert os.path.exists(os.path.join(output_dir, "ckpt-12.index")), sorted(os.listdir(output_dir))
+        weights[width] = load_file(os.path.join(output_dir, "weights.safetensors"))
+    initial = load_file(os.path.join(model_dir, "weights.safetensors"))
+    assert weights[WIDTH].keys() == weights[0].keys()
+    moved = [k for k in initial if k in weights[0] and not np.allclose(initial[k], weights[0][k], atol=1e-3)]
+    assert len(moved) > len(initial) // 2  # the training moved the weights well beyond the tolerance below
+    for key in weights[0]:
+        np.testing.assert_allclose(weights[WIDTH][key], weights[0][key], atol=2e-5, err_msg=key)
+
+
+@pytest.mark.parametrize("task_name", ["classification", "token_classification"])
+def test_padded_batches_keep_the_static_shape_tpus_need(task_name, tokenizer):
+    task = _task(task_name, tokenizer)
+    task.bucket_width = 0
+    for training in (True, False):
+        dataset = task.dataset(task.featurize(_examples(task_name), training=training), 4, training=training, seed=1)
+        assert dataset.element_spec["input_word_ids"].shape.as_list() == [4, MAX_SEQ_LENGTH], training

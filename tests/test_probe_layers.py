@@ -174,3 +174,15 @@ def test_a_rerun_reuses_the_cached_features(probe_inputs, capsys, monkeypatch):
     assert code == 0, capsys.readouterr().err[-3000:]
     first = json.loads((first_dir / "report.json").read_text())["token"]["rows"]
     assert json.loads((second_dir / "report.json").read_text())["token"]["rows"] == first
+
+
+def test_a_jemalloc_named_but_missing_is_refused_before_any_work(probe_inputs, capsys, monkeypatch):
+    from experiments import probe_layers as tool
+
+    root, flags, _ = probe_inputs
+    monkeypatch.setenv("BERT_TF_JEMALLOC", str(root / "missing.so"))
+    output_dir = root / "refused"
+    assert run_main(tool, flags + [f"--output_dir={output_dir}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"BERT_TF_JEMALLOC={root / 'missing.so'}: no such file" in err, err
+    assert not output_dir.exists()

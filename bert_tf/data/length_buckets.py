@@ -158,6 +158,7 @@ def training_batch_indices(
         batches = tf.random.experimental.stateless_shuffle(
             tf.reshape(order, [num_batches, batch_size]), seed=tf.stack([seed, 2 * epoch + 1])
         )
+        batches = tf.ensure_shape(batches, [num_batches, batch_size])  # a static batch size, as TPUs need
         seq_lengths = _bucket_lengths_tf(
             tf.reduce_max(tf.gather(lengths_t, batches), axis=1), bucket_width, max_seq_length
         )
@@ -241,6 +242,8 @@ def gather_batches(index_dataset, columns: dict, sequence_keys, training: bool, 
             batch["feature_index"] = feature_index  # bert_tf.tasks.base.FEATURE_INDEX_KEY (which loads Keras)
         if transform is not None:
             batch = transform(batch)
+            # The packer's ragged ops lose the static batch size that the rows have (TPUs need it).
+            batch = {name: _with_rows(value, rows.shape[0]) for name, value in batch.items()}
         for name in sequence_keys:
             if name in batch:
                 batch[name] = batch[name][:, :seq_length]
@@ -252,3 +255,11 @@ def gather_batches(index_dataset, columns: dict, sequence_keys, training: bool, 
         lambda rows, feature_index, seq_length: gather(rows, seq_length, feature_index),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
+
+
+def _with_rows(tensor, num_rows):
+    import tensorflow as tf
+
+    if num_rows is None or tensor.shape.rank is None or tensor.shape.rank == 0:
+        return tensor
+    return tf.ensure_shape(tensor, [num_rows] + [None] * (tensor.shape.rank - 1))

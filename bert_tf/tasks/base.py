@@ -107,17 +107,18 @@ def with_feature_index(columns: dict, batch_size: int, training: bool) -> dict:
 
 
 def numpy_dataset(
-    arrays: dict, batch_size: int, training: bool, seed=None, input_context=None, bucket_width: int | None = 0
+    arrays: dict, batch_size: int, training: bool, seed=None, input_context=None, bucket_width: int | None = None
 ):
     """A batched tf.data pipeline over equal-length numpy arrays, with `feature_index` added.
 
-    `bucket_width` > 0 (the arrays must have `input_mask`): batches grouped by length and cut to the
-    smallest multiple of it that holds their longest row (`length_bucketed_dataset`); 0/None: every batch
-    at the arrays' full length, in input order or, for training, shuffled example by example.
+    `bucket_width` a number (the arrays must have `input_mask`): the batches of `length_bucketed_dataset`,
+    grouped by length and, for a width > 0, cut to the smallest multiple of it that holds their longest row
+    (0: the same batches at the arrays' full length); None: every batch at the arrays' full length, in input
+    order or, for training, shuffled example by example (SQuAD's windows).
     """
     import tensorflow as tf
 
-    if bucket_width:
+    if bucket_width is not None:
         mask = np.asarray(arrays["input_mask"])
         max_seq_length = mask.shape[1]
         sequence_keys = [k for k, v in arrays.items() if np.ndim(v) >= 2 and np.shape(v)[1] == max_seq_length]
@@ -158,7 +159,9 @@ def length_bucketed_dataset(
     Training: endless, shuffled from `seed` epoch by epoch and resumable from a saved iterator
     (`training_batch_indices`); otherwise one pass, shortest batches first, every batch full (filled up with
     `feature_index` -1 rows). `transform` runs on each gathered batch before `sequence_keys` are cut (e.g.
-    the tokenizer's packer, which pads to `max_seq_length`).
+    the tokenizer's packer, which pads to `max_seq_length`). `bucket_width` 0: the same batches, uncut, so
+    every batch keeps the static shape [batch_size, max_seq_length] (TPUs); the width changes the padding
+    and nothing else, which is what makes `--bucket_width=0` a like-for-like comparison.
     """
     import tensorflow as tf
 
@@ -175,5 +178,7 @@ def length_bucketed_dataset(
         indices = sharded(
             length_buckets.inference_batch_indices(lengths, batch_size, max_seq_length, bucket_width), input_context
         )
+    if not bucket_width:
+        sequence_keys = ()
     dataset = length_buckets.gather_batches(indices, columns, sequence_keys, training, transform)
     return dataset.prefetch(tf.data.AUTOTUNE)

@@ -24,8 +24,6 @@ from bert_tf.tasks.base import (
     ENCODER_INPUT_KEYS,
     FinetuningTask,
     length_bucketed_dataset,
-    sharded,
-    with_feature_index,
 )
 from bert_tf.tasks.examples import TextExample
 from bert_tf.tasks.io_utils import write_text_atomic
@@ -41,7 +39,7 @@ class ClassificationTask(FinetuningTask):
       sentence_pair: whether examples have a `text_b`.
       dropout_rate: before the output layer; None = the encoder's.
       bucket_width: batches grouped by length and padded to a multiple of it (`bert_tf.data.length_buckets`);
-        0 or None: every batch padded to `seq_length`.
+        0 or None: the same batches, every one padded to `seq_length`.
     """
 
     label_keys = ("label",)
@@ -56,7 +54,7 @@ class ClassificationTask(FinetuningTask):
         bucket_width: int | None = DEFAULT_BUCKET_WIDTH,
     ):
         self.tokenizer = tokenizer
-        self.bucket_width = bucket_width
+        self.bucket_width = bucket_width or 0
         self._lengths_cache = (None, None)
         self.seq_length = seq_length
         self.label_list = list(label_list) if label_list is not None else None
@@ -138,30 +136,19 @@ class ClassificationTask(FinetuningTask):
             ) from None
 
     def dataset(self, features, batch_size, training, seed=None, input_context=None):
-        import tensorflow as tf
-
-        size = len(features["text_a"])
         columns = {k: (v.astype(str) if v.dtype == object else v) for k, v in features.items()}
-        if self.bucket_width:
-            return length_bucketed_dataset(
-                columns,
-                self.packed_lengths(features),
-                batch_size,
-                self.seq_length,
-                training,
-                seed=seed,
-                input_context=input_context,
-                bucket_width=self.bucket_width,
-                sequence_keys=ENCODER_INPUT_KEYS,
-                transform=self.tokenizer.pack_fn(self.seq_length),
-            )
-        columns = with_feature_index(columns, batch_size, training)
-        dataset = sharded(tf.data.Dataset.from_tensor_slices(columns), input_context)
-        if training:
-            dataset = dataset.shuffle(min(size, 100_000), seed=seed, reshuffle_each_iteration=True).repeat()
-        dataset = dataset.batch(batch_size, drop_remainder=True)
-        dataset = dataset.map(self.tokenizer.pack_fn(self.seq_length), num_parallel_calls=tf.data.AUTOTUNE)
-        return dataset.prefetch(tf.data.AUTOTUNE)
+        return length_bucketed_dataset(
+            columns,
+            self.packed_lengths(features),
+            batch_size,
+            self.seq_length,
+            training,
+            seed=seed,
+            input_context=input_context,
+            bucket_width=self.bucket_width,
+            sequence_keys=ENCODER_INPUT_KEYS,
+            transform=self.tokenizer.pack_fn(self.seq_length),
+        )
 
     def packed_lengths(self, features: dict) -> np.ndarray:
         """[N] packed lengths (pieces incl. [CLS]/[SEP], after trimming to `seq_length`) of `features`' texts.

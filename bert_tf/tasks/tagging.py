@@ -51,7 +51,7 @@ class TaggingTask(FinetuningTask):
       tag_list: tag names in id order.
       dropout_rate: before the output layer; None = the encoder's.
       bucket_width: batches grouped by length and padded to a multiple of it (`bert_tf.data.length_buckets`);
-        0 or None: every batch padded to `seq_length`.
+        0 or None: the same batches, every one padded to `seq_length`.
     """
 
     name = "token_classification"
@@ -76,7 +76,7 @@ class TaggingTask(FinetuningTask):
         self.tag_list = list(tag_list)
         self.tag_ids = {tag: i for i, tag in enumerate(self.tag_list)}
         self.dropout_rate = dropout_rate
-        self.bucket_width = bucket_width
+        self.bucket_width = bucket_width or 0
         # Words without any piece (only deleted characters) get the "outside" tag.
         self.default_tag = "O" if "O" in self.tag_ids else self.tag_list[0]
 

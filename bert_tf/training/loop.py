@@ -80,7 +80,8 @@ float rounding; for one that is a mean over tokens or masked positions
 (tagging, the masked LM) a piece with fewer of them weighs as much as one
 with more (as wherever per-piece losses are averaged).
 Dropout draws its masks piece by piece, so they differ from the whole batch's.
-Metrics are the pieces' means.
+Metrics are the pieces' means. A sparse gradient (the word embeddings') is
+added into the running sum row by row, never made dense piece by piece.
 
 Resuming, and the position in the data
 --------------------------------------
@@ -445,8 +446,9 @@ class _Trainer:
         metric_names = [name for name in self.metric_names if name != "gradient_norm"]
 
         def accumulate(i, grad_sums, metric_sums):
-            grads, metrics = self._piece_gradients(tf.nest.map_structure(lambda t: t[i], pieces), weight)
-            grad_sums = [total + grad for total, grad in zip(grad_sums, grads)]
+            piece = tf.nest.map_structure(lambda t: t[i], pieces)
+            grads, metrics = self._piece_gradients(piece, weight, densify=False)
+            grad_sums = [_add_gradient(total, grad) for total, grad in zip(grad_sums, grads)]
             metric_sums = {name: metric_sums[name] + metrics[name] for name in metric_names}
             return i + 1, grad_sums, metric_sums
 
@@ -463,8 +465,10 @@ class _Trainer:
         )
         return grads, {name: total / k for name, total in metric_sums.items()}
 
-    def _piece_gradients(self, batch, weight):
-        """Gradients of `weight` times the loss on `batch`, and the loss function's metrics (float32)."""
+    def _piece_gradients(self, batch, weight, densify=True):
+        """Gradients of `weight` times the loss on `batch`, and the loss function's metrics (float32).
+
+        `densify=False` keeps sparse gradients (an embedding lookup's `tf.IndexedSlices`) and None as they are."""
         with tf.GradientTape() as tape:
             outputs = self.forward_fn(self.model, batch, True)
             metrics = {name: tf.cast(value, tf.float32) for name, value in self.loss_fn(batch, outputs).items()}
@@ -472,7 +476,8 @@ class _Trainer:
             if self.loss_scale is not None:
                 loss = self.loss_scale.scale_loss(loss)
         grads = tape.gradient(loss, self.variables)
-        grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g) for g, v in zip(grads, self.variables)]
+        if densify:
+            grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g) for g, v in zip(grads, self.variables)]
         return grads, metrics
 
     def _apply(self, grads):
@@ -666,6 +671,18 @@ class _Trainer:
     def _log_progress(self, step, metrics, seconds_per_step):
         eta = _format_duration((self.config.num_train_steps - step) * seconds_per_step)
         logging.info("step %d/%d | %s | ETA %s", step, self.config.num_train_steps, format_metrics(metrics), eta)
+
+
+def _add_gradient(total, grad):
+    """`total + grad` for a micro-batch's gradient, which may be None or a `tf.IndexedSlices`.
+
+    A sparse gradient (the word embeddings': a few hundred rows of 30k) is added row by row into the running
+    sum instead of first being made a dense table-sized tensor of its own."""
+    if grad is None:
+        return total
+    if isinstance(grad, tf.IndexedSlices):
+        return tf.tensor_scatter_nd_add(total, tf.expand_dims(grad.indices, -1), grad.values)
+    return total + grad
 
 
 def _until_multiple(step: int, interval: int) -> int:

@@ -206,14 +206,18 @@ class AdamWeightDecay(tf.Module):
         if len(grads) != len(variables):
             raise ValueError(f"Expected {len(variables)} gradients, got {len(grads)}.")
         grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g) for g, v in zip(grads, variables)]
+        global_norm = tf.linalg.global_norm(grads)
+        # The clipping factor of tf.clip_by_global_norm (NaN for a non-finite norm), applied to each gradient
+        # inside its variable's update rather than to all of them up front (see `_distributed_apply`).
+        clip_scale = None
         if self.clip_norm is not None:
-            grads, global_norm = tf.clip_by_global_norm(grads, self.clip_norm)
-        else:
-            global_norm = tf.linalg.global_norm(grads)
+            clip_norm = tf.constant(self.clip_norm, tf.float32)
+            clip_scale = clip_norm * tf.minimum(1.0 / global_norm, tf.constant(1.0, tf.float32) / clip_norm)
+            clip_scale += global_norm - global_norm
         # Read in replica context: each device gets the schedule from its own copy of `iterations`.
         step = tf.cast(self.iterations, tf.float32)
         learning_rate = self.learning_rate_at(step)
-        args = (grads, learning_rate, step) if apply_update is None else (grads, learning_rate, step, apply_update)
+        args = (grads, clip_scale, learning_rate, step) + (() if apply_update is None else (apply_update,))
         replica_context = tf.distribute.get_replica_context()
         if replica_context is None:
             self._distributed_apply(tf.distribute.get_strategy(), *args)
@@ -221,28 +225,38 @@ class AdamWeightDecay(tf.Module):
             replica_context.merge_call(self._distributed_apply, args=args)
         return global_norm
 
-    def _distributed_apply(self, strategy, grads, learning_rate, step, apply_update=None):
+    def _distributed_apply(self, strategy, grads, clip_scale, learning_rate, step, apply_update=None):
         extended = strategy.extended
         conditional = () if apply_update is None else (apply_update,)
+        # One variable after another: left to itself, the executor starts every variable's update at once and
+        # holds their temporaries (clipped gradient, new moments, update) together, several times the model's
+        # size; in a chain they live one variable at a time (the fine-tuning of all-MiniLM-L6-v2 peaked at
+        # 1.04 GB in TensorFlow's allocator without it, 0.81 GB with it). The arithmetic is unchanged.
+        previous = []
         for var, grad, m, v, decay in zip(self._variables.items, grads, self.m, self.v, self.decay_mask):
-            extended.update(
-                var,
-                self._update_variable,
-                args=(grad, learning_rate, step) + conditional,
-                kwargs={"m": m, "v": v, "decay": decay},
-                group=False,
-            )
-        if apply_update is None:
-            extended.update(self.iterations, lambda iterations: iterations.assign_add(1), group=False)
-        else:
-            extended.update(
-                self.iterations,
-                lambda iterations, apply: iterations.assign_add(tf.cast(apply, tf.int64)),
-                args=(apply_update,),
-                group=False,
-            )
+            with tf.control_dependencies(previous):
+                updated = extended.update(
+                    var,
+                    self._update_variable,
+                    args=(grad, clip_scale, learning_rate, step) + conditional,
+                    kwargs={"m": m, "v": v, "decay": decay},
+                    group=False,
+                )
+            previous = tf.nest.flatten(strategy.experimental_local_results(updated))
+        with tf.control_dependencies(previous):
+            if apply_update is None:
+                extended.update(self.iterations, lambda iterations: iterations.assign_add(1), group=False)
+            else:
+                extended.update(
+                    self.iterations,
+                    lambda iterations, apply: iterations.assign_add(tf.cast(apply, tf.int64)),
+                    args=(apply_update,),
+                    group=False,
+                )
 
-    def _update_variable(self, var, grad, learning_rate, step, apply_update=None, *, m, v, decay):
+    def _update_variable(self, var, grad, clip_scale, learning_rate, step, apply_update=None, *, m, v, decay):
+        if clip_scale is not None:
+            grad = grad * tf.cast(clip_scale, grad.dtype)
         next_m = self.beta_1 * m + (1.0 - self.beta_1) * grad
         next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(grad)
         if self.bias_correction:
@@ -254,14 +268,15 @@ class AdamWeightDecay(tf.Module):
         update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
         if decay:
             update += self.weight_decay_rate * var
+        # The three writes as one op, which the next variable's update waits for.
         if apply_update is None:
-            m.assign(next_m)
-            v.assign(next_v)
-            return var.assign_sub(learning_rate * update)
+            return tf.group(m.assign(next_m), v.assign(next_v), var.assign_sub(learning_rate * update))
         # tf.where rather than a multiply: a skipped step may carry inf/NaN gradients.
-        m.assign(tf.where(apply_update, next_m, m))
-        v.assign(tf.where(apply_update, next_v, v))
-        return var.assign_sub(tf.where(apply_update, learning_rate * update, tf.zeros_like(update)))
+        return tf.group(
+            m.assign(tf.where(apply_update, next_m, m)),
+            v.assign(tf.where(apply_update, next_v, v)),
+            var.assign_sub(tf.where(apply_update, learning_rate * update, tf.zeros_like(update))),
+        )
 
 
 def create_optimizer(
