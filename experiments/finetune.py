@@ -31,11 +31,15 @@ Differences from `run_classifier.py`: batches are grouped by length and each
 is padded to the smallest multiple of --bucket_width (16) that holds its
 longest sequence, instead of every batch to --max_seq_length (the same
 outputs to float rounding; far less padding on real text; at most
-max_seq_length / bucket_width compiled shapes); --bucket_width=0 restores
-fixed-length batches. Training batches are drawn epoch by epoch from --seed
-(shuffled, sorted by length inside chunks of 50 batches, the batches
-shuffled; the examples past the last full batch of an epoch sit that epoch
-out), so a resumed run sees the same batches. SQuAD keeps fixed windows.
+max_seq_length / bucket_width compiled shapes); --bucket_width=0 pads every
+batch to --max_seq_length and changes nothing else. Training batches are drawn
+epoch by epoch from --seed (shuffled, sorted by length inside chunks of 50
+batches, the batches shuffled; the examples past the last full batch of an
+epoch sit that epoch out), with or without buckets, so a resumed run sees the
+same batches and a padded run trains on the same batches as a bucketed one
+(tests/test_finetune_buckets.py: without dropout, to the same weights). The
+original shuffles examples one by one, so its batches mix lengths more. SQuAD
+keeps fixed windows and that example-by-example shuffle.
 
 Outputs in --output_dir: checkpoints (training resumes from them), TensorBoard
 summaries, `eval_results.json`, `eval_predictions.*`, `predictions.*`, and

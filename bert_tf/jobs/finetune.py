@@ -87,7 +87,8 @@ class FinetuningTaskConfig:
       bucket_width: training, evaluation and prediction batches are grouped by length and padded to the
         smallest multiple of it that holds their longest sequence (capped at max_seq_length), so a batch
         costs its tokens rather than max_seq_length, with at most max_seq_length / bucket_width compiled
-        shapes; 0 turns it off (every batch at max_seq_length). Not for SQuAD, whose windows are fixed.
+        shapes; 0 turns it off (the same batches, every one at max_seq_length). Not for SQuAD, whose windows
+        are fixed.
       doc_stride, max_query_length, max_answer_length, n_best_size,
       version_2_with_negative, null_score_diff_threshold: SQuAD's options.
     """
