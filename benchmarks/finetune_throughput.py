@@ -17,7 +17,8 @@ the total over the rounds. "real tokens" is the share of the timed batches' posi
 
 Contenders:
 - ours, padded: `bert_tf.training.train` (the loop `experiments.finetune` runs) on `ClassificationTask`'s
-  tf.data pipeline (in-graph WordPiece and packing) with `bucket_width=0`: shuffled, every batch at 128.
+  tf.data pipeline (in-graph WordPiece and packing) with `bucket_width=0`: the bucketed row's batches (since
+  0487cb9; before, examples shuffled one by one), every batch at 128.
 - ours, bucketed: the same with `bucket_width=16` (the default): batches grouped by length inside chunks of
   50 batches, each padded to the smallest multiple of 16 holding its longest review.
 - --peers, each in its own venv under --peer_dir (created from PyPI on first use, see benchmarks/_common.py):

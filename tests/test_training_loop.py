@@ -447,3 +447,21 @@ def test_training_config_rejects_bad_values():
         training.TrainingConfig(num_train_steps=10, learning_rate=0.0)
     with pytest.raises(ValueError, match="clip_norm"):
         training.TrainingConfig(num_train_steps=10, clip_norm=-1.0)
+
+
+def test_only_a_dataset_known_to_be_finite_is_warned_about(caplog):
+    from bert_tf.training.data_position import TrainingInput
+
+    caplog.set_level("WARNING", logger="absl")
+    endless = tf.data.Dataset.counter().flat_map(lambda i: tf.data.Dataset.range(3))  # cardinality unknown (-2)
+    datasets = {
+        "finite": tf.data.Dataset.range(3),
+        "endless flat_map": endless,
+        "repeated": tf.data.Dataset.range(3).repeat(),
+    }
+    warned = {}
+    for name, dataset in datasets.items():
+        caplog.clear()
+        TrainingInput(tf.distribute.get_strategy(), lambda context, d=dataset: d).make_iterator(0, None)
+        warned[name] = any("training dataset is finite" in r.getMessage() for r in caplog.records)
+    assert warned == {"finite": True, "endless flat_map": False, "repeated": False}

@@ -66,7 +66,8 @@ class TrainingInput:
             dataset = self.dataset_fn(input_context)
             if not isinstance(dataset, tf.data.Dataset):
                 raise TypeError(f"train_dataset_fn must return a tf.data.Dataset, got {type(dataset).__name__}.")
-            if dataset.cardinality() != tf.data.INFINITE_CARDINALITY:
+            # UNKNOWN (-2) is what tf.data says of an endless flat_map (the length-bucketed pipelines): no warning.
+            if dataset.cardinality() >= 0:
                 logging.warning(
                     "The training dataset is finite (cardinality %d); training stops with an "
                     "OutOfRangeError when it runs out. Repeat it.",
