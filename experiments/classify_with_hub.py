@@ -185,10 +185,10 @@ def bucketed_datasets(preprocessing, texts, labels, test_texts, test_labels, bat
     import numpy as np
     import tensorflow as tf
 
-    from bert_tf.data import length_buckets
+    from bert_tf.data import length_buckets, prefetching
 
     def lengths(values):
-        batches = tf.data.Dataset.from_tensor_slices(values).batch(1024)
+        batches = prefetching.without_autotuning(tf.data.Dataset.from_tensor_slices(values).batch(1024))
         return np.concatenate([preprocessing.packed_lengths(batch).numpy() for batch in batches]).astype(np.int64)
 
     columns = {"text": np.asarray(texts, dtype=str), "label": np.asarray(labels, np.float32)}
@@ -196,12 +196,12 @@ def bucketed_datasets(preprocessing, texts, labels, test_texts, test_labels, bat
         lengths(columns["text"]), batch_size, preprocessing.seq_length, preprocessing.bucket_width, seed
     )
     train = length_buckets.gather_batches(indices, columns, (), training=True)
-    train = train.map(lambda batch: (batch["text"], batch["label"])).prefetch(tf.data.AUTOTUNE)
+    train = prefetching.prefetched(train.map(lambda batch: (batch["text"], batch["label"])))
     order = np.argsort(lengths(np.asarray(test_texts, dtype=str)), kind="stable")
     test = tf.data.Dataset.from_tensor_slices(
         (np.asarray(test_texts, dtype=str)[order], np.asarray(test_labels, np.float32)[order])
     )
-    return train, len(texts) // batch_size, test.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    return train, len(texts) // batch_size, prefetching.prefetched(test.batch(batch_size))
 
 
 def warmup_linear_decay(peak, num_steps, warmup_steps):

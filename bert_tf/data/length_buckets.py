@@ -19,6 +19,8 @@ import dataclasses
 
 import numpy as np
 
+from bert_tf.data import prefetching
+
 DEFAULT_BUCKET_WIDTH = 16
 
 
@@ -86,7 +88,7 @@ def bucketed_dataset(
     # GIL with the loop that consumes the batches).
     index = inference_batch_indices(lengths, batch_size, max_seq_length, bucket_width, batches=batches)
     dataset = gather_batches(index, {name: np.asarray(v) for name, v in inputs.items()}, list(inputs), training=False)
-    return dataset.prefetch(2), batches
+    return prefetching.without_autotuning(dataset.prefetch(2)), batches
 
 
 # --- tf.data pipelines of the fine-tuning tasks ------------------------------------------------------------

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from bert_tf.data import dynamic_masking as dynamic_masking_lib
-from bert_tf.data import pretraining_features
+from bert_tf.data import prefetching, pretraining_features
 from bert_tf.data.tfrecord_files import detect_compression, resolve_input_files
 
 
@@ -191,4 +191,4 @@ def pretraining_dataset(
         dataset = dynamic_masking_lib.apply_dynamic_masking(
             dataset, dynamic_masking, max_predictions_per_seq, seed=mask_seed
         )
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return prefetching.prefetched(dataset)

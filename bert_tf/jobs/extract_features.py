@@ -45,6 +45,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from bert_tf import file_io
+from bert_tf.data import prefetching
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.errors import DataError, check_int
 from bert_tf.features.layer_selection import parse_layers
@@ -88,7 +89,9 @@ def pack_texts(tokenizer, texts_a: Sequence[str], texts_b: Sequence[str | None],
         columns["text_b"] = np.array([b or "" for b in texts_b], dtype=str)
         columns["has_text_b"] = np.array([b is not None for b in texts_b])
     dataset = tf.data.Dataset.from_tensor_slices(columns).batch(1024).map(tokenizer.pack_fn(max_seq_length))
-    parts = [{name: batch[name].numpy() for name in ENCODER_INPUT_KEYS} for batch in dataset]
+    parts = [
+        {name: batch[name].numpy() for name in ENCODER_INPUT_KEYS} for batch in prefetching.without_autotuning(dataset)
+    ]
     return {name: np.concatenate([part[name] for part in parts]) for name in ENCODER_INPUT_KEYS}
 
 

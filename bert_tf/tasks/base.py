@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from bert_tf.data import prefetching
 from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES as ENCODER_INPUT_KEYS  # noqa: F401 (re-exported)
 
 FEATURE_INDEX_KEY = "feature_index"
@@ -139,7 +140,7 @@ def numpy_dataset(
     if training:
         dataset = dataset.shuffle(min(size, 100_000), seed=seed, reshuffle_each_iteration=True).repeat()
     dataset = dataset.batch(batch_size, drop_remainder=True)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return prefetching.prefetched(dataset)
 
 
 def length_bucketed_dataset(
@@ -163,7 +164,6 @@ def length_bucketed_dataset(
     every batch keeps the static shape [batch_size, max_seq_length] (TPUs); the width changes the padding
     and nothing else, which is what makes `--bucket_width=0` a like-for-like comparison.
     """
-    import tensorflow as tf
 
     from bert_tf.data import length_buckets
 
@@ -181,4 +181,4 @@ def length_bucketed_dataset(
     if not bucket_width:
         sequence_keys = ()
     dataset = length_buckets.gather_batches(indices, columns, sequence_keys, training, transform)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return prefetching.prefetched(dataset)

@@ -16,6 +16,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from bert_tf.data import prefetching
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.errors import DataError
 from bert_tf.models import BertClassifier
@@ -164,7 +165,7 @@ class ClassificationTask(FinetuningTask):
         pack = self.tokenizer.pack_fn(self.seq_length)
         dataset = tf.data.Dataset.from_tensor_slices(texts).batch(1024)
         dataset = dataset.map(lambda e: tf.reduce_sum(pack(e)["input_mask"], axis=1), num_parallel_calls=2)
-        lengths = np.concatenate([batch.numpy() for batch in dataset]).astype(np.int64)
+        lengths = np.concatenate([batch.numpy() for batch in prefetching.without_autotuning(dataset)]).astype(np.int64)
         self._lengths_cache = (features["text_a"], lengths)
         return lengths
 

@@ -13,6 +13,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
+from bert_tf.data import prefetching
 from bert_tf.errors import BadInputError
 from bert_tf.tokenization import vocab as vocab_lib
 from bert_tf.tokenization.basic_tokenizer import BasicTokenizer
@@ -34,10 +35,10 @@ def count_words(texts, lower_case=True, batch_size=1024):
         strings = texts
         texts = tf.data.Dataset.from_generator(lambda: iter(strings), output_signature=tf.TensorSpec([], tf.string))
     tokenizer = BasicTokenizer(lower_case=lower_case)
-    words = (
-        texts.batch(batch_size)
-        .map(lambda t: tokenizer(t).flat_values, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        .prefetch(tf.data.AUTOTUNE)
+    words = prefetching.prefetched(
+        texts.batch(batch_size).map(
+            lambda t: tokenizer(t).flat_values, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+        )
     )
     counts = collections.Counter()
     for batch in words.as_numpy_iterator():

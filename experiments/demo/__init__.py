@@ -151,6 +151,12 @@ def define_flags():
         "Probe the real encoder's sentence features with the first N training reviews (0: all); the test set is "
         "the held-out reviews. 2,000 keeps the main job within its time budget.",
     )
+    flags.DEFINE_integer(
+        "tool_time_limit_minutes",
+        60,
+        "Stop the demo if one step's tool runs longer than this (its longest, step 7, takes about 4 minutes on "
+        "a 2-core CPU with the defaults).",
+    )
 
 
 def _check_flags():
@@ -165,6 +171,7 @@ def _check_flags():
         "real_weights_epochs",
         "finetune_epochs",
         "vocab_size",
+        "tool_time_limit_minutes",
     ):
         if FLAGS[name].value < 1:
             raise cli.BadInputError(f"--{name} must be positive, got {FLAGS[name].value}.")

@@ -7,10 +7,13 @@ A step's result is stored in `<output_dir>/<key>/result.json` once it succeeds, 
 import dataclasses
 import json
 import os
+import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 from bert_tf import file_io
@@ -37,23 +40,74 @@ _NOISE = re.compile(
 _ABSL_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\] ")
 
 
-def run_tool(module, log_path, *args, env=None):
-    """Runs `python -m module args...`, echoing its progress lines and keeping a log."""
+def run_tool(module, log_path, *args, env=None, time_limit_seconds=3600.0, exit_grace_seconds=10.0):
+    """Runs `python -m module args...`, echoing its progress lines and keeping a log.
+
+    Every wait is bounded: the tool (with any process it started) is killed once it has run
+    `time_limit_seconds`, and, after it exits, its output is read for at most `exit_grace_seconds` more (a
+    process it left behind may hold the pipe open; it is killed then). Either is a RuntimeError, as is a
+    non-zero exit status.
+    """
     command = [sys.executable, "-m", module, *args]
     print(f"    $ python -m {module} {' '.join(args)}", flush=True)
-    with open(log_path, "w", encoding="utf-8") as log:
-        process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT, env=env
-        )
-        for line in process.stdout:
-            log.write(line)
-            if line.strip() and not _NOISE.search(line):
-                print("    " + _ABSL_PREFIX.sub("", line.rstrip()), flush=True)
-        returncode = process.wait()
-    if returncode != 0:
+    # Its own process group, so that a time-out or an interrupt here ends whatever the tool started too.
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO_ROOT,
+        env=env,
+        start_new_session=True,
+    )
+    lines = queue.Queue()
+    threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True).start()
+    deadline = time.monotonic() + time_limit_seconds
+    exited_at = None
+    failure = None
+    try:
+        with open(log_path, "w", encoding="utf-8") as log:
+            while True:
+                try:
+                    line = lines.get(timeout=0.5)
+                except queue.Empty:
+                    now = time.monotonic()
+                    if exited_at is None and process.poll() is not None:
+                        exited_at = now
+                    if exited_at is not None and now - exited_at > exit_grace_seconds:
+                        break  # it exited, but something it started still holds its output open
+                    if now > deadline:
+                        failure = f"python -m {module} ran past its time limit of {time_limit_seconds:.0f} s"
+                        break
+                    continue
+                if line is None:
+                    break
+                log.write(line)
+                if line.strip() and not _NOISE.search(line):
+                    print("    " + _ABSL_PREFIX.sub("", line.rstrip()), flush=True)
+    finally:
+        _kill_group(process)
+    returncode = process.wait(timeout=60)
+    if failure is None and returncode != 0:
+        failure = f"python -m {module} failed with exit code {returncode}"
+    if failure is not None:
         with open(log_path, encoding="utf-8") as log:
             tail = "".join(log.readlines()[-30:])
-        raise RuntimeError(f"python -m {module} failed with exit code {returncode}; log: {log_path}\n{tail}")
+        raise RuntimeError(f"{failure}; log: {log_path}\n{tail}")
+
+
+def _read_lines(stream, lines):
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+def _kill_group(process):
+    """Kills the tool's process group (the tool, if still running, and every process it left behind)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is gone: nothing left to stop
 
 
 class Step:

@@ -8,10 +8,15 @@ import re
 from absl import flags
 
 from bert_tf import file_io
+from experiments.demo import runner
 from experiments.demo.report import arrow, read_scalars
-from experiments.demo.runner import Step, run_tool
+from experiments.demo.runner import Step
 
 FLAGS = flags.FLAGS
+
+
+def _run_tool(module, log_path, *args, env=None):
+    return runner.run_tool(module, log_path, *args, env=env, time_limit_seconds=60 * FLAGS.tool_time_limit_minutes)
 
 
 def _split_sentences(text):
@@ -87,7 +92,7 @@ def learn_vocabulary(output_dir, train_texts):
         corpus = os.path.join(step_dir, "corpus.txt")
         lines = write_pretraining_corpus(corpus, FLAGS.corpus_lines, train_texts)
         vocab_file = os.path.join(step_dir, "vocab.txt")
-        run_tool(
+        _run_tool(
             "tfrecords_tools.make_vocab",
             os.path.join(step_dir, "make_vocab.log"),
             f"--input_file={corpus}",
@@ -122,7 +127,7 @@ def write_tfrecords(output_dir, vocab):
         result = {}
         for split, corpus, dupe in (("train", train_corpus, FLAGS.dupe_factor), ("eval", eval_corpus, 1)):
             output = os.path.join(step_dir, f"{split}.tfrecord")
-            run_tool(
+            _run_tool(
                 "tfrecords_tools.create_pretraining_data",
                 os.path.join(step_dir, f"{split}.log"),
                 f"--input_file={corpus}",
@@ -167,7 +172,7 @@ def pretrain_from_scratch(output_dir, config, vocab, data):
         ).to_json_file(config_file)
         eval_every = max(FLAGS.pretrain_steps // 5, 1)
         # --max_eval_steps=0: every evaluation reads the whole held-out file, as the unigram baseline does.
-        run_tool(
+        _run_tool(
             "experiments.pretrain",
             os.path.join(step_dir, "pretrain.log"),
             f"--input_file={data['train_file']}",
@@ -221,7 +226,7 @@ def convert_real_weights(output_dir):
 
         source = FLAGS.real_weights_dir or published.minilm_l6_v2_dir()
         model_dir = os.path.join(step_dir, "model")
-        run_tool(
+        _run_tool(
             "experiments.convert",
             os.path.join(step_dir, "convert.log"),
             "--from=hf",
@@ -254,7 +259,7 @@ def export_encoders(output_dir, config, vocab, pretrained, real):
 
         def export(label, model_dir, seq_length, *extra):
             exports[label] = os.path.join(step_dir, label)
-            run_tool(
+            _run_tool(
                 "experiments.export",
                 os.path.join(step_dir, f"export_{label}.log"),
                 f"--model_dir={model_dir}",
@@ -354,7 +359,7 @@ def probe_layers(output_dir, real, pretrained):
             report_dir = os.path.join(step_dir, label)
             with open(os.path.join(model_dir, "bert_config.json"), encoding="utf-8") as f:
                 seq_length = min(128, json.load(f)["max_position_embeddings"])
-            run_tool(
+            _run_tool(
                 "experiments.probe_layers",
                 os.path.join(step_dir, f"probe_{label}.log"),
                 f"--model_dir={model_dir}",
@@ -394,7 +399,7 @@ class Recipe:
 def fine_tune(output_dir, exports, recipe, train_file, test_file):
     def work(step_dir):
         env = dict(os.environ, TF_USE_LEGACY_KERAS="1")
-        run_tool(
+        _run_tool(
             "experiments.classify_with_hub",
             os.path.join(step_dir, "classify.log"),
             f"--export_dir={exports[recipe.label]}",

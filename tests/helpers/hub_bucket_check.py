@@ -58,6 +58,7 @@ def main(export_dir, work_dir):
     history = bucketed.fit(train, steps_per_epoch=steps, epochs=1, validation_data=test, verbose=0)
     result["steps"] = steps
     result["val_loss"] = float(history.history["val_loss"][-1])
+    result["autotuning"] = [train.options().autotune.enabled, test.options().autotune.enabled]
     print(json.dumps(result))
 
 
