@@ -45,6 +45,16 @@ def test_a_tool_that_hangs_is_stopped_at_its_time_limit(tmp_path):
         assert _gone(int((tmp_path / "pid").read_text()))
 
 
+def test_a_tool_that_never_stops_printing_is_stopped_at_its_time_limit(tmp_path):
+    env = _tool(
+        tmp_path,
+        "chatty_tool",
+        "import time\nwhile True:\n    print('still going', flush=True)\n    time.sleep(0.01)\n",
+    )
+    with pytest.raises(RuntimeError, match="ran past its time limit of 3 s"):
+        run_tool("chatty_tool", str(tmp_path / "tool.log"), env=env, time_limit_seconds=3)
+
+
 def test_a_process_left_holding_the_output_does_not_keep_the_demo_waiting(tmp_path):
     env = _tool(
         tmp_path,

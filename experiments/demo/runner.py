@@ -71,20 +71,21 @@ def run_tool(module, log_path, *args, env=None, time_limit_seconds=3600.0, exit_
                 try:
                     line = lines.get(timeout=0.5)
                 except queue.Empty:
-                    now = time.monotonic()
-                    if exited_at is None and process.poll() is not None:
-                        exited_at = now
-                    if exited_at is not None and now - exited_at > exit_grace_seconds:
-                        break  # it exited, but something it started still holds its output open
-                    if now > deadline:
-                        failure = f"python -m {module} ran past its time limit of {time_limit_seconds:.0f} s"
-                        break
-                    continue
+                    line = ""
                 if line is None:
                     break
                 log.write(line)
                 if line.strip() and not _NOISE.search(line):
                     print("    " + _ABSL_PREFIX.sub("", line.rstrip()), flush=True)
+                # Checked after every line too: a tool that never stops printing is still stopped.
+                now = time.monotonic()
+                if exited_at is None and process.poll() is not None:
+                    exited_at = now
+                if exited_at is not None and now - exited_at > exit_grace_seconds:
+                    break  # it exited, but something it started still holds its output open
+                if now > deadline:
+                    failure = f"python -m {module} ran past its time limit of {time_limit_seconds:.0f} s"
+                    break
     finally:
         _kill_group(process)
     returncode = process.wait(timeout=60)
