@@ -175,9 +175,28 @@ def write_section(name: str, title: str, body_lines: list, path: str | None = No
     replace_section(name, "\n".join([f"## {title}", ""] + list(body_lines)), path)
 
 
+def git_commit() -> str:
+    """The checkout's short commit hash, with `+changes` when the working tree differs from it."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT, timeout=30
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=30,
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return (commit or "unknown") + ("+changes" if dirty else "")
+
+
 def header_lines(command: str, load_before: str, load_after: str, versions: dict) -> list:
     return [
         f"- Date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- Commit: {git_commit()}",
         f"- Machine: {os.cpu_count()} CPU cores ({cpu_name()}), {gpu_note()}"
         + (f"; a contender ran on: {versions['device']}" if versions.get("device", "cpu").lower() != "cpu" else ""),
         f"- Load average (1/5/15 min) before: {load_before}; after: {load_after}",

@@ -80,6 +80,32 @@ class FinetuningTask(abc.ABC):
         return {"task": self.name}
 
 
+def count_unseen_labels(labels, known) -> dict:
+    """{label: count} of the `labels` that are not in `known`, most frequent first."""
+    from collections import Counter
+
+    return dict(Counter(label for label in labels if label not in known).most_common())
+
+
+def warn_unseen_labels(unseen: dict, items: str) -> None:
+    """Logs, once per data set, the rule for labels the task was not trained on.
+
+    No model can predict a class it never saw, so evaluation data carrying such a label is kept and those
+    `items` (examples, words) count as errors; the metrics report how many there were.
+    """
+    if unseen:
+        from absl import logging
+
+        shown = ", ".join(f"{label!r}: {count}" for label, count in list(unseen.items())[:10])
+        logging.warning(
+            "%d evaluation %s carry labels that the training data never had (%s%s); they count as errors.",
+            sum(unseen.values()),
+            items,
+            shown,
+            ", ..." if len(unseen) > 10 else "",
+        )
+
+
 def sharded(dataset, input_context):
     """Shards by input pipeline when a `tf.distribute.InputContext` is given."""
     if input_context is not None and input_context.num_input_pipelines > 1:
@@ -108,12 +134,18 @@ def with_feature_index(columns: dict, batch_size: int, training: bool) -> dict:
 
 
 def numpy_dataset(
-    arrays: dict, batch_size: int, training: bool, seed=None, input_context=None, bucket_width: int | None = None
+    arrays: dict,
+    batch_size: int,
+    training: bool,
+    seed=None,
+    input_context=None,
+    bucket_width: int | None = None,
+    group_by_length: bool = False,
 ):
     """A batched tf.data pipeline over equal-length numpy arrays, with `feature_index` added.
 
-    `bucket_width` a number (the arrays must have `input_mask`): the batches of `length_bucketed_dataset`,
-    grouped by length and, for a width > 0, cut to the smallest multiple of it that holds their longest row
+    `bucket_width` a number (the arrays must have `input_mask`): the batches of `length_bucketed_dataset`
+    (`group_by_length` there) and, for a width > 0, cut to the smallest multiple of it that holds their longest row
     (0: the same batches at the arrays' full length); None: every batch at the arrays' full length, in input
     order or, for training, shuffled example by example (SQuAD's windows).
     """
@@ -132,6 +164,7 @@ def numpy_dataset(
             seed=seed,
             input_context=input_context,
             bucket_width=bucket_width,
+            group_by_length=group_by_length,
             sequence_keys=sequence_keys,
         )
     size = len(next(iter(arrays.values())))
@@ -152,13 +185,14 @@ def length_bucketed_dataset(
     seed=None,
     input_context=None,
     bucket_width: int | None = 16,
+    group_by_length: bool = False,
     sequence_keys=(),
     transform=None,
 ):
-    """Batches of `columns` grouped by `lengths` and cut to a few bucket lengths (`bert_tf.data.length_buckets`).
+    """Batches of `columns`, each cut to the bucket length of its longest row (`bert_tf.data.length_buckets`).
 
-    Training: endless, shuffled from `seed` epoch by epoch and resumable from a saved iterator
-    (`training_batch_indices`); otherwise one pass, shortest batches first, every batch full (filled up with
+    Training: endless, random batches drawn from `seed` epoch by epoch (with `group_by_length`, batches of
+    near-equal lengths) and resumable from a saved iterator (`training_batch_indices`); otherwise one pass, shortest batches first, every batch full (filled up with
     `feature_index` -1 rows). `transform` runs on each gathered batch before `sequence_keys` are cut (e.g.
     the tokenizer's packer, which pads to `max_seq_length`). `bucket_width` 0: the same batches, uncut, so
     every batch keeps the static shape [batch_size, max_seq_length] (TPUs); the width changes the padding
@@ -172,7 +206,7 @@ def length_bucketed_dataset(
             seed = int(np.random.default_rng().integers(2**31))
         columns = with_feature_index(columns, batch_size, training=True)
         indices = length_buckets.training_batch_indices(
-            lengths, batch_size, max_seq_length, bucket_width, seed, input_context
+            lengths, batch_size, max_seq_length, bucket_width, seed, input_context, group_by_length=group_by_length
         )
     else:
         indices = sharded(
