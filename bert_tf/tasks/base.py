@@ -192,11 +192,12 @@ def length_bucketed_dataset(
     """Batches of `columns`, each cut to the bucket length of its longest row (`bert_tf.data.length_buckets`).
 
     Training: endless, random batches drawn from `seed` epoch by epoch (with `group_by_length`, batches of
-    near-equal lengths) and resumable from a saved iterator (`training_batch_indices`); otherwise one pass, shortest batches first, every batch full (filled up with
-    `feature_index` -1 rows). `transform` runs on each gathered batch before `sequence_keys` are cut (e.g.
-    the tokenizer's packer, which pads to `max_seq_length`). `bucket_width` 0: the same batches, uncut, so
-    every batch keeps the static shape [batch_size, max_seq_length] (TPUs); the width changes the padding
-    and nothing else, which is what makes `--bucket_width=0` a like-for-like comparison.
+    near-equal lengths) and resumable from a saved iterator (`training_batch_indices`); otherwise one pass,
+    shortest batches first, every batch full (filled up with `feature_index` -1 rows). `transform` runs on each
+    gathered batch before `sequence_keys` are cut (e.g. the tokenizer's packer, which pads to
+    `max_seq_length`). `bucket_width` 0: the same batches, uncut, so every batch keeps the static shape
+    [batch_size, max_seq_length] (TPUs); the width changes the padding and nothing else, which is what makes
+    `--bucket_width=0` a like-for-like comparison.
     """
 
     from bert_tf.data import length_buckets

@@ -22,11 +22,11 @@ from bert_tf.errors import DataError
 from bert_tf.models import BertClassifier
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import (
-    count_unseen_labels,
-    warn_unseen_labels,
     ENCODER_INPUT_KEYS,
     FinetuningTask,
+    count_unseen_labels,
     length_bucketed_dataset,
+    warn_unseen_labels,
 )
 from bert_tf.tasks.examples import TextExample
 from bert_tf.tasks.io_utils import write_text_atomic
