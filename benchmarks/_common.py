@@ -193,10 +193,11 @@ def git_commit() -> str:
     return (commit or "unknown") + ("+changes" if dirty else "")
 
 
-def header_lines(command: str, load_before: str, load_after: str, versions: dict) -> list:
+def header_lines(command: str, load_before: str, load_after: str, versions: dict, commit: str | None = None) -> list:
+    """The lines that head a RESULTS.md table; `commit`: the one measured (default: the checkout's now)."""
     return [
         f"- Date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- Commit: {git_commit()}",
+        f"- Commit: {commit or git_commit()}",
         f"- Machine: {os.cpu_count()} CPU cores ({cpu_name()}), {gpu_note()}"
         + (f"; a contender ran on: {versions['device']}" if versions.get("device", "cpu").lower() != "cpu" else ""),
         f"- Load average (1/5/15 min) before: {load_before}; after: {load_after}",

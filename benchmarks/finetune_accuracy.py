@@ -305,7 +305,7 @@ def main():
         if task not in TASKS:
             parser.error(f"--tasks: unknown {task!r}; choose from {list(TASKS)}")
     hf_python = _common.peer_python(args.peer_dir, "hf_torch", create=True) if "hf" in contenders else None
-    load_before = _common.load_average()
+    load_before, commit = _common.load_average(), _common.git_commit()
     versions = {}
     results = {}
     with tempfile.TemporaryDirectory() as work_dir:
@@ -337,7 +337,7 @@ def main():
             "128, batch 32, 3 epochs, AdamW peak 5e-5, 10% warm-up then linear decay, weight decay 0.01, clipping "
             "1.0, dropout 0.1, float32; each contender and seed a fresh process, interleaved seed by seed."
         )
-        header = _common.header_lines(command.strip(), load_before, _common.load_average(), versions)
+        header = _common.header_lines(command.strip(), load_before, _common.load_average(), versions, commit)
         _common.write_section(
             SECTION, "Fine-tuning accuracy: ours against HuggingFace", header + ["", recipe, ""] + lines
         )

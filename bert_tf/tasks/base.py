@@ -80,32 +80,6 @@ class FinetuningTask(abc.ABC):
         return {"task": self.name}
 
 
-def count_unseen_labels(labels, known) -> dict:
-    """{label: count} of the `labels` that are not in `known`, most frequent first."""
-    from collections import Counter
-
-    return dict(Counter(label for label in labels if label not in known).most_common())
-
-
-def warn_unseen_labels(unseen: dict, items: str) -> None:
-    """Logs, once per data set, the rule for labels the task was not trained on.
-
-    No model can predict a class it never saw, so evaluation data carrying such a label is kept and those
-    `items` (examples, words) count as errors; the metrics report how many there were.
-    """
-    if unseen:
-        from absl import logging
-
-        shown = ", ".join(f"{label!r}: {count}" for label, count in list(unseen.items())[:10])
-        logging.warning(
-            "%d evaluation %s carry labels that the training data never had (%s%s); they count as errors.",
-            sum(unseen.values()),
-            items,
-            shown,
-            ", ..." if len(unseen) > 10 else "",
-        )
-
-
 def sharded(dataset, input_context):
     """Shards by input pipeline when a `tf.distribute.InputContext` is given."""
     if input_context is not None and input_context.num_input_pipelines > 1:

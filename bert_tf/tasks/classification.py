@@ -17,6 +17,7 @@ import numpy as np
 from keras import ops
 
 from bert_tf.data import prefetching
+from bert_tf.data.finetuning_readers import count_unseen_labels, warn_unseen_labels
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.errors import DataError
 from bert_tf.models import BertClassifier
@@ -24,9 +25,7 @@ from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import (
     ENCODER_INPUT_KEYS,
     FinetuningTask,
-    count_unseen_labels,
     length_bucketed_dataset,
-    warn_unseen_labels,
 )
 from bert_tf.tasks.examples import TextExample
 from bert_tf.tasks.io_utils import write_text_atomic

@@ -17,11 +17,12 @@ import keras
 import numpy as np
 from keras import ops
 
+from bert_tf.data.finetuning_readers import count_unseen_labels, warn_unseen_labels
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.errors import DataError
 from bert_tf.models import BertTokenClassifier
 from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks.base import FinetuningTask, count_unseen_labels, numpy_dataset, warn_unseen_labels
+from bert_tf.tasks.base import FinetuningTask, numpy_dataset
 from bert_tf.tasks.examples import TaggingExample
 from bert_tf.tasks.io_utils import write_text_atomic
 
