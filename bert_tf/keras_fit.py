@@ -54,16 +54,21 @@ def read_labeled_tsv(path: str, limit: int = 0) -> tuple[list, np.ndarray]:
 
 
 def warmup_linear_decay(peak: float, num_steps: int, warmup_steps: int):
-    """BERT's schedule as a Keras 3 schedule (keras.ops, any backend): linear warm-up to `peak`, linear decay to 0."""
+    """BERT's schedule (`bert_tf.training.schedule`) as a Keras 3 schedule: keras.ops, any backend."""
     import keras
     from keras import ops
 
+    from bert_tf.training.schedule import warmup_polynomial_decay
+
     class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         def __call__(self, step):
-            step = ops.cast(step, "float32")
-            warmup = step / max(warmup_steps, 1)
-            decay = (num_steps - step) / max(num_steps - warmup_steps, 1)
-            return peak * ops.maximum(ops.minimum(warmup, decay), 0.0)
+            return warmup_polynomial_decay(
+                ops.cast(step, "float32"),
+                ops,
+                learning_rate=peak,
+                num_train_steps=num_steps,
+                num_warmup_steps=warmup_steps,
+            )
 
         def get_config(self):
             return {"peak": peak, "num_steps": num_steps, "warmup_steps": warmup_steps}

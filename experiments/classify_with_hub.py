@@ -216,15 +216,20 @@ def bucketed_datasets(preprocessing, texts, labels, test_texts, test_labels, bat
 
 
 def warmup_linear_decay(peak, num_steps, warmup_steps):
-    """BERT's learning-rate schedule as a tf_keras schedule: linear warm-up to `peak`, then linear decay to 0."""
+    """BERT's schedule (`bert_tf.training.schedule`) as a tf_keras schedule."""
     import tensorflow as tf
+
+    from bert_tf.training.schedule import warmup_polynomial_decay
 
     class _Schedule(tf.keras.optimizers.schedules.LearningRateSchedule):
         def __call__(self, step):
-            step = tf.cast(step, tf.float32)
-            warmup = step / max(warmup_steps, 1)
-            decay = (num_steps - step) / max(num_steps - warmup_steps, 1)
-            return peak * tf.maximum(tf.minimum(warmup, decay), 0.0)
+            return warmup_polynomial_decay(
+                tf.cast(step, tf.float32),
+                tf,
+                learning_rate=peak,
+                num_train_steps=num_steps,
+                num_warmup_steps=warmup_steps,
+            )
 
         def get_config(self):
             return {"peak": peak, "num_steps": num_steps, "warmup_steps": warmup_steps}
