@@ -9,9 +9,10 @@ with `experiments.convert --from=hf`) fine-tuned with google-research/bert's rec
 1.0, batch 32, 3 epochs, dropout 0.1, float32) on two of the bundled labelled sets:
 
 - reviews: the first `--train_examples` of `data/fine_foods_train.tsv` (great/other), tested on all of
-  `data/fine_foods_test.tsv` (accuracy), sequence length 128;
+  `data/fine_foods_test.tsv` (accuracy);
 - tags: the first `--train_examples` sentences of `data/brown_pos_train.conll` (universal part-of-speech tags),
-  tested on all of `data/brown_pos_test.conll` (accuracy over words, first WordPiece of each word), length 128.
+  tested on all of `data/brown_pos_test.conll` (accuracy over words, first WordPiece of each word);
+both at `--max_seq_length` WordPieces (128).
 
 Contenders, each seed a fresh process:
 - ours: `python -m experiments.finetune` with its defaults (random batches, each padded to its bucket of 16;
@@ -85,7 +86,7 @@ def write_subsets(task: str, train_examples: int, directory: str) -> tuple[str, 
 # --- contenders --------------------------------------------------------------------------------------
 
 
-def run_ours(task, name, train_file, test_file, model_dir, seed, work_dir, timeout) -> float:
+def run_ours(task, name, train_file, test_file, model_dir, seed, max_seq_length, work_dir, timeout) -> float:
     output_dir = os.path.join(work_dir, f"{task}_{name}_{seed}")
     flags = [
         f"--task={'classification' if task == 'reviews' else 'token_classification'}",
@@ -95,7 +96,7 @@ def run_ours(task, name, train_file, test_file, model_dir, seed, work_dir, timeo
         f"--output_dir={output_dir}",
         "--do_train",
         "--do_eval",
-        "--max_seq_length=128",
+        f"--max_seq_length={max_seq_length}",
         f"--train_batch_size={RECIPE['batch_size']}",
         "--eval_batch_size=64",
         f"--learning_rate={RECIPE['learning_rate']}",
@@ -137,7 +138,7 @@ def child_hf(args) -> dict:
         test_texts, test_labels = _read_tsv(args.test_file)
         label_list = sorted(set(labels))
         model = transformers.BertForSequenceClassification.from_pretrained(args.source, num_labels=len(label_list))
-        encode = lambda t: tokenizer(t, truncation=True, max_length=128)  # noqa: E731
+        encode = lambda t: tokenizer(t, truncation=True, max_length=args.max_seq_length)  # noqa: E731
         train = [dict(encode(t), labels=label_list.index(y)) for t, y in zip(texts, labels)]
         test = [
             dict(encode(t), labels=label_list.index(y) if y in label_list else -1)
@@ -151,7 +152,7 @@ def child_hf(args) -> dict:
         model = transformers.BertForTokenClassification.from_pretrained(args.source, num_labels=len(label_list))
 
         def encode(words, word_tags):
-            encoding = tokenizer(words, is_split_into_words=True, truncation=True, max_length=128)
+            encoding = tokenizer(words, is_split_into_words=True, truncation=True, max_length=args.max_seq_length)
             ids, previous = [], None
             for word in encoding.word_ids():
                 first = word is not None and word != previous
@@ -205,7 +206,7 @@ def child_hf(args) -> dict:
                 correct += int(((predicted == labels) & scored).sum())
                 total += int(scored.sum())
     if args.task == "tags":
-        # Words past the 128-piece cut get no prediction: count them as errors, as ours tags every word.
+        # Words past the cut get no prediction: count them as errors, as ours tags every word.
         total = sum(len(s) for s in test_sentences)
     return {"accuracy": correct / total, "transformers": transformers.__version__, "torch": torch.__version__}
 
@@ -284,6 +285,7 @@ def main():
     parser.add_argument("--contenders", default=",".join(CONTENDERS))
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--train_examples", type=int, default=2000, help="Training reviews / sentences per task.")
+    parser.add_argument("--max_seq_length", type=int, default=128, help="WordPieces per sequence, both tasks.")
     parser.add_argument("--peer_dir", default=_common.DEFAULT_PEER_DIR)
     parser.add_argument("--timeout", type=int, default=3600, help="Seconds for one contender's run.")
     parser.add_argument("--no-write", dest="write", action="store_false")
@@ -317,14 +319,28 @@ def main():
                 for name in contenders:
                     if name == "hf":
                         child_flags = [f"--task={task}", f"--source={source}", f"--train_file={train_file}"]
-                        child_flags += [f"--test_file={test_file}", f"--seed={seed}"]
+                        child_flags += [
+                            f"--test_file={test_file}",
+                            f"--seed={seed}",
+                            f"--max_seq_length={args.max_seq_length}",
+                        ]
                         out = _common.run_child(hf_python, SCRIPT, ["--child=hf"] + child_flags, timeout=args.timeout)
                         if "error" in out:
                             raise RuntimeError(f"hf ({task}, seed {seed}) failed:\n{out['error']}")
                         versions.update(transformers=out["transformers"], torch=out["torch"])
                         accuracy = out["accuracy"]
                     else:
-                        accuracy = run_ours(task, name, train_file, test_file, model_dir, seed, work_dir, args.timeout)
+                        accuracy = run_ours(
+                            task,
+                            name,
+                            train_file,
+                            test_file,
+                            model_dir,
+                            seed,
+                            args.max_seq_length,
+                            work_dir,
+                            args.timeout,
+                        )
                     results[task][name].append(accuracy)
                     print(f"{task} seed {seed} {name}: {accuracy:.4f}", flush=True)
     labels = dict({name: label for name, (label, _) in OURS.items()}, hf="HuggingFace transformers (PyTorch)")
@@ -334,8 +350,9 @@ def main():
         command = "python benchmarks/finetune_accuracy.py " + " ".join(sys.argv[1:])
         recipe = (
             f"Recipe: all-MiniLM-L6-v2, first {args.train_examples:,} training reviews / sentences, sequence length "
-            "128, batch 32, 3 epochs, AdamW peak 5e-5, 10% warm-up then linear decay, weight decay 0.01, clipping "
-            "1.0, dropout 0.1, float32; each contender and seed a fresh process, interleaved seed by seed."
+            f"{args.max_seq_length}, batch 32, 3 epochs, AdamW peak 5e-5, 10% warm-up then linear decay, weight "
+            "decay 0.01, clipping 1.0, dropout 0.1, float32; each contender and seed a fresh process, interleaved "
+            "seed by seed."
         )
         header = _common.header_lines(command.strip(), load_before, _common.load_average(), versions, commit)
         _common.write_section(
