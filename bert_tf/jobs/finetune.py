@@ -1,11 +1,12 @@
 """`run_finetuning`: the fine-tuning job (train, evaluate, predict) behind `experiments.finetune`.
 
-    from bert_tf.jobs.finetune import FinetuningDataConfig, FinetuningModelConfig, FinetuningTaskConfig, run_finetuning
+    from bert_tf.checkpoints.model_source import ModelSource
+    from bert_tf.jobs.finetune import FinetuningDataConfig, FinetuningTaskConfig, run_finetuning
     from bert_tf.training import TrainingConfig
 
     results = run_finetuning(
         FinetuningTaskConfig("classification", max_seq_length=128), "runs/sst",
-        FinetuningModelConfig(model_dir="models/bert_base"),
+        ModelSource(model_dir="models/bert_base"),
         FinetuningDataConfig(train_file="train.tsv", eval_file="dev.tsv", text_a_column="sentence"),
         TrainingConfig(learning_rate=2e-5, num_train_epochs=3.0, warmup_proportion=0.1),
         do_train=True, do_eval=True)
@@ -116,12 +117,6 @@ class FinetuningTaskConfig:
             )
 
 
-# Where the pretrained model comes from (the flags --model_dir, --init_checkpoint, --bert_config_file,
-# --vocab_file, --do_lower_case): the model source that feature extraction, layer probing and export share.
-# Not needed to evaluate or predict with an `output_dir` that holds a fine-tuned model.
-FinetuningModelConfig = ModelSource
-
-
 @dataclasses.dataclass(frozen=True)
 class FinetuningDataConfig:
     """The training, evaluation and prediction data (the flags of the same names).
@@ -195,7 +190,7 @@ class _Inputs:
 def run_finetuning(
     task: FinetuningTaskConfig,
     output_dir: str,
-    model: FinetuningModelConfig,
+    model: ModelSource,
     data: FinetuningDataConfig,
     schedule: TrainingConfig | None = None,
     runtime: RuntimeConfig | None = None,
@@ -281,7 +276,7 @@ def run_finetuning(
 def _read_inputs(
     task: FinetuningTaskConfig,
     output_dir: str,
-    model: FinetuningModelConfig,
+    model: ModelSource,
     data: FinetuningDataConfig,
     do_train: bool,
     do_eval: bool,

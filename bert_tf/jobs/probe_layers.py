@@ -7,7 +7,7 @@ BERT paper's Table 7 and the probing literature, and writes `report.md`, `report
 
 * rows: `layer_0` (the embeddings) to `layer_<L>` separately, `second_to_last`, `last`, `mean_last_four`,
   `concat_last_four` (the last min(4, L) Transformer layers), `scalar_mix` (a learned softmax mix of all
-  layers), and as a reference `fine_tuned` (the whole encoder fine-tuned with `bert_tf.tasks.run_finetuning`
+  layers), and as a reference `fine_tuned` (the whole encoder fine-tuned with `bert_tf.jobs.finetune.run_finetuning`
   on the same training file, scored on the test file);
 * controls: the same architecture randomly initialised (same probes, same rows), and a non-contextual
   baseline (each word's most frequent training tag, the most frequent tag for unseen words; the majority
@@ -217,7 +217,7 @@ def _recipe(config: ProbeLayersConfig) -> dict:
         "sentence_mean": "mean over real tokens ([CLS] and [SEP] included)",
         "sentence_cls": "the [CLS] position",
         "fine_tuned": (
-            f"bert_tf.tasks.run_finetuning, {config.finetune_epochs:g} epoch(s), peak learning rate "
+            f"bert_tf.jobs.finetune.run_finetuning, {config.finetune_epochs:g} epoch(s), peak learning rate "
             f"{config.finetune_learning_rate:g}, batch {config.finetune_batch_size} (as {config.finetune_microbatches} "
             "micro-batches), 10% warm-up then linear decay"
             if config.finetune
@@ -541,23 +541,10 @@ def _fine_tuned_accuracy(task, files, config, output_dir) -> float:
     from bert_tf.tensorflow_startup import load_tensorflow_lean
 
     load_tensorflow_lean()  # this child needs none of jax, scikit-learn, matplotlib
-    from bert_tf.jobs.finetune import (
-        FinetuningDataConfig,
-        FinetuningModelConfig,
-        FinetuningTaskConfig,
-        run_finetuning,
-    )
+    from bert_tf.jobs.finetune import FinetuningDataConfig, FinetuningTaskConfig, run_finetuning
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
     _, train_file, test_file = files
-    source = config.model
-    model = FinetuningModelConfig(
-        model_dir=source.model_dir,
-        init_checkpoint=source.init_checkpoint,
-        bert_config_file=source.bert_config_file,
-        vocab_file=source.vocab_file,
-        do_lower_case=source.do_lower_case,
-    )
     schedule = TrainingConfig(
         learning_rate=config.finetune_learning_rate,
         num_train_epochs=config.finetune_epochs,
@@ -586,7 +573,7 @@ def _fine_tuned_accuracy(task, files, config, output_dir) -> float:
     results = run_finetuning(
         task_config,
         os.path.join(output_dir, f"fine_tuned_{task}"),
-        model,
+        config.model,
         data,
         schedule,
         RuntimeConfig(seed=config.seed),

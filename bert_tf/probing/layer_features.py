@@ -99,7 +99,7 @@ def token_features(encoder, tokenizer, sentences, *, word_piece, max_seq_length,
 
     A word the tokenizer turns into no piece at all (only deleted characters) gets zeros.
     """
-    from bert_tf.tasks.base import ENCODER_INPUT_KEYS
+    from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES
     from bert_tf.tasks.examples import TaggingExample
     from bert_tf.tasks.tagging import TaggingTask
 
@@ -119,7 +119,7 @@ def token_features(encoder, tokenizer, sentences, *, word_piece, max_seq_length,
     dtype = np.float16 if word_piece == "first" else np.float32
     totals = np.zeros((offsets[-1], num_layers, encoder.config.hidden_size), dtype)
     counts = np.zeros(offsets[-1], np.float32)
-    inputs = {name: features.inputs[name] for name in ENCODER_INPUT_KEYS}
+    inputs = {name: features.inputs[name] for name in ENCODER_INPUT_NAMES}
     batches = _forward_batches(
         encoder,
         inputs,

@@ -9,12 +9,8 @@ A plug-in is a `FinetuningTask` (`base`): `classification` (single sentences, pa
 and the examples they read (`examples`). The job that runs them is `bert_tf.jobs.finetune` and the data
 readers are `bert_tf.data.finetuning_readers`. Imported on first use, so that `bert_tf.tasks.metrics` does
 not load TensorFlow.
-
-The jobs' names (`run_finetuning`, `run_pretraining`, their configs, `DataError`) are still importable from
-here for one release; import them from `bert_tf.jobs` (and `bert_tf.errors`).
 """
 
-from bert_tf.jobs import _LAZY as _JOB_NAMES
 from bert_tf.lazy_namespace import lazy_names
 
 _LAZY = {
@@ -27,9 +23,6 @@ _LAZY = {
     "TaggingExample": "bert_tf.tasks.examples",
     "SquadExample": "bert_tf.tasks.examples",
     "SquadAnswer": "bert_tf.tasks.examples",
-    # Aliases of the names that moved to bert_tf.jobs and bert_tf.errors; kept for one release.
-    **{name: module for name, module in _JOB_NAMES.items() if name != "TrainingConfig"},
-    "DataError": "bert_tf.errors",
 }
 
 __getattr__, __dir__ = lazy_names(__name__, _LAZY)
