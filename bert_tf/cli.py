@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 
 from absl import app, flags
 
+from bert_tf import tensorflow_startup
 from bert_tf.errors import BadInputError
 
 BAD_INPUT_EXIT_CODE = 2
@@ -109,6 +110,11 @@ def parse_flags(prog: str, argv: Sequence[str]) -> list:
 
 
 def run(main: Callable, define_flags: Callable[[], None], argv: Sequence[str] | None = None) -> None:
-    """Defines the tool's flags and runs `main` (decorated by `main_function`) under absl."""
+    """Defines the tool's flags and runs `main` (decorated by `main_function`) under absl.
+
+    A tool owns its process, so TensorFlow's C++ start-up notes are kept off its console from here on, whatever
+    loads TensorFlow first (`bert_tf.tensorflow_startup`). A tool's module therefore loads no TensorFlow at import.
+    """
+    tensorflow_startup.quiet_first_import()
     define_flags()
     app.run(main, argv=argv, flags_parser=functools.partial(parse_flags, main.prog))

@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from bert_tf import file_io
+from bert_tf import file_io, tensorflow_startup
 
 
 def read_labeled_tsv(path: str, limit: int = 0) -> tuple[list, np.ndarray]:
@@ -185,4 +185,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    tensorflow_startup.quiet_first_import()  # run as a program, it owns the process (as bert_tf.cli.run)
     sys.exit(main())

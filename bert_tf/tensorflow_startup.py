@@ -4,18 +4,21 @@ On a machine without a GPU, TensorFlow 2.21 prints "Could not find cuda
 drivers", "failed call to cuInit: ... UNKNOWN ERROR (303)" and oneDNN notes
 while it loads and enumerates devices. They read like failures, and
 `TF_CPP_MIN_LOG_LEVEL` cannot hide them: they are logged before TensorFlow
-initialises absl logging, which then ignores thresholds. So the package loads
+initialises absl logging, which then ignores thresholds. So a program loads
 TensorFlow once with stderr captured at the file-descriptor level and passes
 on every captured line except these known notes.
 
-`import bert_tf` does not load TensorFlow: it calls `quiet_first_import()`,
-which puts a one-shot import hook on `sys.meta_path`. Whatever imports
-TensorFlow first afterwards (Keras with its TensorFlow backend, `tf.data` code,
-tensorflow_text, a user's own `import tensorflow`) loads it through
-`load_tensorflow_quietly`; the hook then removes itself, and the `tensorflow`
-module is the one a plain import would have made. So every module that needs
-TensorFlow may simply `import tensorflow`, in any import order, and the
-package stays importable where TensorFlow is not installed.
+Only a program that owns its process does this: every command-line tool, through
+`bert_tf.cli.run`, calls `quiet_first_import()` before it loads anything else,
+and the worker processes the package starts call `load_tensorflow_lean`.
+`import bert_tf` changes nothing in its importer's process. `quiet_first_import()`
+puts a one-shot import hook on `sys.meta_path`: whatever imports TensorFlow first
+afterwards (Keras with its TensorFlow backend, `tf.data` code, tensorflow_text, a
+user's own `import tensorflow`) loads it through `load_tensorflow_quietly`; the
+hook then removes itself, and the `tensorflow` module is the one a plain import
+would have made. So every module that needs TensorFlow may simply `import
+tensorflow`, in any import order, and the package stays importable where
+TensorFlow is not installed.
 
 The CUDA lines are hidden only where they are noise: on a machine with no
 NVIDIA GPU (no `/dev/nvidia<N>` device node, no `/proc/driver/nvidia/gpus/*`),

@@ -37,13 +37,17 @@ def test_every_command_has_the_prefix_and_is_documented():
         assert name in documented, f"{name} is not mentioned in README.md or BUILD.md"
 
 
-def test_every_entry_point_is_an_importable_run():
+def test_every_entry_point_is_an_importable_run_that_loads_no_tensorflow_at_import():
     # In a subprocess: importing a program may set TensorFlow's environment (classify_with_hub's tf_keras).
+    # No program loads TensorFlow at import: its `run` (bert_tf.cli.run) quiets TensorFlow's start-up first.
     targets = sorted(set(_entry_points(_setup_lists()["CONSOLE_SCRIPTS"]).values()))
     code = (
         f"import importlib, json, sys; sys.path.insert(0, {str(ROOT)!r}); "
-        f"print(json.dumps([callable(getattr(importlib.import_module(m), f, None)) for m, f in {targets!r}]))"
+        f"runs = [callable(getattr(importlib.import_module(m), f, None)) for m, f in {targets!r}]; "
+        "print(json.dumps([runs, sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'keras'})]))"
     )
     result = subprocess.run([sys.executable, "-I", "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == [True] * len(targets), targets
+    runs, heavy = json.loads(result.stdout.strip().splitlines()[-1])
+    assert runs == [True] * len(targets), targets
+    assert heavy == [], f"importing the programs loaded {heavy}"
