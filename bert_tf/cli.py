@@ -109,12 +109,20 @@ def parse_flags(prog: str, argv: Sequence[str]) -> list:
         exit_bad_input(prog, e)
 
 
-def run(main: Callable, define_flags: Callable[[], None], argv: Sequence[str] | None = None) -> None:
+def run(
+    main: Callable,
+    define_flags: Callable[[], None],
+    argv: Sequence[str] | None = None,
+    *,
+    lean_tensorflow: bool = False,
+) -> None:
     """Defines the tool's flags and runs `main` (decorated by `main_function`) under absl.
 
     A tool owns its process, so TensorFlow's C++ start-up notes are kept off its console from here on, whatever
     loads TensorFlow first (`bert_tf.tensorflow_startup`). A tool's module therefore loads no TensorFlow at import.
+    `lean_tensorflow=True`: TensorFlow loads without `tensorflow_startup.OPTIONAL_PACKAGES`, for a tool that
+    uses none of them.
     """
-    tensorflow_startup.quiet_first_import()
+    tensorflow_startup.quiet_first_import(lean=lean_tensorflow)
     define_flags()
     app.run(main, argv=argv, flags_parser=functools.partial(parse_flags, main.prog))

@@ -115,11 +115,12 @@ def test_after_quiet_first_import_the_first_import_of_tensorflow_is_quiet_and_pl
 
 def test_lean_load_skips_the_optional_packages_tensorflow_would_import():
     # A plain `import tensorflow` imports jax (tf.lite), scikit-learn and matplotlib (Keras) when installed.
+    # The lean hook (create_pretraining_data's) loads TensorFlow through load_tensorflow_lean (the workers').
     code = (
         "import importlib.util, json; "
-        "from bert_tf.tensorflow_startup import OPTIONAL_PACKAGES, load_tensorflow_lean; "
+        "from bert_tf.tensorflow_startup import OPTIONAL_PACKAGES, quiet_first_import; "
         "installed = [p for p in OPTIONAL_PACKAGES if importlib.util.find_spec(p)]; "
-        "load_tensorflow_lean(); import tensorflow as tf, keras; "
+        "quiet_first_import(lean=True); import tensorflow as tf, keras; "
         "loaded = sorted({m.split('.')[0] for m in sys.modules} & set(OPTIONAL_PACKAGES)); "
         "assert tf.constant(2).numpy() == 2; "
         "import sklearn; "  # importable afterwards
@@ -130,6 +131,22 @@ def test_lean_load_skips_the_optional_packages_tensorflow_would_import():
     installed, loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert {"jax", "sklearn"} <= set(installed)  # there was something to skip
     assert loaded == []
+
+
+def test_every_tool_quiets_tensorflow_and_create_pretraining_data_loads_it_lean(monkeypatch):
+    from bert_tf import cli
+    from experiments import convert
+    from tfrecords_tools import create_pretraining_data
+
+    # What `run` hands over, recorded instead of done (no flags defined, no TensorFlow loaded).
+    calls = []
+    monkeypatch.setattr(tensorflow_startup, "quiet_first_import", lambda lean=False: calls.append(("quiet", lean)))
+    monkeypatch.setattr(cli.app, "run", lambda main, argv, flags_parser: calls.append(("main", main.prog)))
+    for tool in (create_pretraining_data, convert):
+        monkeypatch.setattr(tool, "define_flags", lambda: None)
+    create_pretraining_data.run(["create_pretraining_data"])
+    convert.run(["convert"])
+    assert calls == [("quiet", True), ("main", "create_pretraining_data"), ("quiet", False), ("main", "convert")]
 
 
 def test_startup_filter_drops_the_cpu_notes_and_nothing_else():

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from absl import logging
 
-from bert_tf import file_io
+from bert_tf import checkpoints, file_io
 from bert_tf.checkpoints.model_source import ModelSource, ResolvedModel, check_resumable
 from bert_tf.data import finetuning_readers
 from bert_tf.data.finetuning_data import FinetuningDataSource
@@ -65,7 +65,6 @@ DEFAULT_SCHEDULE = dict(
 
 TASKS = ("classification", "sentence_pair_classification", "regression", "token_classification", "squad")
 TASK_CONFIG_NAME = "task_config.json"
-EVAL_RESULTS_NAME = "eval_results.json"
 
 Column = str | int | None
 
@@ -250,7 +249,7 @@ def run_finetuning(
                 from bert_tf.checkpoints import weights_file
 
                 weights_file.write_weights_file(
-                    inputs.output_dir, trained, checkpoint=_latest_checkpoint(inputs.output_dir)
+                    inputs.output_dir, trained, checkpoint=checkpoints.latest_checkpoint(inputs.output_dir)
                 )
         else:
             trained, step = _restore_finetuned(inputs.task_object, inputs.source, strategy, inputs.output_dir)
@@ -285,7 +284,7 @@ def _read_inputs(
     """Reads the model's config and vocabulary and all the data, and checks them; writes nothing."""
     reader = FinetuningDataSource(task.task_type, data, task.version_2_with_negative)
     saved_task_config = _read_task_config(output_dir)
-    finetuned = _latest_checkpoint(output_dir)
+    finetuned = checkpoints.latest_checkpoint(output_dir)
     source = _model_source(model, output_dir, task.max_seq_length, need_init=do_train and finetuned is None)
     tokenizer = _tokenizer(source)
 
@@ -320,6 +319,8 @@ def _tokenizer(source: ResolvedModel):
 
 def _evaluate(inputs: _Inputs, model, step, batch_size, strategy, jit_compile) -> dict:
     """Evaluates, writes eval_predictions.* and eval_results.json; a non-finite metric fails the run."""
+    from bert_tf.training import EVAL_RESULTS_NAME
+
     task_object, examples = inputs.task_object, inputs.eval_examples
     predictions = _predict(task_object, model, examples, inputs.eval_features, batch_size, strategy, jit_compile)
     results = task_object.evaluate(examples, predictions)
@@ -369,17 +370,9 @@ def _check_data_sources(data: FinetuningDataConfig, do_train, do_eval, do_predic
     ):
         if wanted and not value:
             raise JobArgumentError(f"--do_{flag.split('_')[0]} needs --{flag} (or --tfds_name).")
-        if wanted and not os.path.isfile(value):
-            raise DataError(f"--{flag}: file not found: {value}")
         if wanted:
             # The readers' decode errors name no line; fine-tuning files are small enough to check first.
             check_utf8(value, flag)
-
-
-def _latest_checkpoint(directory: str) -> str | None:
-    import tensorflow as tf
-
-    return tf.train.latest_checkpoint(directory)
 
 
 def _check_resumable(output_dir, saved_task_config, source: ResolvedModel, task_object):
@@ -412,7 +405,7 @@ def _read_task_config(output_dir: str) -> dict | None:
 
 def _model_source(model: ModelSource, output_dir, max_seq_length, need_init) -> ResolvedModel:
     """The checked model; without --model_dir and --bert_config_file, the fine-tuned model in `output_dir`."""
-    if not (model.model_dir or model.bert_config_file) and _latest_checkpoint(output_dir) is not None:
+    if not (model.model_dir or model.bert_config_file) and checkpoints.latest_checkpoint(output_dir) is not None:
         # An output directory written by an earlier run is itself a model directory.
         model = dataclasses.replace(model, model_dir=output_dir)
     source = model.resolve(max_seq_length, need_checkpoint=need_init)
@@ -533,7 +526,7 @@ def _train(inputs: _Inputs, strategy, schedule: TrainingConfig, batch_size: int,
 def _restore_finetuned(task_object, source: ResolvedModel, strategy, output_dir):
     from bert_tf.checkpoints.model_dir import restore
 
-    latest = _latest_checkpoint(output_dir)
+    latest = checkpoints.latest_checkpoint(output_dir)
     if latest is None:
         raise JobArgumentError(
             f"--output_dir {output_dir} holds no fine-tuned checkpoint to evaluate or predict with; add --do_train."

@@ -352,7 +352,7 @@ def _train(
         where = _find_corrupt_record(train_files + (eval_files or []))
         if where is None:
             raise
-        latest = tf.train.latest_checkpoint(output_dir)
+        latest = model_dir_lib.latest_checkpoint(output_dir)
         raise JobArgumentError(
             f"{where}; training stopped, the latest checkpoint ({latest or 'none'}) is kept."
         ) from None
