@@ -113,9 +113,9 @@ def child_ours(args):
     from bert_tf import training
     from bert_tf.checkpoints.model_dir import restore
     from bert_tf.config import BertConfig
+    from bert_tf.data.examples import TextExample
     from bert_tf.models import BertEncoder
     from bert_tf.tasks.classification import ClassificationTask
-    from bert_tf.tasks.examples import TextExample
     from bert_tf.tasks.task_tokenizer import TaskTokenizer
 
     model_dir = args.model_dir

@@ -45,8 +45,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from bert_tf import file_io
-from bert_tf.data import prefetching
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
+from bert_tf.data.text_inputs import pack_texts
 from bert_tf.errors import DataError, check_int
 from bert_tf.features.layer_selection import parse_layers
 from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES
@@ -78,21 +78,6 @@ def read_lines(input_file: str) -> tuple[list[str], list[str | None]]:
         texts_a.append(match.group(1) if match else line)
         texts_b.append(match.group(2) if match else None)
     return texts_a, texts_b
-
-
-def pack_texts(tokenizer, texts_a: Sequence[str], texts_b: Sequence[str | None], max_seq_length: int) -> dict:
-    """Tokenizes and packs texts (pairs where `texts_b` has one) into int32 [num_lines, max_seq_length] inputs."""
-    import tensorflow as tf
-
-    columns = {"text_a": np.array(texts_a, dtype=str)}
-    if any(b is not None for b in texts_b):
-        columns["text_b"] = np.array([b or "" for b in texts_b], dtype=str)
-        columns["has_text_b"] = np.array([b is not None for b in texts_b])
-    dataset = tf.data.Dataset.from_tensor_slices(columns).batch(1024).map(tokenizer.pack_fn(max_seq_length))
-    parts = [
-        {name: batch[name].numpy() for name in ENCODER_INPUT_NAMES} for batch in prefetching.without_autotuning(dataset)
-    ]
-    return {name: np.concatenate([part[name] for part in parts]) for name in ENCODER_INPUT_NAMES}
 
 
 def extract_features(

@@ -18,12 +18,12 @@ from keras import ops
 
 from bert_tf import file_io
 from bert_tf.data import prefetching
+from bert_tf.data.examples import TextExample
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.errors import DataError
 from bert_tf.models import ENCODER_INPUT_NAMES, BertClassifier
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import FinetuningTask, length_bucketed_dataset
-from bert_tf.tasks.examples import TextExample
 
 
 class ClassificationTask(FinetuningTask):

@@ -18,12 +18,12 @@ import numpy as np
 from keras import ops
 
 from bert_tf import file_io
+from bert_tf.data.examples import TaggingExample
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.errors import DataError
 from bert_tf.models import BertTokenClassifier
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import FinetuningTask, numpy_dataset
-from bert_tf.tasks.examples import TaggingExample
 
 IGNORED_LABEL = -1
 
