@@ -14,7 +14,7 @@ use, so `import bert_tf.jobs` loads no TensorFlow.
 
 from bert_tf.lazy_namespace import lazy_names
 
-DEFAULT_SEED = 42  # every job's default --seed (pretraining used 12345 before; no documented figure depends on it)
+DEFAULT_SEED = 42  # every job's default --seed: one default, so runs of different jobs are reproducible alike
 
 _LAZY = {
     "run_finetuning": "bert_tf.jobs.finetune",

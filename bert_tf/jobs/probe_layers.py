@@ -20,7 +20,6 @@ words by their first WordPiece or the mean of their pieces (`word_piece`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 
@@ -54,7 +53,7 @@ class ProbeLayersConfig:
       finetune: add the fine-tuned reference row; finetune_epochs, finetune_learning_rate,
         finetune_batch_size its recipe (BERT's schedule: 10% warm-up, then linear decay);
         finetune_microbatches: each batch runs as this many pieces with summed gradients (the loop's
-        `num_microbatches`), which keeps the default run within 2 GB.
+        `num_microbatches`), so activation memory shrinks and the default run keeps its memory budget.
       dev_fraction: the training file's share held out to choose each probe's strength.
       seed: the development split, the random twin's weights, the probes and the fine-tuning.
       cache_dir: the features' cache; None: `<output_dir>/feature_cache`.
@@ -530,7 +529,7 @@ def _fine_tuning_environment() -> dict:
     else:
         logging.warning(
             "No jemalloc found (scripts/setup.sh installs it; %s names one): the fine-tuning reference rows keep "
-            "TensorFlow's memory pool and peak about 0.5 GB higher.",
+            "TensorFlow's memory pool, so their peak is higher.",
             memory_allocator.ENVIRONMENT_VARIABLE,
         )
     return environment
@@ -581,7 +580,3 @@ def _fine_tuned_accuracy(task, files, config, output_dir) -> float:
         do_eval=True,
     )
     return float(results[metric])
-
-
-def report_json(report: dict) -> str:
-    return json.dumps(report, indent=2, sort_keys=True) + "\n"
