@@ -187,16 +187,26 @@ def failure_lines(errors: dict) -> list:
     ]
 
 
-def comparison_lines(ours: dict, peers: dict, target: float) -> list:
-    """The closing line: the best of ours, the fastest peer (sequences/s) and their ratio against `target`."""
-    if not ours or not peers:
-        return []
-    best, fastest = max(ours, key=ours.get), max(peers, key=peers.get)
-    return [
-        "",
-        f"Best of ours: {best}, {ours[best]:.1f} sequences/s; fastest peer: {fastest}, {peers[fastest]:.1f}; "
-        f"ratio {ours[best] / peers[fastest]:.2f}x (target {target:g}x).",
-    ]
+def closing_lines(errors: dict, ours: dict, peers: dict, target: float) -> list:
+    """Below a comparison table: `failure_lines(errors)`, then the best of ours, the fastest peer (sequences/s)
+    and their ratio against `target` (when both sides have a figure)."""
+    lines = failure_lines(errors)
+    if ours and peers:
+        best, fastest = max(ours, key=ours.get), max(peers, key=peers.get)
+        lines += [
+            "",
+            f"Best of ours: {best}, {ours[best]:.1f} sequences/s; fastest peer: {fastest}, {peers[fastest]:.1f}; "
+            f"ratio {ours[best] / peers[fastest]:.2f}x (target {target:g}x).",
+        ]
+    return lines
+
+
+def publish(section: str, title: str, lines: list, write: bool, path: str | None = None) -> None:
+    """Prints a benchmark's section and, when `write`, puts it in RESULTS.md between its markers (`write_section`)."""
+    print("\n".join(lines))
+    if write:
+        write_section(section, title, lines, path)
+        print(f"Updated {path or RESULTS}")
 
 
 def replace_section(name: str, section: str, path: str | None = None) -> None:

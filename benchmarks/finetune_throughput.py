@@ -435,12 +435,8 @@ def main():
             for label, rate in rates.items()
         ],
     )
-    lines += _common.failure_lines({label: row.get("errors") for label, row in totals.items()})
-    lines += _common.comparison_lines(ours, peers, target=1.25)
-    print("\n".join(lines))
-    if args.write:
-        _common.write_section(SECTION, "finetune_throughput: fine-tuning on real text, ours vs peers", lines)
-        print(f"Updated {_common.RESULTS}")
+    lines += _common.closing_lines({label: row.get("errors") for label, row in totals.items()}, ours, peers, 1.25)
+    _common.publish(SECTION, "finetune_throughput: fine-tuning on real text, ours vs peers", lines, args.write)
 
 
 if __name__ == "__main__":

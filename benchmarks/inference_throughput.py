@@ -275,12 +275,8 @@ def main():
             for label, row in rows.items()
         ],
     )
-    lines += _common.failure_lines({label: result.get("errors") for label, result in results.items()})
-    lines += _common.comparison_lines(ours, peers, target=1.1)
-    print("\n".join(lines))
-    if args.write:
-        _common.write_section(SECTION, "inference_throughput: encoder forward, ours vs peers", lines)
-        print(f"Updated {_common.RESULTS}")
+    lines += _common.closing_lines({label: result.get("errors") for label, result in results.items()}, ours, peers, 1.1)
+    _common.publish(SECTION, "inference_throughput: encoder forward, ours vs peers", lines, args.write)
 
 
 if __name__ == "__main__":

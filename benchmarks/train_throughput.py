@@ -711,12 +711,10 @@ def main():
         for label in results
         if results[label].get("tensorflow_imported")
     ]
-    lines += _common.failure_lines({label: result.get("errors") for label, result in results.items()})
-    lines += _common.comparison_lines(ours, peers, target=1.25)
-    print("\n".join(lines))
-    if args.write:
-        _common.write_section(SECTION, "train_throughput: pretraining step, ours vs peers", lines)
-        print(f"Updated {_common.RESULTS}")
+    lines += _common.closing_lines(
+        {label: result.get("errors") for label, result in results.items()}, ours, peers, 1.25
+    )
+    _common.publish(SECTION, "train_throughput: pretraining step, ours vs peers", lines, args.write)
 
 
 if __name__ == "__main__":

@@ -156,11 +156,20 @@ def test_the_table_the_failures_and_the_comparison_lines():
         "| ours | 12.5 | 12.0, 13.0 |",
     ]
     errors = {"ours": None, "peer": ["first\n", "Traceback ...\nValueError: boom\n"]}
-    assert _common.failure_lines(errors) == ["\npeer failed: `ValueError: boom`"]
     ours, peers = _common.ours_and_peers({"ours_tf": 30.0, "ours_jax": 40.0, "hf": 20.0, "keras_hub": 25.0})
     assert (ours, peers) == ({"ours_tf": 30.0, "ours_jax": 40.0}, {"hf": 20.0, "keras_hub": 25.0})
-    assert _common.comparison_lines(ours, peers, target=1.25) == [
+    assert _common.closing_lines(errors, ours, peers, target=1.25) == [
+        "\npeer failed: `ValueError: boom`",
         "",
         "Best of ours: ours_jax, 40.0 sequences/s; fastest peer: keras_hub, 25.0; ratio 1.60x (target 1.25x).",
     ]
-    assert _common.comparison_lines(ours, {}, target=1.25) == []
+    assert _common.closing_lines({}, ours, {}, target=1.25) == []
+
+
+def test_publish_prints_the_section_and_writes_it_only_when_asked(tmp_path, capsys):
+    path = _results(tmp_path)
+    _common.publish("alpha", "Alpha", ["| a |", "|---|"], write=False, path=str(path))
+    assert capsys.readouterr().out == "| a |\n|---|\n" and path.read_text(encoding="utf-8") == RESULTS_TEXT
+    _common.publish("alpha", "Alpha", ["| a |", "|---|"], write=True, path=str(path))
+    assert capsys.readouterr().out == f"| a |\n|---|\nUpdated {path}\n"
+    assert "<!-- alpha:start -->\n## Alpha\n\n| a |\n|---|\n<!-- alpha:end -->" in path.read_text(encoding="utf-8")
