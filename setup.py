@@ -50,6 +50,7 @@ CONSOLE_SCRIPTS = [
     "bert_tf_create_pretraining_data=tfrecords_tools.create_pretraining_data:run",
     "bert_tf_inspect_tfrecords=tfrecords_tools.inspect_tfrecords:run",
     "bert_tf_make_vocab=tfrecords_tools.make_vocab:run",
+    "bert_tf_prepare_corpus=tfrecords_tools.prepare_corpus:run",
 ]
 # Deprecated aliases: the data tools' names before they took the prefix, kept for one release and removed
 # after it. Run under one of these names, a tool says so on stderr (bert_tf.cli.DEPRECATED_COMMANDS).
