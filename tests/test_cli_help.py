@@ -8,6 +8,7 @@ import pytest
 from absl import flags
 
 from bert_tf import cli
+from tests.helpers.absl_flags import run_help
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -21,16 +22,14 @@ def _console_scripts() -> list:
 
 
 def _help_of(module, command: str, capsys) -> tuple:
-    """Runs `module.run([command, "--help"])` in this process; returns (exit status, stdout, flags it defined)."""
+    """(exit status, stdout, the flags it defined) of `module.run([command, "--help"])` in this process."""
     before = set(flags.FLAGS)
-    try:
-        with pytest.raises(SystemExit) as exit_:
-            module.run([command, "--help"])
-        defined = set(flags.FLAGS) - before
-    finally:
-        for name in set(flags.FLAGS) - before:
-            delattr(flags.FLAGS, name)
-    return exit_.value.code, capsys.readouterr().out, defined
+    module.define_flags()
+    defined = set(flags.FLAGS) - before
+    for name in defined:
+        delattr(flags.FLAGS, name)
+    status = run_help(module, command)
+    return status, capsys.readouterr().out, defined
 
 
 @pytest.mark.parametrize("script,target", _console_scripts(), ids=lambda value: value.split(":")[0])
