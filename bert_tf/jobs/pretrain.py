@@ -296,6 +296,8 @@ def _resolve_files(flag: str, patterns: str) -> list[str]:
 
 def _check_records(data: PretrainingDataConfig, train_files: list[str], eval_files: list[str] | None) -> None:
     """The first record of every file has the shapes of `data`; neither file set is empty."""
+    import tensorflow as tf
+
     from bert_tf.data.pretraining_dataset import check_record_format, detect_compression
 
     for flag, files in (("input_file", train_files), ("eval_input_file", eval_files or [])):
@@ -311,7 +313,7 @@ def _check_records(data: PretrainingDataConfig, train_files: list[str], eval_fil
             except ValueError as e:
                 raise JobArgumentError(f"--{flag}: {e}") from None
         # An endless (repeated) dataset of no records would wait forever for its first batch.
-        if files and not any(os.path.getsize(path) for path in files):
+        if files and not any(tf.io.gfile.stat(path).length for path in files):  # gs:// paths too
             raise JobArgumentError(f"--{flag}: no records in {', '.join(files)}.")
 
 
