@@ -151,6 +151,8 @@ def test_the_first_hour(tmp_path, capsys, caplog):
     # The export, loaded with hub.KerasLayer by the snippet of the help, as written.
     assert run_main(export, [f"--model_dir={pretrained}", f"--export_dir={tmp_path / 'export'}"]) == 0
     assert "verified:   encoder reproduces the Keras model" in capsys.readouterr().out
+    # Not TensorFlow's note about the ids of captured variables ("input name(s) 3162, ... will be renamed").
+    assert "unsupported characters" not in caplog.text
     hub = subprocess.run(
         [sys.executable, "-c", _hub_snippet(tmp_path / "export")],
         capture_output=True,

@@ -76,6 +76,29 @@ def _check_destination(path: str, overwrite: bool) -> None:
             )
 
 
+@contextlib.contextmanager
+def _without_capture_rename_notes():
+    """Drops TensorFlow's note that a function's "input name(s) 3162, 3164, ..." will be renamed.
+
+    Those "inputs" are the variables and tables the function captures (named by their ids), not its own
+    inputs, which keep their names (`input_word_ids`, `text`, ...); the note says nothing a user can act on.
+    TensorFlow's SavedModel code logs it through absl (logger "absl").
+    """
+    import logging as python_logging
+
+    def keep(record):
+        return "with unsupported characters which will be renamed" not in record.getMessage()
+
+    loggers = [python_logging.getLogger("absl"), tf.get_logger()]
+    for logger in loggers:
+        logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(keep)
+
+
 # --- encoder -------------------------------------------------------------------
 
 
@@ -84,7 +107,8 @@ def _save_encoder(
 ) -> EncoderModule:
     module = EncoderModule(model, include_mlm=include_mlm)
     module.trace()
-    tf.saved_model.save(module, path, signatures=module.signatures())
+    with _without_capture_rename_notes():
+        tf.saved_model.save(module, path, signatures=module.signatures())
     extra_dir = os.path.join(path, EXTRA_ASSETS_DIR)
     os.makedirs(extra_dir, exist_ok=True)
     encoder = model.encoder if isinstance(model, BertPretrainer) else model
@@ -169,7 +193,8 @@ def _save_preprocessor(vocab_file: str, lower_case: bool, seq_length: int, path:
     from bert_tf.tokenization import BertPreprocessor, save_preprocessor  # tensorflow_text is heavy
 
     preprocessor = BertPreprocessor(vocab_file, lower_case=lower_case, default_seq_length=seq_length)
-    save_preprocessor(preprocessor, path)
+    with _without_capture_rename_notes():
+        save_preprocessor(preprocessor, path)
 
 
 def export_preprocessor(
@@ -323,25 +348,6 @@ def _restore_classifier(config, task_config: dict, checkpoint: str, model_dir: s
     else:
         restore(classifier, checkpoint)
     return classifier
-
-
-@contextlib.contextmanager
-def _without_capture_rename_notes():
-    """Drops TensorFlow's note that a signature's "input name(s) 3162, 3164, ..." will be renamed.
-
-    Those "inputs" are the variables the signature captures (named by their ids), not its own inputs,
-    which keep their names (`text`, `text_b`); the note says nothing a user can act on.
-    """
-
-    def keep(record):
-        return "with unsupported characters which will be renamed" not in record.getMessage()
-
-    logger = tf.get_logger()
-    logger.addFilter(keep)
-    try:
-        yield
-    finally:
-        logger.removeFilter(keep)
 
 
 def _save_classifier(classifier, task_config, vocab_file, lower_case, path, verify) -> str:
