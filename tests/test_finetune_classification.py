@@ -74,6 +74,17 @@ def test_sentiment_classification_from_tsv(tmp_path, model_dir):
             "label_list": ["neg", "pos"],
             "max_seq_length": 16,
             "sentence_pair": False,
+            # What prediction later reuses: the casing and the data's columns and format.
+            "do_lower_case": True,
+            "data": {
+                "text_a_column": "sentence",
+                "text_b_column": None,
+                "label_column": None,
+                "file_format": None,
+                "has_header": True,
+                "conll_word_column": 0,
+                "conll_label_column": -1,
+            },
         }
     from bert_tf.checkpoints import load_encoder
 
