@@ -205,3 +205,11 @@ def test_the_first_hour(tmp_path, capsys, caplog):
     np.testing.assert_allclose(outputs["scores"].numpy(), expected, atol=1e-5)
     assert [label.decode() for label in outputs["label"].numpy()] == [row[2] for row in rows[1:]]
     assert outputs["classes"].numpy()[0].tolist() == [b"negative", b"positive"]
+
+
+def test_prediction_later_without_a_recorded_task_asks_for_task(tmp_path, capsys):
+    flags = [f"--output_dir={tmp_path}", "--do_predict", f"--predict_file={tmp_path / 'new.tsv'}"]
+    assert absl_flags.run_main(finetune, flags) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"finetune: error: --task is required (--output_dir={tmp_path} holds no task_config.json)"
+    )
