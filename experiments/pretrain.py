@@ -51,6 +51,9 @@ trains to --num_train_steps, then evaluates if --eval_input_file is given;
 or checkpoint (convert google-research checkpoints with
 `python -m experiments.convert`).
 
+docs/pretraining.md walks the whole way: corpus, vocabulary, TFRecords,
+pretraining on TPUs or several GPUs or hosts, evaluation, export, fine-tuning.
+
 Also usable as a library: `bert_tf.jobs.pretrain.run_pretraining` takes
 the flags grouped into config objects and returns the `TrainingResult`.
 """
