@@ -50,6 +50,7 @@ CONSOLE_SCRIPTS = [
     "bert_tf_create_pretraining_data=tfrecords_tools.create_pretraining_data:run",
     "bert_tf_inspect_tfrecords=tfrecords_tools.inspect_tfrecords:run",
     "bert_tf_make_vocab=tfrecords_tools.make_vocab:run",
+    "bert_tf_prepare_corpus=tfrecords_tools.prepare_corpus:run",
 ]
 setuptools.setup(
     name="bert_tf",

@@ -21,6 +21,7 @@ Tests call the decorated `main` in-process after parsing flags and catch
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -109,6 +110,37 @@ def parse_flags(prog: str, argv: Sequence[str]) -> list:
         exit_bad_input(prog, e)
 
 
+# The arguments that ask for a tool's help (absl's --help, --helpshort and -?, and argparse's -h).
+HELP_ARGUMENTS = ("--help", "-help", "--helpshort", "-helpshort", "-?", "-h")
+
+
+def asks_for_help(argv: Sequence[str]) -> bool:
+    """Whether the command line `argv` (program name first) asks for help before a `--` ends the flags."""
+    for arg in argv[1:]:
+        if arg == "--":
+            return False
+        if arg in HELP_ARGUMENTS or arg in ("--help=true", "--help=1"):
+            return True
+    return False
+
+
+def tool_help(define_flags: Callable[[], None], flag_names: Sequence[str], prog: str) -> str:
+    """The help of the tool whose flags `define_flags` defines: its module's docstring, then its flags.
+
+    The same text whether the tool runs as `python -m MODULE` or as an installed console script: absl's own
+    `--help` reads the docstring of `__main__` and the flags of the module named by `sys.argv[0]`, which for a
+    console script are the generated launcher's (no docstring, no flags).
+    """
+    module = sys.modules[define_flags.__module__]
+    # Under `python -m`, the module is `__main__`; its spec still names it.
+    module_name = getattr(getattr(module, "__spec__", None), "name", None) or module.__name__
+    for name in flag_names:
+        flags.FLAGS.register_key_flag_for_module(module_name, flags.FLAGS[name])
+    doc = (module.__doc__ or f"USAGE: {prog} [flags]").strip("\n")
+    flag_help = flags.FLAGS.module_help(module_name)
+    return f"{doc}\n\nflags:\n{flag_help}\n\nTry --helpfull to get a list of all flags.\n"
+
+
 def run(
     main: Callable,
     define_flags: Callable[[], None],
@@ -121,8 +153,17 @@ def run(
     A tool owns its process, so TensorFlow's C++ start-up notes are kept off its console from here on, whatever
     loads TensorFlow first (`bert_tf.tensorflow_startup`). A tool's module therefore loads no TensorFlow at import.
     `lean_tensorflow=True`: TensorFlow loads without `tensorflow_startup.OPTIONAL_PACKAGES`, for a tool that
-    uses none of them.
+    uses none of them. `--help` (or `-h`, `-?`, `--helpshort`) prints `tool_help` to stdout and exits with
+    status 0: the program's description, its examples and every flag it defines (the shared runtime flags
+    included).
     """
     tensorflow_startup.quiet_first_import(lean=lean_tensorflow)
+    command_line = list(sys.argv if argv is None else argv)
+    before = set(flags.FLAGS)
     define_flags()
+    if asks_for_help(command_line):
+        defined = sorted(set(flags.FLAGS) - before)
+        sys.stdout.write(tool_help(define_flags, defined, os.path.basename(command_line[0])))
+        sys.stdout.flush()
+        raise SystemExit(0)
     app.run(main, argv=argv, flags_parser=functools.partial(parse_flags, main.prog))

@@ -6,7 +6,16 @@ and fine-tuned end to end (the encoder's weights are trainable).
 
     python -m experiments.classify_with_hub --export_dir=runs/demo/export \
         --train_file=data/fine_foods_train.tsv --test_file=data/fine_foods_test.tsv \
-        --output_dir=runs/demo/classifier
+        --label_names=other,great --output_dir=runs/demo/classifier
+
+The data: TSV files with a header; `--text_a_column` and `--label_column` name
+the columns (a header name or a 0-based index, as in `experiments.finetune`).
+The classifier is binary (a sigmoid, as in TF Hub's tutorial): the training
+data has exactly two labels, named as written in the data and sorted (the
+second is the positive class, whose probability is the score), or, for labels
+written as 0/1, named by `--label_names` in id order. Results name each
+baseline for what it is: the training set's majority class scored on the test
+set, and the test set's own majority class.
 
 `hub.KerasLayer` builds on tf_keras (Keras 2), so this job sets
 TF_USE_LEGACY_KERAS=1 before TensorFlow is imported.
@@ -44,8 +53,16 @@ FLAGS = flags.FLAGS
 def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
     flags.DEFINE_string("export_dir", None, "Directory with the `encoder` and `preprocess` SavedModels.")
-    flags.DEFINE_string("train_file", None, "TSV with a header and columns `text` and `label` (0/1).")
+    flags.DEFINE_string("train_file", None, "TSV with a header row; two labels (see --label_column).")
     flags.DEFINE_string("test_file", None, "Held-out TSV in the same format.")
+    flags.DEFINE_string("text_a_column", "text", "The text column: a header name or 0-based index.")
+    flags.DEFINE_string("label_column", "label", "The label column: a header name or 0-based index.")
+    flags.DEFINE_list(
+        "label_names",
+        None,
+        "Names of labels written as 0 and 1, in that order (e.g. other,great for the bundled reviews); "
+        "default: the labels as written, sorted.",
+    )
     flags.DEFINE_string("output_dir", None, "Where the fine-tuned model, TensorBoard logs and results go.")
     flags.DEFINE_integer("epochs", 2, "Training epochs.")
     flags.DEFINE_integer("batch_size", 32, "Batch size.")
@@ -92,24 +109,66 @@ def define_flags():
     flags.mark_flags_as_required(["export_dir", "train_file", "test_file", "output_dir"])
 
 
-def read_labeled_tsv(path, limit=0):
-    """Reads `text<TAB>label` rows after a header line; names the file and line on errors."""
+def _column_index(path, header, column, flag):
+    """The index of `column` (a header name or a 0-based index) in `header`."""
+    if column in header:
+        return header.index(column)
+    if column.isdigit() and int(column) < len(header):
+        return int(column)
+    raise ValueError(f"{path}:1: no --{flag} column {column!r}; the header has {header}.")
+
+
+def read_labeled_tsv(path, limit=0, text_column="text", label_column="label"):
+    """(texts, labels as written) of a TSV with a header row; errors name the file and line."""
+    import csv
+
     texts, labels = [], []
-    with open(path, encoding="utf-8") as f:
-        header = f.readline().rstrip("\n").split("\t")
-        if header != ["text", "label"]:
-            raise ValueError(f"{path}:1: expected the header 'text<TAB>label', got {header}.")
-        for line_number, line in enumerate(f, start=2):
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) != 2 or fields[1] not in ("0", "1"):
-                raise ValueError(f"{path}:{line_number}: expected 'text<TAB>0|1'.")
-            texts.append(fields[0])
-            labels.append(int(fields[1]))
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = csv.reader(f, delimiter="\t")
+        header = next(rows, None)
+        if not header:
+            raise ValueError(f"{path}: empty file.")
+        text_index = _column_index(path, header, text_column, "text_a_column")
+        label_index = _column_index(path, header, label_column, "label_column")
+        for line_number, fields in enumerate(rows, start=2):
+            if len(fields) <= max(text_index, label_index) or not fields[label_index]:
+                raise ValueError(f"{path}:{line_number}: expected {len(header)} tab-separated fields with a label.")
+            texts.append(fields[text_index])
+            labels.append(fields[label_index])
             if limit and len(texts) >= limit:
                 break
     if not texts:
         raise ValueError(f"{path}: no examples.")
     return texts, labels
+
+
+def binary_labels(train_labels, test_labels, label_names, test_file):
+    """(names of the two classes in id order, train targets 0/1, test targets 0/1): see the module docstring."""
+    import numpy as np
+
+    written = sorted(set(train_labels))
+    if len(written) != 2:
+        raise ValueError(
+            f"--train_file: this binary classifier needs exactly two labels, got {len(written)}: {written[:5]}; "
+            "use experiments.finetune for more classes."
+        )
+    if label_names:
+        if len(label_names) != 2 or written != ["0", "1"]:
+            raise ValueError(
+                f"--label_names={','.join(label_names)}: needs two names and labels written as 0 and 1 (got {written})."
+            )
+        names = list(label_names)
+    else:
+        names = written
+    for number, label in enumerate(test_labels):
+        if label not in written:
+            raise ValueError(f"{test_file}: example {number + 1} has the label {label!r}, not one of {written}.")
+    positive = written[1]
+    return (
+        names,
+        np.array([label == positive for label in train_labels], "float32"),
+        np.array([label == positive for label in test_labels], "float32"),
+    )
 
 
 def build_classifier(preprocess_dir, encoder_dir, bucket_width=0, seq_length=0):
@@ -252,10 +311,11 @@ def main(argv):
     for flag in ("bucket_width", "seq_length"):
         if FLAGS[flag].value < 0:
             raise errors.BadInputError(f"--{flag} must be >= 0, got {FLAGS[flag].value}.")
-    train_texts, train_labels = read_labeled_tsv(FLAGS.train_file, FLAGS.max_train_examples)
-    test_texts, test_labels = read_labeled_tsv(FLAGS.test_file, FLAGS.max_test_examples)
-    x_train, y_train = tf.constant(train_texts), np.array(train_labels, "float32")
-    x_test, y_test = tf.constant(test_texts), np.array(test_labels, "float32")
+    columns = (FLAGS.text_a_column, FLAGS.label_column)
+    train_texts, train_labels = read_labeled_tsv(FLAGS.train_file, FLAGS.max_train_examples, *columns)
+    test_texts, test_labels = read_labeled_tsv(FLAGS.test_file, FLAGS.max_test_examples, *columns)
+    names, y_train, y_test = binary_labels(train_labels, test_labels, FLAGS.label_names, FLAGS.test_file)
+    x_train, x_test = tf.constant(train_texts), tf.constant(test_texts)
 
     model = build_classifier(
         os.path.join(FLAGS.export_dir, "preprocess"),
@@ -296,11 +356,14 @@ def main(argv):
     test_loss, test_accuracy = history.history["val_loss"][-1], history.history["val_accuracy"][-1]
     majority = max(np.mean(y_train), 1 - np.mean(y_train))
     majority_label = float(np.mean(y_train) >= 0.5)
-    baseline = float(np.mean(y_test == majority_label))
+    # Two constant predictors: the training set's majority class (what a model that learned nothing from
+    # the text predicts), scored on the test set; and the test set's own majority class (an upper bound).
+    train_majority_on_test = float(np.mean(y_test == majority_label))
+    test_majority = float(max(np.mean(y_test), 1 - np.mean(y_test)))
 
     new_scores = model.predict(tf.constant(FLAGS.new_sentences), verbose=0)[:, 0]
     predictions = [
-        {"text": t, "score": float(s), "label": "great" if s >= 0.5 else "other"}
+        {"text": t, "score": float(s), "label": names[1] if s >= 0.5 else names[0]}
         for t, s in zip(FLAGS.new_sentences, new_scores)
     ]
     with file_io.atomic_path(os.path.join(FLAGS.output_dir, "saved_model"), directory=True) as tmp_dir:
@@ -309,7 +372,10 @@ def main(argv):
     results = {
         "test_accuracy": float(test_accuracy),
         "test_loss": float(test_loss),
-        "majority_baseline_accuracy": baseline,
+        "label_names": names,
+        "train_majority_class": names[int(majority_label)],
+        "train_majority_class_test_accuracy": train_majority_on_test,
+        "test_majority_class_accuracy": test_majority,
         "train_majority_fraction": float(majority),
         "train_examples": len(train_texts),
         "test_examples": len(test_texts),
@@ -319,7 +385,13 @@ def main(argv):
         "predictions": predictions,
     }
     file_io.write_json(os.path.join(FLAGS.output_dir, "results.json"), results)
-    logging.info("test accuracy %.4f (majority-class baseline %.4f)", test_accuracy, baseline)
+    logging.info(
+        "test accuracy %.4f (the training majority class %r scored on test: %.4f; the test majority class: %.4f)",
+        test_accuracy,
+        names[int(majority_label)],
+        train_majority_on_test,
+        test_majority,
+    )
     for p in predictions:
         print(f"{p['score']:.3f}  {p['label']:5s}  {p['text']}")
 

@@ -7,15 +7,40 @@ or with explicit files (google-research/bert naming):
     python -m experiments.export --checkpoint=runs/pretrain/ckpt-10000 \
         --bert_config_file=bert_config.json --vocab_file=vocab.txt --export_dir=runs/export
 
-The result is used exactly like TF Hub's BERT:
+The result is used exactly like TF Hub's BERT. `hub.KerasLayer` is tf_keras
+(Keras 2): set TF_USE_LEGACY_KERAS=1 before TensorFlow is imported, and import
+tensorflow_text, which registers the preprocessing model's ops:
+
+    import os
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"  # before TensorFlow is imported
+    import tensorflow as tf
+    import tensorflow_hub as hub
+    import tensorflow_text  # noqa: F401  (the preprocessing model's ops)
 
     preprocess = hub.KerasLayer("runs/export/preprocess")
     encoder = hub.KerasLayer("runs/export/encoder", trainable=True)
+    outputs = encoder(preprocess(tf.constant(["hello world"])))  # pooled_output, sequence_output, ...
 
 When the checkpoint holds masked-LM weights the encoder also has an `mlm`
 sub-object (`hub.load(encoder_dir).mlm(inputs_with_masked_lm_positions)`).
-The export directory is written atomically; an existing one is only replaced
-with --overwrite.
+
+A fine-tuned classification or regression directory (an `experiments.finetune`
+--output_dir, with its task_config.json) also gets `classifier/`: a servable
+SavedModel with the preprocessing inside. Its `serving_default` signature takes
+`text` (tf.string [batch]; and `text_b` for sentence pairs) and returns
+`scores` (float32 [batch, num_labels], softmax), `classes` (the label names,
+[batch, num_labels]), `label` (the most probable name) and `label_id`:
+
+    python -m experiments.export --model_dir=runs/sst --export_dir=runs/sst_export
+    saved_model_cli show --dir runs/sst_export/classifier --tag_set serve --signature_def serving_default
+
+A server needs TF Text's ops registered (`import tensorflow_text` in Python;
+they are listed in classifier/assets.extra/required_ops.txt, and checked at
+export). With --verify (the default) one line says what was checked: the
+encoder and the classifier reloaded and compared with the Keras model.
+Casing follows the fine-tuned directory's task_config.json unless
+--do_lower_case is given. The export directory is written atomically; an
+existing one is only replaced with --overwrite. See docs/export_and_serving.md.
 """
 
 from absl import flags
@@ -48,7 +73,12 @@ def define_flags():
     flags.DEFINE_string("export_dir", None, "Directory to create, holding encoder/ and preprocess/.")
     flags.DEFINE_bool("overwrite", False, "Replace an existing non-empty --export_dir.")
     flags.DEFINE_bool("include_mlm", True, "Export the masked-LM head as encoder.mlm when the checkpoint has one.")
-    flags.DEFINE_bool("verify", True, "Reload the encoder SavedModel and check it reproduces the Keras model.")
+    flags.DEFINE_bool(
+        "verify",
+        True,
+        "Reload the encoder (and classifier) SavedModels, check they reproduce the Keras model and print what "
+        "was checked.",
+    )
 
 
 def check_flags() -> None:
@@ -76,6 +106,12 @@ def check_flags() -> None:
 def main(argv):
     del argv  # Checked by cli.main_function.
     check_flags()
+    from bert_tf.jobs.finetune import read_task_config
+
+    lower_case = FLAGS.do_lower_case
+    recorded = read_task_config(FLAGS.model_dir) if FLAGS.model_dir else None
+    if recorded and "do_lower_case" in recorded and not FLAGS["do_lower_case"].present:
+        lower_case = recorded["do_lower_case"]  # the fine-tuned model's own casing
     from bert_tf.export import export_model_dir  # after flag checks: importing TensorFlow is slow
 
     paths = export_model_dir(
@@ -84,7 +120,7 @@ def main(argv):
         checkpoint=FLAGS.checkpoint,
         bert_config_file=FLAGS.bert_config_file,
         vocab_file=FLAGS.vocab_file,
-        lower_case=FLAGS.do_lower_case,
+        lower_case=lower_case,
         seq_length=FLAGS.seq_length,
         include_mlm=FLAGS.include_mlm,
         overwrite=FLAGS.overwrite,
@@ -92,6 +128,10 @@ def main(argv):
     )
     print(f"encoder:    {paths['encoder']}")
     print(f"preprocess: {paths['preprocess']}")
+    if "classifier" in paths:
+        print(f"classifier: {paths['classifier']}")
+    if paths["verified"]:
+        print(f"verified:   {paths['verified']}")
 
 
 def run(argv=None):

@@ -46,15 +46,24 @@ never had count as errors, and a warning and eval_results.json say how many.
 
 Outputs in --output_dir: checkpoints (training resumes from them), TensorBoard
 summaries, `eval_results.json`, `eval_predictions.*`, `predictions.*`, and
-`bert_config.json` + `vocab.txt` + `task_config.json`, so the directory can be
-evaluated or used for prediction later with only --output_dir.
+`bert_config.json` + `vocab.txt` + `task_config.json` (the task, labels,
+sequence length, casing and the data columns), so the directory can be
+evaluated or used for prediction later with only --output_dir and the data:
+
+    python -m experiments.finetune --output_dir=runs/sst --do_predict --predict_file=new.tsv
+
+`predictions.tsv` holds, per example, its guid (file:line), its text, the
+predicted label's name and one probability per label; an earlier
+`predictions.*` is not replaced without --overwrite_predictions.
+`python -m experiments.export --model_dir=runs/sst --export_dir=...` turns the
+directory into a servable classifier (text in, label scores and names out).
 """
 
 import sys
 
-from absl import flags
+from absl import flags, logging
 
-from bert_tf import cli
+from bert_tf import cli, errors
 from experiments import job_flags
 
 FLAGS = flags.FLAGS
@@ -129,6 +138,9 @@ def define_flags():
     flags.DEFINE_boolean("do_train", False, "Fine-tune.")
     flags.DEFINE_boolean("do_eval", False, "Evaluate on the evaluation data.")
     flags.DEFINE_boolean("do_predict", False, "Predict on the prediction data.")
+    flags.DEFINE_boolean(
+        "overwrite_predictions", False, "Replace the predictions.* of an earlier --do_predict in --output_dir."
+    )
     flags.DEFINE_integer("max_seq_length", 128, "Packed sequence length (WordPieces incl. [CLS]/[SEP]).")
     flags.DEFINE_integer(
         "bucket_width",
@@ -184,6 +196,29 @@ def _column(value):
     return int(value) if value is not None and value.lstrip("-").isdigit() else value
 
 
+def _recorded_settings(job) -> dict:
+    """Config overrides from the task_config.json of an earlier run in --output_dir, for flags not given.
+
+    A fine-tuned directory records its task, sequence length, casing and data columns, so evaluating or
+    predicting later needs only --output_dir and the data files; a flag given explicitly wins.
+    """
+    recorded = job.read_task_config(FLAGS.output_dir) or {}
+    task_type = FLAGS.task or recorded.get("task")
+    if not task_type:
+        raise errors.BadInputError(f"--task is required (--output_dir={FLAGS.output_dir} holds no task_config.json)")
+    overrides = {"task": {"task_type": task_type}, "model": {}, "data": {}}
+    if recorded and not FLAGS["max_seq_length"].present and "max_seq_length" in recorded:
+        overrides["task"]["max_seq_length"] = recorded["max_seq_length"]
+    if recorded and not FLAGS["do_lower_case"].present and "do_lower_case" in recorded:
+        overrides["model"]["do_lower_case"] = recorded["do_lower_case"]
+    for name, value in recorded.get("data", {}).items():
+        if not FLAGS[name].present:
+            overrides["data"][name] = _column(value) if isinstance(value, str) else value
+    if recorded and not FLAGS.task:
+        logging.info("--task=%s and the data columns of %s.", task_type, job.TASK_CONFIG_NAME)
+    return overrides
+
+
 # Bad input (a DataError is a ValueError) is one clear line instead of a traceback.
 @cli.main_function("finetune", bad_input=(ValueError, FileNotFoundError, FileExistsError))
 def main(argv):
@@ -192,14 +227,15 @@ def main(argv):
     from bert_tf.jobs import finetune as job
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
-    cli.require_flags("task", "output_dir")
+    cli.require_flags("output_dir")
+    recorded = _recorded_settings(job)
     # Each config checks its flags as it is built; run_finetuning checks the files, data and model.
-    task = job_flags.config_from_flags(job.FinetuningTaskConfig, task_type=FLAGS.task)
-    model = job_flags.config_from_flags(ModelSource)
+    task = job_flags.config_from_flags(job.FinetuningTaskConfig, **recorded["task"])
+    model = job_flags.config_from_flags(ModelSource, **recorded["model"])
     columns = ("text_a_column", "text_b_column", "label_column")
-    data = job_flags.config_from_flags(
-        job.FinetuningDataConfig, **{name: _column(FLAGS[name].value) for name in columns}
-    )
+    data_values = {name: _column(FLAGS[name].value) for name in columns}
+    data_values.update(recorded["data"])
+    data = job_flags.config_from_flags(job.FinetuningDataConfig, **data_values)
     schedule = job_flags.config_from_flags(TrainingConfig)
     runtime = job_flags.config_from_flags(RuntimeConfig)
     try:
@@ -213,6 +249,7 @@ def main(argv):
             do_train=FLAGS.do_train,
             do_eval=FLAGS.do_eval,
             do_predict=FLAGS.do_predict,
+            overwrite_predictions=FLAGS.overwrite_predictions,
         )
     except job.NonFiniteMetricError as e:
         # A failed run, not bad input: status 1.

@@ -29,11 +29,30 @@ model directory: `bert_tf.load_encoder`, `experiments.export` and
 latest checkpoint, at the same position in the data; with --deterministic the
 resumed run ends with the same weights as an uninterrupted one.
 
+`--preset` with `--vocab_file` takes vocab_size from the vocabulary (one log
+line says so); a --bert_config_file whose vocab_size exceeds a new model's
+vocabulary padded to a multiple of 128 is refused, naming both numbers.
+
+The evaluation reports, beside the model's held-out MLM and NSP figures, what
+a model that ignores its input scores: the unigram baseline of the masked
+tokens (fitted on the training TFRecords) and the majority next-sentence
+label (one log line, and `mlm_unigram_accuracy`, `mlm_unigram_loss`,
+`nsp_majority_accuracy`, `nsp_prior_loss` in eval_results.json).
+
+Evaluate only (the latest checkpoint of --output_dir; no schedule flags, the
+model and vocabulary are the directory's):
+
+    python -m experiments.pretrain --eval_only --output_dir=runs/pretrain \
+      --input_file='runs/data/train-*.tfrecord' --eval_input_file=runs/data/eval.tfrecord
+
 Differences from run_pretraining.py: there is no --do_train/--do_eval (it
 trains to --num_train_steps, then evaluates if --eval_input_file is given;
-`--num_train_steps` equal to the step of the latest checkpoint only
-evaluates), and --init_checkpoint takes a TF2 model directory or checkpoint
-(convert google-research checkpoints with `python -m experiments.convert`).
+--eval_only only evaluates), and --init_checkpoint takes a TF2 model directory
+or checkpoint (convert google-research checkpoints with
+`python -m experiments.convert`).
+
+docs/pretraining.md walks the whole way: corpus, vocabulary, TFRecords,
+pretraining on TPUs or several GPUs or hosts, evaluation, export, fine-tuning.
 
 Also usable as a library: `bert_tf.jobs.pretrain.run_pretraining` takes
 the flags grouped into config objects and returns the `TrainingResult`.
@@ -97,6 +116,12 @@ def define_flags():
     flags.DEFINE_bool("dynamic_masking", False, "Re-mask each batch as it is read (needs --vocab_file).")
     flags.DEFINE_float("masked_lm_prob", 0.15, "Masking rate of --dynamic_masking.")
     flags.DEFINE_integer("shuffle_buffer_size", 10000, "Records in the training shuffle buffer.")
+    flags.DEFINE_bool(
+        "eval_only",
+        False,
+        "Only evaluate the latest checkpoint of --output_dir on --eval_input_file (with the baselines); "
+        "schedule flags are ignored, the model and vocabulary default to the directory's.",
+    )
 
 
 def _steps_per_loop() -> int:
@@ -117,9 +142,12 @@ def main(argv):
     from bert_tf.jobs import pretrain as pretraining
     from bert_tf.training import NonFiniteLossError, RuntimeConfig, TrainingConfig
 
+    if FLAGS.eval_only:
+        _evaluate_only()
+        return
     steps_per_loop = _steps_per_loop()
     # Each config checks its flags as it is built; run_pretraining checks the files and the model.
-    model = pretraining.resolve_bert_config(FLAGS.bert_config_file, FLAGS.preset)
+    model = pretraining.resolve_bert_config(FLAGS.bert_config_file, FLAGS.preset, FLAGS.vocab_file)
     data = job_flags.config_from_flags(pretraining.PretrainingDataConfig)
     schedule = job_flags.config_from_flags(TrainingConfig, steps_per_loop=steps_per_loop)
     runtime = job_flags.config_from_flags(RuntimeConfig)
@@ -137,6 +165,25 @@ def main(argv):
         # A failed run, not bad input: status 1.
         sys.exit(f"pretrain: error: {cli.one_line(e)}")
     logging.info("Done at step %d; latest checkpoint %s; eval %s.", result.step, result.checkpoint, result.eval_metrics)
+
+
+def _evaluate_only():
+    """--eval_only: the latest checkpoint of --output_dir on --eval_input_file; no schedule flag is read."""
+    from bert_tf.jobs import pretrain as pretraining
+    from bert_tf.training import RuntimeConfig
+
+    model = None
+    if FLAGS.bert_config_file or FLAGS.preset:
+        model = pretraining.resolve_bert_config(FLAGS.bert_config_file, FLAGS.preset, FLAGS.vocab_file)
+    result = pretraining.evaluate_pretraining(
+        FLAGS.output_dir,
+        job_flags.config_from_flags(pretraining.PretrainingDataConfig),
+        job_flags.config_from_flags(RuntimeConfig),
+        max_eval_steps=FLAGS.max_eval_steps,
+        bert_config=model,
+        vocab_file=FLAGS.vocab_file,
+    )
+    logging.info("Evaluated step %d: %s.", result.step, result.eval_metrics)
 
 
 def run(argv=None):

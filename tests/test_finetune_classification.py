@@ -53,11 +53,13 @@ def test_sentiment_classification_from_tsv(tmp_path, model_dir):
         assert json.load(f)["accuracy"] == pytest.approx(results["accuracy"])
 
     rows = read_tsv(os.path.join(output_dir, "predictions.tsv"))
-    assert rows[0] == ["guid", "prediction", "probability_neg", "probability_pos"]
+    # The text beside each prediction.
+    assert rows[0] == ["guid", "text_a", "prediction", "probability_neg", "probability_pos"]
     assert [row[0] for row in rows[1:]] == [f"test.tsv:{line}" for line in range(2, 32)]
-    probabilities = np.array([[float(p) for p in row[2:]] for row in rows[1:]])
+    assert [row[1] for row in rows[1:]] == [text for text, _ in test_rows]
+    probabilities = np.array([[float(p) for p in row[3:]] for row in rows[1:]])
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
-    assert np.mean([row[1] == label for row, (_, label) in zip(rows[1:], test_rows)]) >= 0.9
+    assert np.mean([row[2] == label for row, (_, label) in zip(rows[1:], test_rows)]) >= 0.9
     eval_rows = read_tsv(os.path.join(output_dir, "eval_predictions.tsv"))
     assert eval_rows[0][:3] == ["guid", "label", "prediction"] and len(eval_rows) == 101
 
@@ -72,6 +74,17 @@ def test_sentiment_classification_from_tsv(tmp_path, model_dir):
             "label_list": ["neg", "pos"],
             "max_seq_length": 16,
             "sentence_pair": False,
+            # What prediction later reuses: the casing and the data's columns and format.
+            "do_lower_case": True,
+            "data": {
+                "text_a_column": "sentence",
+                "text_b_column": None,
+                "label_column": None,
+                "file_format": None,
+                "has_header": True,
+                "conll_word_column": 0,
+                "conll_label_column": -1,
+            },
         }
     from bert_tf.checkpoints import load_encoder
 

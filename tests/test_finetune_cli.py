@@ -57,6 +57,7 @@ def test_train_eval_predict_from_flags(tmp_path):
     with open(os.path.join(output_dir, "predictions.tsv")) as f:
         assert f.readline().rstrip("\n").split("\t") == [
             "guid",
+            "text_a",
             "label",
             "prediction",
             "probability_pos",

@@ -71,10 +71,10 @@ def test_glue_sst2_learns_and_predicts_unlabelled_test_split(tmp_path, model_dir
     with open(os.path.join(output_dir, "predictions.tsv")) as f:
         rows = list(csv.reader(f, delimiter="\t"))
     # The GLUE test split has no labels: no label column, one row per test example.
-    assert rows[0] == ["guid", "prediction", "probability_negative", "probability_positive"]
+    assert rows[0] == ["guid", "text_a", "prediction", "probability_negative", "probability_positive"]
     assert len(rows) == 201 and rows[1][0] == "glue/sst2:test:0"
     expected = [("positive" if label == "pos" else "negative") for _, label in synthetic.sentiment_rows(200, 3)]
-    assert np.mean([row[1] == want for row, want in zip(rows[1:], expected)]) >= 0.9
+    assert np.mean([row[2] == want for row, want in zip(rows[1:], expected)]) >= 0.9
 
 
 def test_glue_mrpc_sentence_pairs(tmp_path, model_dir):

@@ -22,9 +22,11 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import BertConfig, load_encoder
+from bert_tf.data.unigram_baseline import next_sentence_baseline, unigram_baseline
 from bert_tf.training import JobArgumentError
 from tests.helpers import jobs, training_data
 
+BASELINES = ("mlm_unigram_accuracy", "mlm_unigram_loss", "nsp_majority_accuracy", "nsp_prior_loss")
 HELPER = str(training_data.ROOT / "tests" / "helpers" / "training_run.py")
 TIMEOUT = 150
 STEPS = 20
@@ -215,7 +217,20 @@ def test_run_pretraining_writes_a_model_directory(setup, runs):
     assert results == pytest.approx(dict(runs["reference"].eval_metrics, step=STEPS))
     # The evaluation's numbers, recomputed here from the saved checkpoint and the eval file.
     expected = _evaluate_checkpoint(config, str(output_dir / f"ckpt-{STEPS}"), arguments["eval_input_file"], 8)
+    baselines = {name: results.pop(name) for name in BASELINES}
     assert results == pytest.approx(dict(expected, step=STEPS), abs=1e-5)
+    # Beside them, what a model that ignores its input scores (bert_tf.data.unigram_baseline).
+    shapes = (arguments["max_seq_length"], arguments["max_predictions_per_seq"])
+    unigram = unigram_baseline(arguments["input_file"], arguments["eval_input_file"], *shapes, config.vocab_size)
+    nsp = next_sentence_baseline(arguments["eval_input_file"], *shapes)
+    assert baselines == pytest.approx(
+        {
+            "mlm_unigram_accuracy": unigram.accuracy,
+            "mlm_unigram_loss": unigram.loss,
+            "nsp_majority_accuracy": nsp.accuracy,
+            "nsp_prior_loss": nsp.loss,
+        }
+    )
     # A model directory for the rest of the package: the encoder loads from it.
     encoder = load_encoder(str(output_dir))
     saved = _checkpoint_values(str(output_dir / f"ckpt-{STEPS}"))
@@ -426,3 +441,32 @@ def test_killed_mid_loop_with_dynamic_masking_resumes_to_the_same_weights(dynami
     assert sorted(reference) == sorted(resumed)
     for name, value in reference.items():
         np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+
+
+def test_a_new_model_table_is_the_vocabulary_padded_at_most_to_a_multiple_of_128():
+    from bert_tf.checkpoints import model_source
+
+    config = training_data.tiny_bert_config(896, num_layers=1)
+    model_source.check_new_model_table(config, 776, vocab_file="vocab.txt")  # padded to 7 x 128
+    with pytest.raises(JobArgumentError) as error:
+        model_source.check_new_model_table(config, 768, vocab_file="vocab.txt")
+    assert str(error.value).startswith(
+        "--vocab_file: vocab.txt has 768 tokens but the model's config has vocab_size=896"
+    )
+    assert "(or pad it to at most 768, a multiple of 128)" in str(error.value)
+    with pytest.raises(JobArgumentError, match="token ids past 895 would have no embedding"):
+        model_source.check_new_model_table(config, 900, vocab_file="vocab.txt")
+
+
+def test_eval_only_needs_held_out_records_and_a_checkpoint(tmp_path, capsys):
+    from experiments import pretrain
+    from tests.helpers.absl_flags import run_main
+
+    flags = ["--eval_only", f"--output_dir={tmp_path}", "--input_file=train.tfrecord"]
+    assert run_main(pretrain, flags) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == "pretrain: error: --eval_only needs --eval_input_file (the held-out TFRecords)."
+    )
+    assert run_main(pretrain, [*flags, "--eval_input_file=eval.tfrecord"]) == 2
+    assert capsys.readouterr().err.strip() == f"pretrain: error: --output_dir: no checkpoint to evaluate in {tmp_path}."

@@ -14,7 +14,8 @@ instances are masked at a lower rate; a warning says so).
 
 (or `python -m tfrecords_tools.create_pretraining_data`): flags -> `bert_tf.pretraining_data.write_pretraining_data`.
 
-Input: one sentence per line, a blank line between documents, UTF-8.
+Input: one sentence per line, a blank line between documents, UTF-8
+(`bert_tf_prepare_corpus` turns plain text into it and holds out documents).
 
 Differences from the original:
 * Streaming: the corpus is processed in chunks of about --chunk_mb of text

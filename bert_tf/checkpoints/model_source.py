@@ -13,6 +13,11 @@ converter apply:
 * A sequence length (`--max_seq_length`; the exporter's `--seq_length`) is an integer of at least 2 ([CLS]
   and [SEP]) and at most `max_position_embeddings`.
 
+A model pretrained from scratch has no checkpoint whose table it must match, so its config's `vocab_size`
+is held to the vocabulary (`check_new_model_table`): at least its size and at most that size padded to a
+multiple of `PADDED_TABLE_MULTIPLE` (128). More rows are trained that no token reaches (the output softmax
+of the masked LM spans them all, which is slow).
+
 `check_resumable` is the one guard of an output directory that a job resumes in: its `bert_config.json` and
 `vocab.txt`, when there, must be those of the model being trained, so a checkpoint is never continued with
 another model's files. Every error is a `JobArgumentError` (a `ValueError`) naming the flag and the file.
@@ -154,6 +159,33 @@ def check_compatible(
         )
     if max_seq_length is not None:
         check_seq_length(max_seq_length, config, flag=seq_length_flag)
+
+
+# A from-scratch model's embedding table may be padded up to the next multiple of this (for the MXU and
+# tensor cores); see `check_new_model_table`.
+PADDED_TABLE_MULTIPLE = 128
+
+
+def padded_vocab_size(num_tokens: int, multiple: int = PADDED_TABLE_MULTIPLE) -> int:
+    """`num_tokens` rounded up to a multiple of `multiple`: the largest table a new model may have for them."""
+    return -(-num_tokens // multiple) * multiple
+
+
+def check_new_model_table(config: BertConfig, vocab_size: int, *, vocab_file: str = "", config_file: str | None = None):
+    """A model trained from scratch: `config.vocab_size` lies in [vocab_size, padded_vocab_size(vocab_size)].
+
+    Raises a `JobArgumentError` naming both numbers otherwise (fewer rows than tokens is `check_compatible`'s).
+    """
+    check_compatible(config, vocab_size, vocab_file=vocab_file, config_file=config_file)
+    limit = padded_vocab_size(vocab_size)
+    if config.vocab_size > limit:
+        where = config_file or "the model's config"
+        raise JobArgumentError(
+            f"--vocab_file: {vocab_file} has {vocab_size} tokens but {where} has vocab_size={config.vocab_size}: "
+            f"a model pretrained from scratch would train {config.vocab_size - vocab_size} embedding rows that no "
+            f"token reaches. Set vocab_size to {vocab_size} (or pad it to at most {limit}, a multiple of "
+            f"{PADDED_TABLE_MULTIPLE}), or give --preset, which takes it from --vocab_file."
+        )
 
 
 def check_seq_length(seq_length, config: BertConfig | None = None, *, flag: str = "max_seq_length") -> None:

@@ -36,8 +36,9 @@ class UnigramBaseline:
     eval_predictions: int
 
 
-def _batches(input_patterns, seq_length, max_predictions_per_seq):
-    return pretraining_dataset(
+def _batches(input_patterns, seq_length, max_predictions_per_seq, max_records: int | None = None):
+    """The files' records in order, in batches of 256; only the first `max_records` of them when given."""
+    dataset = pretraining_dataset(
         input_patterns,
         batch_size=256,
         seq_length=seq_length,
@@ -45,6 +46,9 @@ def _batches(input_patterns, seq_length, max_predictions_per_seq):
         is_training=False,
         drop_remainder=False,
     )
+    if max_records is not None:
+        dataset = dataset.unbatch().take(max_records).batch(256)
+    return dataset
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,10 +57,12 @@ class NextSentenceBaseline:
     loss: float  # cross-entropy of always answering the label frequencies (their entropy), in nats
 
 
-def next_sentence_baseline(input_patterns, seq_length: int, max_predictions_per_seq: int) -> NextSentenceBaseline:
-    """What a next-sentence head scores on these files from the label frequencies alone."""
+def next_sentence_baseline(
+    input_patterns, seq_length: int, max_predictions_per_seq: int, max_records: int | None = None
+) -> NextSentenceBaseline:
+    """What a next-sentence head scores on these files (their first `max_records`) from the label frequencies alone."""
     counts = np.zeros([2], np.int64)
-    for batch in _batches(input_patterns, seq_length, max_predictions_per_seq):
+    for batch in _batches(input_patterns, seq_length, max_predictions_per_seq, max_records):
         counts += np.bincount(batch["next_sentence_labels"].numpy().ravel(), minlength=2)[:2]
     if not counts.sum():
         raise ValueError(f"{input_patterns}: no records.")
@@ -66,10 +72,12 @@ def next_sentence_baseline(input_patterns, seq_length: int, max_predictions_per_
     )
 
 
-def masked_token_counts(input_patterns, seq_length: int, max_predictions_per_seq: int, vocab_size: int) -> np.ndarray:
-    """int64 [vocab_size]: how often each id is a masked-LM label (weight > 0) in the files."""
+def masked_token_counts(
+    input_patterns, seq_length: int, max_predictions_per_seq: int, vocab_size: int, max_records: int | None = None
+) -> np.ndarray:
+    """int64 [vocab_size]: how often each id is a masked-LM label (weight > 0) in the files (their first records)."""
     counts = np.zeros([vocab_size], np.int64)
-    for batch in _batches(input_patterns, seq_length, max_predictions_per_seq):
+    for batch in _batches(input_patterns, seq_length, max_predictions_per_seq, max_records):
         ids = batch["masked_lm_ids"].numpy().ravel()
         real = batch["masked_lm_weights"].numpy().ravel() > 0
         if ids[real].size and ids[real].max() >= vocab_size:
@@ -81,11 +89,21 @@ def masked_token_counts(input_patterns, seq_length: int, max_predictions_per_seq
 
 
 def unigram_baseline(
-    train_patterns, eval_patterns, seq_length: int, max_predictions_per_seq: int, vocab_size: int
+    train_patterns,
+    eval_patterns,
+    seq_length: int,
+    max_predictions_per_seq: int,
+    vocab_size: int,
+    *,
+    max_train_records: int | None = None,
+    max_eval_records: int | None = None,
 ) -> UnigramBaseline:
-    """The unigram baseline of the masked LM: fitted on `train_patterns`, scored on `eval_patterns`."""
-    train = masked_token_counts(train_patterns, seq_length, max_predictions_per_seq, vocab_size)
-    held_out = masked_token_counts(eval_patterns, seq_length, max_predictions_per_seq, vocab_size)
+    """The unigram baseline of the masked LM: fitted on `train_patterns`, scored on `eval_patterns`.
+
+    `max_train_records` / `max_eval_records` (None: all) read only the files' first records.
+    """
+    train = masked_token_counts(train_patterns, seq_length, max_predictions_per_seq, vocab_size, max_train_records)
+    held_out = masked_token_counts(eval_patterns, seq_length, max_predictions_per_seq, vocab_size, max_eval_records)
     if not held_out.sum():
         raise ValueError(f"{eval_patterns}: no masked-LM predictions to score.")
     log_probs = np.log(train + 1.0) - np.log(train.sum() + vocab_size)

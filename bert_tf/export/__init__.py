@@ -4,8 +4,12 @@
     export_model_dir("model_dir", "export")   # export/encoder, export/preprocess
 
 The encoder SavedModel works with `hub.KerasLayer(path, trainable=True)`
-(tf_keras), with `load_tfsm_layer(path)` (Keras 3), with `tf.saved_model.load`
-and, through its flat `serving_default` signature, with TF Serving.
+(tf_keras: set TF_USE_LEGACY_KERAS=1 before TensorFlow is imported, and
+`import tensorflow_text` for the preprocessing model's ops; see
+`python -m experiments.export --help`), with `load_tfsm_layer(path)` (Keras 3),
+with `tf.saved_model.load` and, through its flat `serving_default` signature,
+with TF Serving. A fine-tuned classifier's directory also gives `classifier/`,
+a servable SavedModel that takes raw text (`bert_tf.export.classifier_module`).
 """
 
 from bert_tf.export.encoder_module import (
@@ -16,6 +20,7 @@ from bert_tf.export.encoder_module import (
     mlm_input_spec,
 )
 from bert_tf.export.exporter import (
+    CLASSIFIER_SUBDIR,
     ENCODER_SUBDIR,
     EXTRA_ASSETS_DIR,
     PREPROCESS_SUBDIR,

@@ -6,6 +6,9 @@ Layout of `export_model_dir(model_dir, export_dir)`:
       encoder/      SavedModel: `__call__`, `call_training`, `serving_default` (+ `mlm`)
         assets.extra/bert_config.json, assets.extra/vocab.txt   (for reference)
       preprocess/   SavedModel: `__call__`, `tokenize`, `bert_pack_inputs`
+      classifier/   (a fine-tuned classification or regression directory only) SavedModel: `serving_default`
+                    text -> scores, classes, label, label_id (`bert_tf.export.classifier_module`)
+        assets.extra/task_config.json, assets.extra/required_ops.txt (the TF Text ops a server must register)
 
 Every directory is assembled under a temporary name beside its destination
 and renamed when complete, so a failed or interrupted export leaves no
@@ -30,6 +33,17 @@ from bert_tf.models import BertEncoder, BertPretrainer
 
 ENCODER_SUBDIR = "encoder"
 PREPROCESS_SUBDIR = "preprocess"
+CLASSIFIER_SUBDIR = "classifier"
+REQUIRED_OPS_NAME = "required_ops.txt"
+# The fine-tuning tasks whose model `export_model_dir` also writes as a servable classifier.
+CLASSIFIER_TASKS = ("classification", "sentence_pair_classification", "regression")
+# Texts the verification runs through the servable classifier: empty, short, and longer than a small seq_length.
+VERIFY_TEXTS = (
+    "",
+    "A short text.",
+    "A longer text, with punctuation; numbers like 3.5 and 42, and words that may not be in the vocabulary "
+    "at all, repeated: a longer text, with punctuation, numbers and words.",
+)
 EXTRA_ASSETS_DIR = "assets.extra"  # TF Serving's place for files that are not graph assets
 
 # Float32 on CPU reproduces the Keras model up to ~1e-7; anything above this is a broken export.
@@ -62,6 +76,29 @@ def _check_destination(path: str, overwrite: bool) -> None:
             )
 
 
+@contextlib.contextmanager
+def _without_capture_rename_notes():
+    """Drops TensorFlow's note that a function's "input name(s) 3162, 3164, ..." will be renamed.
+
+    Those "inputs" are the variables and tables the function captures (named by their ids), not its own
+    inputs, which keep their names (`input_word_ids`, `text`, ...); the note says nothing a user can act on.
+    TensorFlow's SavedModel code logs it through absl (logger "absl").
+    """
+    import logging as python_logging
+
+    def keep(record):
+        return "with unsupported characters which will be renamed" not in record.getMessage()
+
+    loggers = [python_logging.getLogger("absl"), tf.get_logger()]
+    for logger in loggers:
+        logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(keep)
+
+
 # --- encoder -------------------------------------------------------------------
 
 
@@ -70,7 +107,8 @@ def _save_encoder(
 ) -> EncoderModule:
     module = EncoderModule(model, include_mlm=include_mlm)
     module.trace()
-    tf.saved_model.save(module, path, signatures=module.signatures())
+    with _without_capture_rename_notes():
+        tf.saved_model.save(module, path, signatures=module.signatures())
     extra_dir = os.path.join(path, EXTRA_ASSETS_DIR)
     os.makedirs(extra_dir, exist_ok=True)
     encoder = model.encoder if isinstance(model, BertPretrainer) else model
@@ -155,7 +193,8 @@ def _save_preprocessor(vocab_file: str, lower_case: bool, seq_length: int, path:
     from bert_tf.tokenization import BertPreprocessor, save_preprocessor  # tensorflow_text is heavy
 
     preprocessor = BertPreprocessor(vocab_file, lower_case=lower_case, default_seq_length=seq_length)
-    save_preprocessor(preprocessor, path)
+    with _without_capture_rename_notes():
+        save_preprocessor(preprocessor, path)
 
 
 def export_preprocessor(
@@ -217,8 +256,13 @@ def export_model_dir(
       overwrite: replace an existing non-empty `export_dir`.
       verify: check that the encoder SavedModel reproduces the Keras model.
 
+    A fine-tuned classification (or regression) directory, one with the `task_config.json` of
+    `experiments.finetune`, also gets `classifier/`: a SavedModel that takes raw text and returns label
+    scores and names (`bert_tf.export.classifier_module`).
+
     Returns:
-      {"encoder": path, "preprocess": path}.
+      {"encoder": path, "preprocess": path, ("classifier": path,) "verified": one line of what `verify`
+      checked (None without it)}.
     """
     from bert_tf.checkpoints import model_dir as model_dir_lib
     from bert_tf.checkpoints import weights_file
@@ -245,16 +289,112 @@ def export_model_dir(
         weights_file.load_weights_file(model, model_dir)
     else:
         restore(model, checkpoint)
+    task_config = _read_task_config(model_dir)
+    classifier = None
+    if task_config and task_config.get("task") in CLASSIFIER_TASKS:
+        classifier = _restore_classifier(config, task_config, checkpoint, model_dir, use_weights_file)
+    elif task_config:
+        logging.warning(
+            "%s is a fine-tuned %s model: only its encoder is exported (a servable model is written for %s).",
+            model_dir,
+            task_config.get("task"),
+            ", ".join(CLASSIFIER_TASKS),
+        )
     logging.info("Exporting %s (%s) to %s", checkpoint, "encoder + mlm" if with_mlm else "encoder", export_dir)
 
+    checked = []
     with atomic_directory(export_dir, overwrite) as tmp_dir:
-        _save_encoder(model, os.path.join(tmp_dir, ENCODER_SUBDIR), vocab_file, include_mlm, verify)
+        _save_encoder(model, os.path.join(tmp_dir, ENCODER_SUBDIR), vocab_file, include_mlm, verify=False)
+        if verify:
+            diff = verify_encoder_export(model, os.path.join(tmp_dir, ENCODER_SUBDIR))
+            checked.append(f"encoder reproduces the Keras model (max |diff| {diff:.1e})")
         _save_preprocessor(vocab_file, lower_case, seq_length, os.path.join(tmp_dir, PREPROCESS_SUBDIR))
+        if classifier is not None:
+            checked.append(
+                _save_classifier(
+                    classifier, task_config, vocab_file, lower_case, os.path.join(tmp_dir, CLASSIFIER_SUBDIR), verify
+                )
+            )
     export_dir = os.path.abspath(export_dir)
-    return {
+    paths = {
         "encoder": os.path.join(export_dir, ENCODER_SUBDIR),
         "preprocess": os.path.join(export_dir, PREPROCESS_SUBDIR),
     }
+    if classifier is not None:
+        paths["classifier"] = os.path.join(export_dir, CLASSIFIER_SUBDIR)
+    paths["verified"] = "; ".join(checked) if verify else None
+    return paths
+
+
+# --- servable classifier of a fine-tuned model directory ---------------------------------
+
+
+def _read_task_config(model_dir: str | None) -> dict | None:
+    from bert_tf.jobs.finetune import read_task_config
+
+    return read_task_config(model_dir) if model_dir else None
+
+
+def _restore_classifier(config, task_config: dict, checkpoint: str, model_dir: str, use_weights_file: bool):
+    """The fine-tuned `BertClassifier` of `model_dir` with its weights."""
+    from bert_tf.checkpoints import weights_file
+    from bert_tf.models import BertClassifier
+
+    labels = task_config.get("label_list")
+    num_classes = 1 if task_config["task"] == "regression" else len(labels)
+    classifier = BertClassifier(BertEncoder(config), num_classes=num_classes)
+    if use_weights_file:
+        weights_file.load_weights_file(classifier, model_dir)
+    else:
+        restore(classifier, checkpoint)
+    return classifier
+
+
+def _save_classifier(classifier, task_config, vocab_file, lower_case, path, verify) -> str:
+    """Writes the servable classifier SavedModel to `path`; returns one line of what was checked."""
+    from tensorflow.python.framework import op_def_registry
+
+    from bert_tf.export.classifier_module import ClassifierModule, custom_ops
+    from bert_tf.tokenization import BertPreprocessor
+
+    seq_length = int(task_config["max_seq_length"])
+    sentence_pair = bool(task_config.get("sentence_pair"))
+    labels = None if task_config["task"] == "regression" else task_config["label_list"]
+    preprocessor = BertPreprocessor(vocab_file, lower_case=lower_case, default_seq_length=seq_length)
+    module = ClassifierModule(classifier, preprocessor, labels, seq_length, sentence_pair)
+    with _without_capture_rename_notes():
+        module.save(path)
+    ops = custom_ops(path)
+    unregistered = [op for op in ops if op_def_registry.get(op) is None]
+    if unregistered:
+        raise ValueError(f"The classifier SavedModel uses ops that no loaded library registers: {unregistered}.")
+    extra_dir = os.path.join(path, EXTRA_ASSETS_DIR)
+    os.makedirs(extra_dir, exist_ok=True)
+    file_io.write_json(os.path.join(extra_dir, "task_config.json"), task_config)
+    file_io.write_text(os.path.join(extra_dir, REQUIRED_OPS_NAME), "".join(f"{op}\n" for op in ops))
+    logging.info("The classifier needs these TF Text ops in a server: %s (import tensorflow_text).", ", ".join(ops))
+    what = f"classifier serving_default({'text, text_b' if sentence_pair else 'text'})"
+    if not verify:
+        return what
+    diff = _verify_classifier(module, path, sentence_pair)
+    return f"{what} on {len(VERIFY_TEXTS)} texts reproduces the Keras model (max |diff| {diff:.1e}); " + (
+        f"needs TF Text ops {', '.join(ops)}, all registered" if ops else "needs no op outside core TensorFlow"
+    )
+
+
+def _verify_classifier(module, path, sentence_pair) -> float:
+    """Reloads `path`, calls `serving_default` with raw strings and compares with the Keras model's scores."""
+    texts = tf.constant(VERIFY_TEXTS)
+    inputs = {"text": texts, "text_b": tf.reverse(texts, [0])} if sentence_pair else {"text": texts}
+    got = tf.saved_model.load(path).signatures["serving_default"](**inputs)
+    expected = module._scores(list(inputs.values()))
+    diff = float(np.max(np.abs(got["scores"].numpy() - expected["scores"].numpy())))
+    if diff > VERIFY_TOLERANCE or ("label" in got and list(got["label"].numpy()) != list(expected["label"].numpy())):
+        raise ValueError(
+            f"The classifier SavedModel written to {path} does not reproduce the Keras model "
+            f"(max |difference| of the scores {diff:.3g})."
+        )
+    return diff
 
 
 def _check_file(path: str, argument: str) -> str:

@@ -199,6 +199,7 @@ def run_finetuning(
     do_train: bool = False,
     do_eval: bool = False,
     do_predict: bool = False,
+    overwrite_predictions: bool = False,
 ) -> dict:
     """Fine-tunes, evaluates and/or predicts; returns the evaluation metrics (empty without `do_eval`).
 
@@ -212,6 +213,8 @@ def run_finetuning(
         also makes TensorFlow's ops deterministic (process-wide; a GPU op
         without a deterministic kernel then raises).
       do_train, do_eval, do_predict: the phases to run (at least one).
+      overwrite_predictions: replace the `predictions.*` of an earlier `do_predict` in `output_dir` (without
+        it they are refused before any work).
 
     Raises:
       DataError: bad input data, naming the file and line or record.
@@ -232,6 +235,8 @@ def run_finetuning(
     if schedule.eval_every_steps and not (do_train and do_eval):
         raise JobArgumentError("--eval_every_steps needs --do_train and --do_eval (with --eval_file or --tfds_name).")
     _check_data_sources(data, do_train, do_eval, do_predict)
+    if do_predict and not overwrite_predictions:
+        _check_no_earlier_predictions(output_dir)
     # Nothing is written to output_dir before every check passed.
     inputs = _read_inputs(task, os.path.abspath(output_dir), model, data, do_train, do_eval, do_predict)
 
@@ -246,7 +251,7 @@ def run_finetuning(
             training.check_microbatches(schedule.num_microbatches, data.train_batch_size, strategy.num_replicas_in_sync)
             if is_chief:
                 # Written first, so a run stopped during training can be evaluated or resumed as it is.
-                _write_model_files(inputs.output_dir, inputs.source, inputs.task_object)
+                _write_model_files(inputs.output_dir, inputs.source, inputs.task_object, data)
             trained, step = _train(inputs, strategy, schedule, data, runtime)
             if is_chief:
                 # The backend-neutral copy of the trained weights (bert_tf/checkpoints/weights_file.py).
@@ -593,8 +598,47 @@ def _without_label(example):
     return example
 
 
-def _write_model_files(output_dir, source: ResolvedModel, task_object):
+# The data settings a later evaluation or prediction in the same output_dir reuses (`read_task_config`).
+RECORDED_DATA_SETTINGS = (
+    "text_a_column",
+    "text_b_column",
+    "label_column",
+    "file_format",
+    "has_header",
+    "conll_word_column",
+    "conll_label_column",
+)
+
+
+def _write_model_files(output_dir, source: ResolvedModel, task_object, data: FinetuningDataConfig):
     from bert_tf.checkpoints.model_dir import write_model_files
 
     write_model_files(output_dir, source.config, source.vocab_file)
-    file_io.write_json(os.path.join(output_dir, TASK_CONFIG_NAME), task_object.config())
+    recorded = dict(
+        task_object.config(),
+        do_lower_case=source.do_lower_case,
+        data={name: getattr(data, name) for name in RECORDED_DATA_SETTINGS},
+    )
+    file_io.write_json(os.path.join(output_dir, TASK_CONFIG_NAME), recorded)
+
+
+def read_task_config(output_dir: str) -> dict | None:
+    """The `task_config.json` of a fine-tuned `output_dir` (None: there is none).
+
+    It records the task (`task`, `label_list`, `max_seq_length`, ...), `do_lower_case` and, under `data`,
+    the columns and format of the training files (`RECORDED_DATA_SETTINGS`), so a later evaluation or
+    prediction needs only the directory and its data files.
+    """
+    return _read_task_config(output_dir)
+
+
+def _check_no_earlier_predictions(output_dir: str) -> None:
+    """Refuses to replace the `predictions.*` of an earlier run silently."""
+    import glob
+
+    earlier = sorted(glob.glob(os.path.join(glob.escape(output_dir), "predictions.*")))
+    if earlier:
+        raise JobArgumentError(
+            f"--output_dir: {earlier[0]} exists (an earlier --do_predict); pass --overwrite_predictions to "
+            "replace it, or move it away."
+        )

@@ -35,8 +35,14 @@ from bert_tf.tokenization.vocab import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN
 from bert_tf.training.runtime import RuntimeConfig, training_runtime
 
 
-def resolve_bert_config(bert_config_file: str | None = None, preset: str | None = None) -> BertConfig:
-    """The `BertConfig` of `--bert_config_file` or `--preset` (exactly one of them)."""
+def resolve_bert_config(
+    bert_config_file: str | None = None, preset: str | None = None, vocab_file: str | None = None
+) -> BertConfig:
+    """The `BertConfig` of `--bert_config_file` or `--preset` (exactly one of them).
+
+    A preset's `vocab_size` is that of an English WordPiece vocabulary; with a `vocab_file`, the preset takes
+    the vocabulary's size instead (logged), so a model of one's own vocabulary has no unused embedding rows.
+    """
     given = [name for name, value in (("--bert_config_file", bert_config_file), ("--preset", preset)) if value]
     if len(given) != 1:
         raise JobArgumentError(
@@ -45,9 +51,20 @@ def resolve_bert_config(bert_config_file: str | None = None, preset: str | None 
     if bert_config_file:
         return model_source.read_config(bert_config_file)
     try:
-        return BertConfig.from_preset(preset)
+        config = BertConfig.from_preset(preset)
     except ValueError as e:
         raise JobArgumentError(f"--preset: {e}") from None
+    if vocab_file:
+        size = len(model_source.read_vocab(vocab_file, required_tokens=()))
+        logging.info(
+            "--preset=%s: vocab_size=%d from --vocab_file=%s (instead of the preset's %d).",
+            preset,
+            size,
+            vocab_file,
+            config.vocab_size,
+        )
+        config = dataclasses.replace(config, vocab_size=size)
+    return config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,7 +157,7 @@ def run_pretraining(
     if schedule.num_train_steps is None:
         raise JobArgumentError("--num_train_steps is required (the TFRecords' epochs are not counted).")
     runtime = runtime if runtime is not None else RuntimeConfig(seed=DEFAULT_SEED)
-    train_files, eval_files, vocab = _check_arguments(output_dir, model, data, vocab_file)
+    train_files, eval_files, vocab = _check_arguments(output_dir, model, data, vocab_file, init_checkpoint)
     # TensorFlow state: determinism, precision, then the strategy before any op runs.
     with training_runtime(
         runtime,
@@ -179,14 +196,66 @@ def run_pretraining(
             from bert_tf.checkpoints import weights_file
 
             weights_file.write_weights_file(output_dir, result.model, checkpoint=result.checkpoint)
+            if result.eval_metrics is not None and not data.dynamic_masking:
+                baselines = _held_out_baselines(
+                    output_dir,
+                    model,
+                    data,
+                    train_files,
+                    eval_files,
+                    schedule.max_eval_steps,
+                    result.eval_metrics,
+                    result.step,
+                )
+                result.eval_metrics.update(baselines)
         return result
+
+
+def evaluate_pretraining(
+    output_dir: str,
+    data: PretrainingDataConfig,
+    runtime: RuntimeConfig | None = None,
+    *,
+    max_eval_steps: int | None = None,
+    bert_config: BertConfig | None = None,
+    vocab_file: str | None = None,
+) -> training.TrainingResult:
+    """Evaluates the latest checkpoint of the pretraining run in `output_dir` on `data.eval_input_file`.
+
+    No schedule is needed: the run is resumed at its latest step and trains no step. The model is the
+    directory's `bert_config.json` and `vocab.txt` unless `bert_config` / `vocab_file` are given. The
+    result's `eval_metrics` hold the held-out figures and their baselines (see `run_pretraining`).
+    """
+    import tensorflow as tf
+
+    if not output_dir:
+        raise JobArgumentError("--output_dir is required.")
+    if not data.eval_input_file:
+        raise JobArgumentError("--eval_only needs --eval_input_file (the held-out TFRecords).")
+    latest = tf.train.latest_checkpoint(output_dir)
+    if latest is None:
+        raise JobArgumentError(f"--output_dir: no checkpoint to evaluate in {output_dir}.")
+    if bert_config is None:
+        bert_config = model_source.read_config(os.path.join(output_dir, model_source.CONFIG_NAME), "output_dir")
+    own_vocab = os.path.join(output_dir, model_source.VOCAB_NAME)
+    if vocab_file is None and os.path.isfile(own_vocab):
+        vocab_file = own_vocab
+    step = int(latest.rsplit("-", 1)[-1])
+    logging.info("Evaluating %s (step %d) on %s.", latest, step, data.eval_input_file)
+    schedule = training.TrainingConfig(
+        num_train_steps=step, num_warmup_steps=0, steps_per_loop=1, max_eval_steps=max_eval_steps
+    )
+    return run_pretraining(output_dir, bert_config, data, schedule, runtime, vocab_file=vocab_file)
 
 
 # --- checks before TensorFlow runs ----------------------------------------------------
 
 
-def _check_arguments(output_dir, config: BertConfig, data: PretrainingDataConfig, vocab_file):
+def _check_arguments(output_dir, config: BertConfig, data: PretrainingDataConfig, vocab_file, init_checkpoint=None):
     """The checks that need no TensorFlow state; returns the (train, eval or None) file lists and the vocabulary.
+
+    A new model (no warm start, no run in `output_dir` to resume) has a table of the vocabulary's size, padded
+    at most (`model_source.check_new_model_table`).
 
     The vocabulary (None without `vocab_file`) is read here once; dynamic masking takes its ids from it.
     """
@@ -197,7 +266,11 @@ def _check_arguments(output_dir, config: BertConfig, data: PretrainingDataConfig
     if vocab_file:
         # [CLS]/[SEP] frame every record; [MASK] is what masked-LM inputs hold.
         vocab = model_source.read_vocab(vocab_file, required_tokens=(CLS_TOKEN, SEP_TOKEN, MASK_TOKEN))
-        model_source.check_compatible(config, len(vocab), vocab_file=vocab_file)
+        resuming = os.path.exists(os.path.join(output_dir, model_source.CONFIG_NAME))
+        if init_checkpoint or resuming:
+            model_source.check_compatible(config, len(vocab), vocab_file=vocab_file)
+        else:
+            model_source.check_new_model_table(config, len(vocab), vocab_file=vocab_file)
     if data.dynamic_masking and not vocab_file:
         raise JobArgumentError("--dynamic_masking needs --vocab_file (for the [MASK] and special ids).")
     train_files = _resolve_files("input_file", data.input_file)
@@ -220,6 +293,8 @@ def _resolve_files(flag: str, patterns: str) -> list[str]:
 
 def _check_records(data: PretrainingDataConfig, train_files: list[str], eval_files: list[str] | None) -> None:
     """The first record of every file has the shapes of `data`; neither file set is empty."""
+    import tensorflow as tf
+
     from bert_tf.data.pretraining_dataset import check_record_format, detect_compression
 
     for flag, files in (("input_file", train_files), ("eval_input_file", eval_files or [])):
@@ -235,7 +310,7 @@ def _check_records(data: PretrainingDataConfig, train_files: list[str], eval_fil
             except ValueError as e:
                 raise JobArgumentError(f"--{flag}: {e}") from None
         # An endless (repeated) dataset of no records would wait forever for its first batch.
-        if files and not any(os.path.getsize(path) for path in files):
+        if files and not any(tf.io.gfile.stat(path).length for path in files):  # gs:// paths too
             raise JobArgumentError(f"--{flag}: no records in {', '.join(files)}.")
 
 
@@ -356,6 +431,68 @@ def _train(
         raise JobArgumentError(
             f"{where}; training stopped, the latest checkpoint ({latest or 'none'}) is kept."
         ) from None
+
+
+# At most this many training records are counted for the unigram baseline: enough for the frequencies of the
+# common tokens (which decide its accuracy), few enough that a large corpus adds seconds, not hours.
+BASELINE_TRAIN_RECORDS = 100_000
+
+
+def _held_out_baselines(
+    output_dir, config: BertConfig, data, train_files, eval_files, max_eval_steps, metrics: dict, step: int
+) -> dict:
+    """The yardsticks of the held-out figures: what a model that ignores its input scores.
+
+    `mlm_unigram_accuracy` / `mlm_unigram_loss`: always predicting the masked tokens' unigram distribution
+    counted on (the first `BASELINE_TRAIN_RECORDS` records of) the training TFRecords;
+    `nsp_majority_accuracy` / `nsp_prior_loss`: always answering the held-out labels' frequencies. Scored
+    on the records the evaluation read (the first `max_eval_steps` batches, or all). Added to
+    eval_results.json and logged in one line beside the model's figures.
+    """
+    from bert_tf import file_io
+    from bert_tf.data.unigram_baseline import next_sentence_baseline, unigram_baseline
+
+    eval_records = max_eval_steps * data.eval_batch_size if max_eval_steps else None
+    shapes = (data.max_seq_length, data.max_predictions_per_seq)
+    try:
+        unigram = unigram_baseline(
+            train_files,
+            eval_files,
+            *shapes,
+            config.vocab_size,
+            max_train_records=BASELINE_TRAIN_RECORDS,
+            max_eval_records=eval_records,
+        )
+        nsp = next_sentence_baseline(eval_files, *shapes, max_records=eval_records)
+    except ValueError as e:  # e.g. no masked positions in the held-out records
+        logging.warning("No held-out baselines: %s", e)
+        return {}
+    baselines = {
+        "mlm_unigram_accuracy": unigram.accuracy,
+        "mlm_unigram_loss": unigram.loss,
+        "nsp_majority_accuracy": nsp.accuracy,
+        "nsp_prior_loss": nsp.loss,
+    }
+    # The loop wrote eval_results.json as `dict(metrics, step=step)`; the baselines join it.
+    file_io.write_json(
+        os.path.join(output_dir, training.EVAL_RESULTS_NAME),
+        dict(metrics, **baselines, step=step),
+        sort_keys=True,
+        allow_nan=True,
+    )
+    logging.info(
+        "Held-out: MLM accuracy %.4f (unigram baseline %.4f), MLM loss %.4f (unigram %.4f); "
+        "NSP accuracy %.4f (majority label %.4f), NSP loss %.4f (label prior %.4f).",
+        metrics.get("mlm_accuracy", float("nan")),
+        unigram.accuracy,
+        metrics.get("mlm_loss", float("nan")),
+        unigram.loss,
+        metrics.get("nsp_accuracy", float("nan")),
+        nsp.accuracy,
+        metrics.get("nsp_loss", float("nan")),
+        nsp.loss,
+    )
+    return baselines
 
 
 def _find_corrupt_record(files: list[str]) -> str | None:

@@ -204,16 +204,20 @@ class ClassificationTask(FinetuningTask):
         return results
 
     def write_predictions(self, examples, predictions, output_dir, prefix):
-        """`{prefix}predictions.tsv`: guid, (label,) prediction, then one probability column per class."""
+        """`{prefix}predictions.tsv`: guid, (label,) prediction, then one probability column per class.
+
+        predictions.tsv (of unlabelled data) also has the text(s) after the guid: `text_a` (and `text_b`).
+        """
         buffer = io.StringIO()
         writer = csv.writer(buffer, delimiter="\t", lineterminator="\n")
         has_labels = all(e.label is not None for e in examples)
-        header = ["guid"] + (["label"] if has_labels else []) + ["prediction"]
+        texts = [] if prefix else ["text_a", "text_b"] if self.sentence_pair else ["text_a"]
+        header = ["guid", *texts] + (["label"] if has_labels else []) + ["prediction"]
         if not self.is_regression:
             header += [f"probability_{label}" for label in self.label_list]
         writer.writerow(header)
         for index, example in enumerate(examples):
-            row = [example.guid] + ([example.label] if has_labels else [])
+            row = [example.guid, *(getattr(example, name) for name in texts)] + ([example.label] if has_labels else [])
             if self.is_regression:
                 row.append(f"{predictions['scores'][index]:.6g}")
             else:

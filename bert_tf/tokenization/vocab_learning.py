@@ -226,4 +226,13 @@ def make_vocab(
         raise BadInputError(f"--vocab_size={vocab_size}: {e}") from None
     vocab_lib.write_vocab(tokens, output_file)
     logging.info("Wrote %d tokens to %s", len(tokens), output_file)
+    if len(tokens) < vocab_size:
+        # The learner's threshold search stops at min_count: a small corpus runs out of frequent pieces.
+        logging.warning(
+            "%d tokens, fewer than --vocab_size=%d: the corpus has no more pieces seen at least --min_count=%d "
+            "times (the learner's lowest threshold); lower --min_count or give more text for more pieces.",
+            len(tokens),
+            vocab_size,
+            min_count,
+        )
     return tokens

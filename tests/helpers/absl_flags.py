@@ -62,3 +62,19 @@ def run_main(module, argv, program=None) -> int:
         except SystemExit as exit_:
             return exit_.code
     return 0
+
+
+def run_help(module, command: str) -> int:
+    """Runs `module.run([command, "--help"])` (the console script's entry point) in this process.
+
+    Returns its exit status; the help is on stdout. The flags it defined are removed again.
+    """
+    before = set(flags.FLAGS)
+    try:
+        module.run([command, "--help"])
+    except SystemExit as exit_:
+        return exit_.code
+    finally:
+        for name in set(flags.FLAGS) - before:
+            delattr(flags.FLAGS, name)
+    return 0

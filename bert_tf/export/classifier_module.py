@@ -1,0 +1,112 @@
+"""A servable classifier: raw text in, label scores and label names out, preprocessing inside.
+
+`ClassifierModule` puts a `BertPreprocessor` and a fine-tuned `BertClassifier` into one SavedModel whose
+`serving_default` signature TF Serving (or `tf.saved_model.load`) calls with strings:
+
+    inputs:  text    tf.string [batch]             (the first text)
+             text_b  tf.string [batch]             (sentence-pair models only: the second text)
+    outputs: scores  float32 [batch, num_labels]   softmax probabilities, in the order of `classes`
+             classes tf.string [batch, num_labels] the label names (TF Serving's Classify convention)
+             label   tf.string [batch]             the most probable label's name
+             label_id int32 [batch]                its index
+    regression models: `scores` float32 [batch, 1] (the prediction), no label outputs.
+
+The text is tokenized in the graph (TF Text ops: a server must have them registered, see
+`custom_ops`) and packed to the fine-tuning `seq_length` with the preprocessor's truncation, which for
+sentence pairs trims the longer text first, as fine-tuning's features do.
+
+    >>> loaded = tf.saved_model.load("export/classifier")  # doctest: +SKIP
+    >>> loaded.signatures["serving_default"](text=tf.constant(["great taste"]))["label"]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from bert_tf.export.encoder_module import _tf_variables
+
+TEXT = "text"
+TEXT_B = "text_b"
+_STRINGS = tf.TensorSpec([None], tf.string)
+
+
+class ClassifierModule(tf.Module):
+    """The classifier SavedModel object (see the module docstring).
+
+    Args:
+      classifier: a fine-tuned Keras `BertClassifier` (logits [batch, num_labels], or [batch, 1] for
+        regression).
+      preprocessor: a `bert_tf.tokenization.BertPreprocessor` of the model's vocabulary and casing.
+      label_list: the label names in id order; None for a regression model.
+      seq_length: the packed length (the fine-tuning `max_seq_length`).
+      sentence_pair: whether the model takes two texts (`text`, `text_b`).
+    """
+
+    def __init__(self, classifier, preprocessor, label_list, seq_length: int, sentence_pair: bool = False):
+        super().__init__(name="classifier")
+        self.preprocessor = preprocessor  # tracked: its vocabulary asset and lookup tables are saved
+        self.classifier_variables = _tf_variables(classifier.variables)
+        object.__setattr__(self, "_classifier", classifier)  # only its tf.Variables are saved
+        self.label_list = list(label_list) if label_list else None
+        self.seq_length = int(seq_length)
+        self.sentence_pair = bool(sentence_pair)
+
+    def _scores(self, texts):
+        segments = [self.preprocessor.tokenize(text) for text in texts]
+        inputs = self.preprocessor.bert_pack_inputs(segments, seq_length=tf.constant(self.seq_length, tf.int32))
+        logits = tf.cast(self._classifier(inputs, training=False), tf.float32)
+        if self.label_list is None:
+            return {"scores": logits}
+        scores = tf.nn.softmax(logits, axis=-1)
+        names = tf.constant(self.label_list)
+        label_id = tf.argmax(scores, axis=-1, output_type=tf.int32)
+        batch = tf.shape(scores)[0]
+        return {
+            "scores": scores,
+            "classes": tf.tile(names[tf.newaxis, :], [batch, 1]),
+            "label": tf.gather(names, label_id),
+            "label_id": label_id,
+        }
+
+    def serving_signature(self):
+        """The concrete `serving_default`: named string inputs, the outputs of the module docstring."""
+        if self.sentence_pair:
+
+            @tf.function(input_signature=[_STRINGS, _STRINGS])
+            def serve(text, text_b):
+                return self._scores([text, text_b])
+
+        else:
+
+            @tf.function(input_signature=[_STRINGS])
+            def serve(text):
+                return self._scores([text])
+
+        return serve.get_concrete_function()
+
+    def save(self, path: str) -> None:
+        """Writes the SavedModel to `path` with its `serving_default` signature.
+
+        Only the signature's packing is traced (not the preprocessing model's every 1-3 segment form, which
+        the preprocess/ export keeps): tracing is most of an export's time.
+        """
+        tf.saved_model.save(self, path, signatures={"serving_default": self.serving_signature()})
+
+
+def custom_ops(saved_model_dir: str) -> list[str]:
+    """The op types a SavedModel uses that core TensorFlow does not register (TF Text's), sorted.
+
+    A server loading the SavedModel needs each of them registered: `import tensorflow_text` in Python, or a
+    model server built with TF Text's ops.
+    """
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    with open(f"{saved_model_dir}/saved_model.pb", "rb") as f:
+        saved_model.ParseFromString(f.read())
+    ops = set()
+    for meta_graph in saved_model.meta_graphs:
+        ops.update(node.op for node in meta_graph.graph_def.node)
+        for function in meta_graph.graph_def.library.function:
+            ops.update(node.op for node in function.node_def)
+    return sorted(op for op in ops if not hasattr(tf.raw_ops, op))
