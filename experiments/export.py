@@ -106,7 +106,7 @@ def check_flags() -> None:
 def main(argv):
     del argv  # Checked by cli.main_function.
     check_flags()
-    from bert_tf.jobs.finetune import read_task_config
+    from bert_tf.checkpoints.model_source import read_task_config
 
     lower_case = FLAGS.do_lower_case
     recorded = read_task_config(FLAGS.model_dir) if FLAGS.model_dir else None

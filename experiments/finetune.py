@@ -64,6 +64,7 @@ import sys
 from absl import flags, logging
 
 from bert_tf import cli, errors
+from bert_tf.checkpoints.model_source import TASK_CONFIG_NAME, ModelSource, read_task_config
 from experiments import job_flags
 
 FLAGS = flags.FLAGS
@@ -202,7 +203,7 @@ def _recorded_settings(job) -> dict:
     A fine-tuned directory records its task, sequence length, casing and data columns, so evaluating or
     predicting later needs only --output_dir and the data files; a flag given explicitly wins.
     """
-    recorded = job.read_task_config(FLAGS.output_dir) or {}
+    recorded = read_task_config(FLAGS.output_dir) or {}
     task_type = FLAGS.task or recorded.get("task")
     if not task_type:
         raise errors.BadInputError(f"--task is required (--output_dir={FLAGS.output_dir} holds no task_config.json)")
@@ -215,7 +216,7 @@ def _recorded_settings(job) -> dict:
         if not FLAGS[name].present:
             overrides["data"][name] = _column(value) if isinstance(value, str) else value
     if recorded and not FLAGS.task:
-        logging.info("--task=%s and the data columns of %s.", task_type, job.TASK_CONFIG_NAME)
+        logging.info("--task=%s and the data columns of %s.", task_type, TASK_CONFIG_NAME)
     return overrides
 
 
@@ -223,7 +224,6 @@ def _recorded_settings(job) -> dict:
 @cli.main_function("finetune", bad_input=(ValueError, FileNotFoundError, FileExistsError))
 def main(argv):
     del argv  # Checked by cli.main_function.
-    from bert_tf.checkpoints.model_source import ModelSource
     from bert_tf.jobs import finetune as job
     from bert_tf.training import RuntimeConfig, TrainingConfig
 

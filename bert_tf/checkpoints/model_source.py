@@ -34,6 +34,8 @@ from bert_tf.errors import JobArgumentError, check_int
 
 CONFIG_NAME = "bert_config.json"
 VOCAB_NAME = "vocab.txt"
+#: A fine-tuned model directory's record of its task (`bert_tf.jobs.finetune`): labels, lengths, data columns.
+TASK_CONFIG_NAME = "task_config.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,3 +232,22 @@ def check_resumable(output_dir: str, config: BertConfig, vocab_file: str | None)
 def _same_bytes(path_a: str, path_b: str) -> bool:
     with open(path_a, "rb") as a, open(path_b, "rb") as b:
         return a.read() == b.read()
+
+
+def read_task_config(model_dir: str) -> dict | None:
+    """The `task_config.json` of a fine-tuned model directory (None: there is none).
+
+    It records the task (`task`, `label_list`, `max_seq_length`, ...), `do_lower_case` and, under `data`,
+    the columns and format of the training files, so a later evaluation, prediction or export needs only the
+    directory (and its data files). An unreadable one is a `JobArgumentError` naming the file.
+    """
+    import json
+
+    path = os.path.join(model_dir, TASK_CONFIG_NAME)
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise JobArgumentError(f"{path}: unreadable task config ({e}).") from None

@@ -330,7 +330,7 @@ def export_model_dir(
 
 
 def _read_task_config(model_dir: str | None) -> dict | None:
-    from bert_tf.jobs.finetune import read_task_config
+    from bert_tf.checkpoints.model_source import read_task_config
 
     return read_task_config(model_dir) if model_dir else None
 

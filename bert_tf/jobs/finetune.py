@@ -32,7 +32,6 @@ classification, CoNLL text for tagging, JSON for SQuAD).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from collections.abc import Sequence
@@ -41,7 +40,13 @@ from typing import TYPE_CHECKING
 from absl import logging
 
 from bert_tf import checkpoints, file_io
-from bert_tf.checkpoints.model_source import ModelSource, ResolvedModel, check_resumable
+from bert_tf.checkpoints.model_source import (
+    TASK_CONFIG_NAME,
+    ModelSource,
+    ResolvedModel,
+    check_resumable,
+    read_task_config,
+)
 from bert_tf.data import finetuning_readers
 from bert_tf.data.finetuning_data import FinetuningDataSource
 from bert_tf.errors import DataError, JobArgumentError, check_int, check_utf8
@@ -64,7 +69,6 @@ DEFAULT_SCHEDULE = dict(
 )
 
 TASKS = ("classification", "sentence_pair_classification", "regression", "token_classification", "squad")
-TASK_CONFIG_NAME = "task_config.json"
 
 Column = str | int | None
 
@@ -291,7 +295,7 @@ def _read_inputs(
 ) -> _Inputs:
     """Reads the model's config and vocabulary and all the data, and checks them; writes nothing."""
     reader = FinetuningDataSource(task.task_type, data, task.version_2_with_negative)
-    saved_task_config = _read_task_config(output_dir)
+    saved_task_config = read_task_config(output_dir)
     finetuned = checkpoints.latest_checkpoint(output_dir)
     source = _model_source(model, output_dir, task.max_seq_length, need_init=do_train and finetuned is None)
     tokenizer = _tokenizer(source)
@@ -401,17 +405,6 @@ def _check_resumable(output_dir, saved_task_config, source: ResolvedModel, task_
                     f"{wanted!r}; use another --output_dir."
                 )
     check_resumable(output_dir, source.config, source.vocab_file)
-
-
-def _read_task_config(output_dir: str) -> dict | None:
-    path = os.path.join(output_dir, TASK_CONFIG_NAME)
-    if not os.path.exists(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        raise JobArgumentError(f"{path}: unreadable task config ({e}).") from None
 
 
 def _model_source(model: ModelSource, output_dir, max_seq_length, need_init) -> ResolvedModel:
@@ -620,16 +613,6 @@ def _write_model_files(output_dir, source: ResolvedModel, task_object, data: Fin
         data={name: getattr(data, name) for name in RECORDED_DATA_SETTINGS},
     )
     file_io.write_json(os.path.join(output_dir, TASK_CONFIG_NAME), recorded)
-
-
-def read_task_config(output_dir: str) -> dict | None:
-    """The `task_config.json` of a fine-tuned `output_dir` (None: there is none).
-
-    It records the task (`task`, `label_list`, `max_seq_length`, ...), `do_lower_case` and, under `data`,
-    the columns and format of the training files (`RECORDED_DATA_SETTINGS`), so a later evaluation or
-    prediction needs only the directory and its data files.
-    """
-    return _read_task_config(output_dir)
 
 
 def _check_no_earlier_predictions(output_dir: str) -> None:
