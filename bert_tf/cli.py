@@ -124,6 +124,12 @@ def asks_for_help(argv: Sequence[str]) -> bool:
     return False
 
 
+def is_project_flag(name: str) -> bool:
+    """Whether flag `name` is one of this project's (not one that a library defines when a tool imports it)."""
+    module = flags.FLAGS.find_module_defining_flag(name) or ""
+    return module.split(".")[0] in ("bert_tf", "experiments", "tfrecords_tools", "__main__")
+
+
 def tool_help(define_flags: Callable[[], None], flag_names: Sequence[str], prog: str) -> str:
     """The help of the tool whose flags `define_flags` defines: its module's docstring, then its flags.
 
@@ -162,7 +168,7 @@ def run(
     before = set(flags.FLAGS)
     define_flags()
     if asks_for_help(command_line):
-        defined = sorted(set(flags.FLAGS) - before)
+        defined = sorted(name for name in set(flags.FLAGS) - before if is_project_flag(name))
         sys.stdout.write(tool_help(define_flags, defined, os.path.basename(command_line[0])))
         sys.stdout.flush()
         raise SystemExit(0)

@@ -25,8 +25,9 @@ def _help_of(module, command: str, capsys) -> tuple:
     """(exit status, stdout, the flags it defined) of `module.run([command, "--help"])` in this process."""
     before = set(flags.FLAGS)
     module.define_flags()
-    defined = set(flags.FLAGS) - before
-    for name in defined:
+    new_flags = set(flags.FLAGS) - before
+    defined = {name for name in new_flags if cli.is_project_flag(name)}
+    for name in new_flags:
         delattr(flags.FLAGS, name)
     status = run_help(module, command)
     return status, capsys.readouterr().out, defined

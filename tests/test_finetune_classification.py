@@ -219,7 +219,7 @@ def test_labels_only_in_the_evaluation_data_count_as_errors_and_eval_every_steps
     dev_rows = synthetic.sentiment_rows(100, 2) + [(text, "mixed") for text, _ in synthetic.sentiment_rows(12, 4)]
     dev = synthetic.write_tsv(str(tmp_path / "dev.tsv"), ["sentence", "label"], dev_rows)
     output_dir = str(tmp_path / "out")
-    with caplog.at_level("INFO"):
+    with caplog.at_level("INFO", logger="absl"):  # whatever verbosity an earlier tool in this process set
         results = finetune(
             "classification",
             output_dir,
