@@ -47,6 +47,7 @@ from absl import app, flags, logging
 
 from bert_tf import cli
 from bert_tf.jobs import pretrain as pretraining
+from bert_tf.pretraining_data.instances import MASKING_METHODS
 from bert_tf.training import RuntimeConfig, TrainingConfig
 from bert_tf.training.loop import NonFiniteLossError
 from experiments import job_flags
@@ -95,6 +96,13 @@ def define_flags():
     flags.DEFINE_integer("eval_every_steps", 0, "Also evaluate every this many steps (0: only at the end).")
     flags.DEFINE_bool("dynamic_masking", False, "Re-mask each batch as it is read (needs --vocab_file).")
     flags.DEFINE_float("masked_lm_prob", 0.15, "Masking rate of --dynamic_masking.")
+    flags.DEFINE_enum(
+        "masking",
+        "token",
+        MASKING_METHODS,
+        "What --dynamic_masking masks: token (WordPieces), whole_word, or span (SpanBERT: whole-word spans of "
+        "geometric length, p=0.2, at most 10 words).",
+    )
     flags.DEFINE_integer("shuffle_buffer_size", 10000, "Records in the training shuffle buffer.")
 
 
