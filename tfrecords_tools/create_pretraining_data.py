@@ -80,7 +80,7 @@ def define_flags():
     flags.DEFINE_bool(
         "do_whole_word_mask",
         False,
-        "Whether to use whole word masking rather than per-WordPiece masking (the original's flag: --masking=whole_word).",
+        "Whether to use whole word masking rather than per-WordPiece masking (the original's; --masking=whole_word).",
     )
     flags.DEFINE_enum(
         "masking",

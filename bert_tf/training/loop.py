@@ -136,7 +136,7 @@ from bert_tf.errors import JobArgumentError, check_int
 from bert_tf.training import distribution
 from bert_tf.training.data_position import ITERATOR_ITEM, TrainingInput
 from bert_tf.training.evaluation import Evaluator
-from bert_tf.training.optimization import create_optimizer
+from bert_tf.training.optimization import OPTIMIZERS, create_optimizer
 from bert_tf.training.precision import DynamicLossScale, needs_loss_scaling
 from bert_tf.training.summaries import format_metrics, write_scalars
 
@@ -159,6 +159,7 @@ class TrainingConfig:
       weight_decay_rate: decoupled weight decay (not on LayerNorm and biases).
       clip_norm: global-norm gradient clipping; None (or 0) to not clip.
       adam_epsilon: Adam's epsilon.
+      optimizer: "adamw" (BERT's) or "lamb" (You et al., 2019: layer-wise trust ratio; `bert_tf.training.lamb`).
       steps_per_loop: steps per `tf.function` call (logging interval too).
       num_microbatches: split each replica's batch into this many equal pieces whose gradients are summed
         before the one optimizer update (see "Micro-batches" in the module docstring); it must divide the
@@ -182,6 +183,7 @@ class TrainingConfig:
     weight_decay_rate: float = 0.01
     clip_norm: float | None = 1.0
     adam_epsilon: float = 1e-6
+    optimizer: str = "adamw"
     steps_per_loop: int = 100
     num_microbatches: int = 1
     save_checkpoints_steps: int = 1000
@@ -219,6 +221,8 @@ class TrainingConfig:
             raise JobArgumentError(f"--learning_rate must be positive, got {self.learning_rate!r}.")
         if self.weight_decay_rate < 0:
             raise JobArgumentError(f"--weight_decay_rate must be >= 0, got {self.weight_decay_rate!r}.")
+        if self.optimizer not in OPTIMIZERS:
+            raise JobArgumentError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}.")
         if self.clip_norm is not None and not self.clip_norm > 0:
             raise JobArgumentError(f"--clip_norm must be positive or None, got {self.clip_norm!r}.")
 
@@ -373,6 +377,7 @@ class _Trainer:
                 weight_decay_rate=config.weight_decay_rate,
                 clip_norm=config.clip_norm,
                 epsilon=config.adam_epsilon,
+                optimizer=config.optimizer,
             )
             self.step = tf.Variable(
                 0, dtype=tf.int64, trainable=False, name="step", aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA
