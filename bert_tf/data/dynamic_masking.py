@@ -11,7 +11,7 @@ time a batch is read, with tensorflow_text's `mask_language_model`
 With `masking="whole_word"` or `"span"` (SpanBERT), the selection is by
 whole words (a token and the `##` pieces after it) instead, as the writer's
 `bert_tf.pretraining_data.span_masking` does it: spans of Geometric(0.2)
-words clipped at 10 ("span") or of one word ("whole_word") are drawn until
+words cut at 10 ("span") or of one word ("whole_word") are drawn until
 `ceil(masked_lm_prob * selectable tokens)` tokens (at most
 `max_predictions_per_seq`) are chosen, never overflowing; a span is replaced
 by [MASK] 80%, random ids 10%, itself 10% as a whole ("span"; per token for
@@ -26,6 +26,7 @@ one.
 """
 
 import dataclasses
+import math
 from collections.abc import Sequence
 
 import tensorflow as tf
@@ -214,6 +215,13 @@ def dynamic_mask_batch(features, config: DynamicMaskingConfig, max_predictions_p
     return out
 
 
+def span_lengths_tf(u):
+    """`span_masking.span_lengths_from_uniform` in TensorFlow: float32 uniform draws -> int32 span lengths."""
+    mass = 1.0 - (1.0 - SPAN_GEOMETRIC_P) ** MAX_SPAN_WORDS
+    lengths = tf.cast(tf.math.floor(tf.math.log1p(-u * mass) / math.log1p(-SPAN_GEOMETRIC_P)), tf.int32) + 1
+    return tf.clip_by_value(lengths, 1, MAX_SPAN_WORDS)
+
+
 def _select_word_spans(ids, candidates, config: DynamicMaskingConfig, budget, num_tries: int, seed):
     """Whole-word spans per row (`span_masking.select_spans`'s algorithm, stateless).
 
@@ -246,10 +254,7 @@ def _select_word_spans(ids, candidates, config: DynamicMaskingConfig, budget, nu
             tf.random.experimental.stateless_split(tf.random.experimental.stateless_fold_in(seed, attempt), 2)
         )
         if config.masking == "span":
-            # Inverse CDF of Geometric(p) on {1, 2, ...}, clipped.
-            u = tf.random.stateless_uniform([batch], length_seed, minval=1e-7, maxval=1.0)
-            lengths = tf.cast(tf.math.floor(tf.math.log(u) / tf.math.log(1.0 - SPAN_GEOMETRIC_P)), tf.int32) + 1
-            lengths = tf.minimum(lengths, max_words)
+            lengths = span_lengths_tf(tf.random.stateless_uniform([batch], length_seed))
         else:
             lengths = tf.ones([batch], tf.int32)
         anchors = tf.cast(

@@ -1,7 +1,8 @@
 """SpanBERT's span selection (Joshi et al., 2020), vectorised over rows with numpy.
 
 A span is a run of whole words: its length in words is drawn from a geometric
-distribution (p=0.2, clipped at 10: mean 3.8 words), its first word uniformly
+distribution (p=0.2, cut at 10 words and renormalised, as SpanBERT's code
+does: mean 3.8 words), its first word uniformly
 among the row's words. Spans are drawn until the row's budget of masked tokens
 is spent. As in SpanBERT's code, a span whose first word is already masked is
 dropped, and a span stops before a word already masked or before the word that
@@ -18,21 +19,31 @@ MAX_SPAN_WORDS = 10
 
 
 def span_length_probabilities(p: float = SPAN_GEOMETRIC_P, max_words: int = MAX_SPAN_WORDS) -> np.ndarray:
-    """P(length = 1..max_words) of the clipped geometric distribution: float64 [max_words].
+    """P(length = 1..max_words): float64 [max_words].
 
-    The tail beyond `max_words` is put on `max_words` (a draw is clipped, not redrawn).
+    Geometric(p) on {1, 2, ...} cut at `max_words` and renormalised, as SpanBERT's
+    code does (mean 3.8 words for p=0.2, at most 10).
     """
     lengths = np.arange(1, max_words + 1)
     probabilities = p * (1.0 - p) ** (lengths - 1)
-    probabilities[-1] += (1.0 - p) ** max_words
-    return probabilities
+    return probabilities / probabilities.sum()
+
+
+def span_lengths_from_uniform(u, p: float = SPAN_GEOMETRIC_P, max_words: int = MAX_SPAN_WORDS):
+    """Inverse CDF of `span_length_probabilities`: uniform draws in [0, 1) -> lengths in words.
+
+    numpy here; `bert_tf.data.dynamic_masking` computes the same with TensorFlow ops.
+    """
+    mass = 1.0 - (1.0 - p) ** max_words
+    lengths = np.floor(np.log1p(-np.asarray(u) * mass) / np.log1p(-p)).astype(np.int64) + 1
+    return np.clip(lengths, 1, max_words)
 
 
 def sample_span_lengths(
     rng: np.random.Generator, size, p: float = SPAN_GEOMETRIC_P, max_words: int = MAX_SPAN_WORDS
 ) -> np.ndarray:
-    """Span lengths in words: Geometric(p) on {1, 2, ...}, clipped at `max_words`."""
-    return np.minimum(rng.geometric(p, size=size), max_words)
+    """Span lengths in words, drawn from `span_length_probabilities`."""
+    return span_lengths_from_uniform(rng.random(size), p, max_words)
 
 
 def word_table(candidates: np.ndarray, is_continuation_token: np.ndarray):
