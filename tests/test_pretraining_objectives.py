@@ -353,3 +353,14 @@ def test_cli_options_and_the_original_whole_word_flag(tmp_path, capsys):
     assert not (tmp_path / "c.tfrecord").exists()
     assert _cli(common + [f"--output_file={tmp_path}/e.tfrecord", "--sentence_task=sop", "--masking=span"]) == 0
     assert "sentence_order_labels" in _feature_names(str(tmp_path / "e.tfrecord"))
+
+
+def test_inspector_reads_every_sentence_task(written):
+    import io
+
+    from bert_tf.pretraining_data import inspection
+
+    for name, line in (("sop", "Sentence order: swapped"), ("none", "no sentence label"), ("span", "Next sentence")):
+        out = io.StringIO()
+        stats = inspection.inspect(written[name][0], VOCAB_FILE, num=1, out=out)
+        assert line in out.getvalue() and stats.num_records == written[name][1].stats.num_instances

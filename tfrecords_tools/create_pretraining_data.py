@@ -14,6 +14,10 @@ instances are masked at a lower rate; a warning says so).
 
 (or `python -m tfrecords_tools.create_pretraining_data`): flags -> `bert_tf.pretraining_data.write_pretraining_data`.
 
+Beyond the original: `--sentence_task=sop` (ALBERT's sentence order, label feature
+`sentence_order_labels`) or `none` (RoBERTa's full sentences, no label feature), and
+`--masking=whole_word|span` (SpanBERT's spans); docs/pretraining_objectives.md.
+
 Input: one sentence per line, a blank line between documents, UTF-8.
 
 Differences from the original:
