@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from bert_tf.errors import JobArgumentError
-from tests.helpers import jobs, training_data
+from tests.helpers import absl_flags, jobs, training_data
 from tests.test_pretrain_job import HELPER, _checkpoint_values, _finish, _start
 
 STEPS = 20
@@ -83,6 +83,17 @@ def test_mixed_sentence_tasks_and_static_masking_options_are_refused(records, tm
     assert not (tmp_path / "mixed").exists()
     with pytest.raises(JobArgumentError, match="--masking=span needs --dynamic_masking"):
         jobs.pretrain(**_arguments(tmp_path, records["sop"], masking="span"), output_dir=str(tmp_path / "static"))
+
+
+def test_command_line_refuses_span_masking_of_static_records_in_one_line(records, tmp_path, capsys):
+    from experiments import pretrain
+
+    argv = [f"--{name}={value}" for name, value in _arguments(tmp_path, records["sop"]).items()]
+    argv += [f"--output_dir={tmp_path / 'cli'}", "--masking=span", "--optimizer=lamb"]
+    assert absl_flags.run_main(pretrain, argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--masking=span needs --dynamic_masking" in err[0]
+    assert not (tmp_path / "cli").exists()
 
 
 @pytest.fixture(scope="module")

@@ -32,9 +32,8 @@ from collections.abc import Sequence
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from bert_tf.pretraining_data.instances import MASKING_METHODS
 from bert_tf.pretraining_data.span_masking import MAX_SPAN_WORDS, SPAN_GEOMETRIC_P
-
-MASKING_METHODS = ("token", "whole_word", "span")
 
 
 @dataclasses.dataclass(frozen=True)
