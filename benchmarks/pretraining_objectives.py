@@ -1,6 +1,6 @@
 r"""Pretraining objectives side by side: the same small model, the same steps, the bundled corpus.
 
-    python benchmarks/pretraining_objectives.py --steps=300 --seeds=3 --work_dir=/tmp/objectives
+    python benchmarks/pretraining_objectives.py --seeds=3 --work_dir=/tmp/objectives --write
 
 Writes pretraining TFRecords from data/austen_corpus.txt (training documents from the start of the
 corpus, held-out documents from its end) with `bert_tf.pretraining_data`, then pretrains one small
@@ -12,7 +12,7 @@ BERT with `bert_tf.jobs.pretrain.run_pretraining` for each choice:
     span          MLM + NSP, SpanBERT spans (--masking=span)
     sop           MLM + sentence-order prediction (ALBERT, --sentence_task=sop)
     albert        MLM + NSP with ALBERT's factorised embedding (E = H / 4) and one shared block
-    lamb          MLM + NSP with LAMB at 4x the batch (--optimizer=lamb)
+    lamb          MLM + NSP with LAMB at --lamb_batch_multiplier times the batch (--optimizer=lamb)
 
 and reports, as the mean (and spread) over --seeds seeds: masked-LM accuracy on ONE shared held-out set
 (held-out text written as BERT's NSP pairs with token masking, masked once, the same for every model),
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,15 +42,16 @@ ROOT = _common.ROOT
 CORPUS = os.path.join(ROOT, "data", "austen_corpus.txt")
 VOCAB = os.path.join(ROOT, "tests", "fixtures", "pretraining", "vocab.txt")
 
-# name -> (records' sentence task, records' masking, model changes, optimizer, batch multiplier)
+# name -> (records' sentence task, records' masking, ALBERT-style model, optimizer); LAMB trains at
+# --lamb_batch_multiplier times the batch.
 CHOICES = {
-    "bert": ("nsp", "token", {}, "adamw", 1),
-    "full_sent": ("none", "token", {}, "adamw", 1),
-    "whole_word": ("nsp", "whole_word", {}, "adamw", 1),
-    "span": ("nsp", "span", {}, "adamw", 1),
-    "sop": ("sop", "token", {}, "adamw", 1),
-    "albert": ("nsp", "token", {"albert": True}, "adamw", 1),
-    "lamb": ("nsp", "token", {}, "lamb", 4),
+    "bert": ("nsp", "token", False, "adamw"),
+    "full_sent": ("none", "token", False, "adamw"),
+    "whole_word": ("nsp", "whole_word", False, "adamw"),
+    "span": ("nsp", "span", False, "adamw"),
+    "sop": ("sop", "token", False, "adamw"),
+    "albert": ("nsp", "token", True, "adamw"),
+    "lamb": ("nsp", "token", False, "lamb"),
 }
 DESCRIPTIONS = {
     "bert": "BERT: MLM + NSP, token masking",
@@ -58,7 +60,7 @@ DESCRIPTIONS = {
     "span": "MLM + NSP, SpanBERT spans",
     "sop": "ALBERT's SOP: MLM + sentence order",
     "albert": "ALBERT-shared (E = H/4, one block), MLM + NSP",
-    "lamb": "LAMB, 4x batch, MLM + NSP",
+    "lamb": "LAMB at a larger batch, MLM + NSP",
 }
 
 
@@ -152,13 +154,46 @@ def held_out_metrics(model, path: str, args, sentence_task: str) -> dict:
     return {"mlm_accuracy": hits / max(weights, 1.0), "sentence_accuracy": correct / count if count else None}
 
 
+def baselines(records: dict, args) -> dict:
+    """What ignoring the input scores: the unigram MLM accuracy on the shared set, each label's majority."""
+    import numpy as np
+
+    from bert_tf.data.pretraining_dataset import pretraining_dataset
+    from bert_tf.data.unigram_baseline import unigram_baseline
+    from bert_tf.tokenization import load_vocab
+
+    result = {
+        "mlm_accuracy": unigram_baseline(
+            records[("nsp", "token")],
+            records["held_out_shared"],
+            args.seq_length,
+            args.max_predictions,
+            len(load_vocab(VOCAB)),
+        ).accuracy
+    }
+    for task, label in (("nsp", "next_sentence_labels"), ("sop", "sentence_order_labels")):
+        dataset = pretraining_dataset(
+            records[("held_out", task)],
+            256,
+            args.seq_length,
+            args.max_predictions,
+            is_training=False,
+            drop_remainder=False,
+            sentence_task=task,
+        )
+        labels = np.concatenate([batch[label].numpy() for batch in dataset])
+        result[task] = float(max(labels.mean(), 1 - labels.mean()))
+    return result
+
+
 def run_choice(name: str, seed: int, records: dict, args) -> dict:
     from bert_tf.jobs.pretrain import PretrainingDataConfig, run_pretraining
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
-    sentence_task, masking, changes, optimizer, multiplier = CHOICES[name]
-    batch = args.batch_size * multiplier
+    sentence_task, masking, albert, optimizer = CHOICES[name]
+    batch = args.batch_size * (args.lamb_batch_multiplier if optimizer == "lamb" else 1)
     output_dir = os.path.join(args.work_dir, "runs", f"{name}-{seed}")
+    shutil.rmtree(output_dir, ignore_errors=True)  # a fresh run, not a resumed one
     data = PretrainingDataConfig(
         input_file=records[(sentence_task, masking)],
         max_seq_length=args.seq_length,
@@ -175,7 +210,7 @@ def run_choice(name: str, seed: int, records: dict, args) -> dict:
         save_checkpoints_steps=args.steps,
         keep_checkpoint_max=1,
     )
-    config = model_config(args, albert=bool(changes.get("albert")))
+    config = model_config(args, albert=albert)
     result = run_pretraining(
         output_dir, config, data, schedule, RuntimeConfig(seed=seed, deterministic=True), vocab_file=VOCAB
     )
@@ -200,10 +235,12 @@ def _mean(values):
     return f"{statistics.mean(values):.3f}{spread}"
 
 
-def table(results: dict) -> list:
+def table(results: dict, baseline: dict) -> list:
     lines = [
         "| choice | held-out MLM acc. (shared set) | sentence task acc. | batch | sequences/s | encoder parameters |",
         "| --- | --- | --- | --- | --- | --- |",
+        f"| baseline: no context (unigram MLM; majority label) | {baseline['mlm_accuracy']:.3f} | "
+        f"NSP: {baseline['nsp']:.3f}, SOP: {baseline['sop']:.3f} | - | - | - |",
     ]
     for name, runs in results.items():
         sentence = _mean([r["sentence_accuracy"] for r in runs])
@@ -220,7 +257,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work_dir", required=True, help="records and runs go here (reused when present)")
     parser.add_argument("--choices", default=",".join(CHOICES), help="comma-separated subset of " + ",".join(CHOICES))
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--steps_per_loop", type=int, default=50)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--batch_size", type=int, default=16)
@@ -228,8 +265,9 @@ def main() -> None:
     parser.add_argument("--max_predictions", type=int, default=10)
     parser.add_argument("--hidden_size", type=int, default=128)
     parser.add_argument("--num_layers", type=int, default=2)
-    parser.add_argument("--learning_rate", type=float, default=1e-3)
+    parser.add_argument("--learning_rate", type=float, default=2e-3)
     parser.add_argument("--lamb_learning_rate", type=float, default=4e-3)
+    parser.add_argument("--lamb_batch_multiplier", type=int, default=2)
     parser.add_argument("--train_mb", type=float, default=1.0, help="megabytes of training text")
     parser.add_argument("--held_out_mb", type=float, default=0.1, help="megabytes of held-out text")
     parser.add_argument("--write", action="store_true", help="write the table into benchmarks/RESULTS.md")
@@ -249,7 +287,7 @@ def main() -> None:
         args.work_dir, int(args.train_mb * (1 << 20)), int(args.held_out_mb * (1 << 20))
     )
     records = {}
-    for sentence_task, masking in {CHOICES[c][:2] for c in choices}:
+    for sentence_task, masking in {CHOICES[c][:2] for c in choices} | {("nsp", "token")}:
         records[(sentence_task, masking)] = write_records(
             train_text,
             os.path.join(args.work_dir, f"train-{sentence_task}-{masking}.tfrecord"),
@@ -273,28 +311,34 @@ def main() -> None:
             2,
         )
 
+    baseline = baselines(records, args)
     results = {}
     for name in choices:
         results[name] = [run_choice(name, seed, records, args) for seed in range(1, args.seeds + 1)]
         print(name, results[name], flush=True)
-    lines = table(results)
-    print("\n".join(lines))
-    if args.write:
-        command = "python benchmarks/pretraining_objectives.py " + " ".join(sys.argv[1:])
-        body = [
-            f"- Command: `{command}`",
-            f"- Commit: {commit}",
-            *_common.header_lines(command, load_before, _common.load_average(), {})[:3],
-            f"- Wall time: {time.time() - start:,.0f} s. The machine was shared with other agents' work while it ran:"
-            " sequences/s are indicative only (ratios within this run).",
-            f"- Model: L={args.num_layers}, H={args.hidden_size}, seq {args.seq_length}, {args.steps} steps, batch "
-            f"{args.batch_size} (LAMB {4 * args.batch_size}), lr {args.learning_rate} (LAMB {args.lamb_learning_rate}),"
-            f" 10% warm-up; {args.train_mb} MB of training text, {args.held_out_mb} MB held out; mean ± sd over "
-            f"{args.seeds} seeds.",
-            "",
-            *lines,
-        ]
-        _common.write_section("pretraining_objectives", "Pretraining objectives side by side", body)
+        if args.write:  # after every choice, so that a long run stopped early leaves what it measured
+            write_results(results, baseline, choices, commit, load_before, start, args)
+    print("\n".join(table(results, baseline)))
+
+
+def write_results(results, baseline, choices, commit, load_before, start, args) -> None:
+    command = "python benchmarks/pretraining_objectives.py " + " ".join(sys.argv[1:])
+    missing = [name for name in choices if name not in results]
+    body = [
+        f"- Command: `{command}`",
+        f"- Commit: {commit}",
+        *_common.header_lines(command, load_before, _common.load_average(), {})[:3],
+        f"- Wall time: {time.time() - start:,.0f} s. The machine was shared with other agents' work while it ran:"
+        " sequences/s are indicative only (ratios within this run).",
+        f"- Model: L={args.num_layers}, H={args.hidden_size}, seq {args.seq_length}, {args.steps} steps, "
+        f"batch {args.batch_size} (LAMB {args.lamb_batch_multiplier * args.batch_size}), "
+        f"lr {args.learning_rate} (LAMB {args.lamb_learning_rate}), 10% warm-up; {args.train_mb} MB of "
+        f"training text, {args.held_out_mb} MB held out; mean ± sd over {args.seeds} seeds.",
+        *([f"- Not run (the run was stopped first): {', '.join(missing)}."] if missing else []),
+        "",
+        *table(results, baseline),
+    ]
+    _common.write_section("pretraining_objectives", "Pretraining objectives side by side", body)
 
 
 if __name__ == "__main__":
