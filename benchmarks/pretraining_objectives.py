@@ -112,6 +112,8 @@ def model_config(args, albert: bool = False):
         intermediate_size=4 * args.hidden_size,
         max_position_embeddings=args.seq_length,
         embedding_size=args.hidden_size // 4 if albert else None,
+        hidden_dropout_prob=args.dropout,
+        attention_probs_dropout_prob=args.dropout,
         share_layer_weights=albert,
     )
 
@@ -215,7 +217,9 @@ def run_choice(name: str, seed: int, records: dict, args) -> dict:
         output_dir, config, data, schedule, RuntimeConfig(seed=seed, deterministic=True), vocab_file=VOCAB
     )
     shared = held_out_metrics(result.model, records["held_out_shared"], args, "nsp")
-    own = held_out_metrics(result.model, records[("held_out", sentence_task)], args, sentence_task)
+    own = shared
+    if sentence_task != "nsp":
+        own = held_out_metrics(result.model, records[("held_out", sentence_task)], args, sentence_task)
     return {
         "mlm_accuracy": shared["mlm_accuracy"],
         "own_mlm_accuracy": own["mlm_accuracy"],
@@ -257,16 +261,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work_dir", required=True, help="records and runs go here (reused when present)")
     parser.add_argument("--choices", default=",".join(CHOICES), help="comma-separated subset of " + ",".join(CHOICES))
-    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--steps_per_loop", type=int, default=50)
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--batch_size", type=int, default=16)
+    parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--seq_length", type=int, default=64)
     parser.add_argument("--max_predictions", type=int, default=10)
     parser.add_argument("--hidden_size", type=int, default=128)
     parser.add_argument("--num_layers", type=int, default=2)
-    parser.add_argument("--learning_rate", type=float, default=2e-3)
-    parser.add_argument("--lamb_learning_rate", type=float, default=4e-3)
+    # experiments/demo's: at 1e-3 this model stays on the unigram plateau in some runs.
+    parser.add_argument("--learning_rate", type=float, default=5e-4)
+    parser.add_argument("--lamb_learning_rate", type=float, default=1e-3)
+    parser.add_argument("--dropout", type=float, default=0.0, help="dropout while pretraining (short runs: off)")
     parser.add_argument("--lamb_batch_multiplier", type=int, default=2)
     parser.add_argument("--train_mb", type=float, default=1.0, help="megabytes of training text")
     parser.add_argument("--held_out_mb", type=float, default=0.1, help="megabytes of held-out text")
@@ -332,7 +338,8 @@ def write_results(results, baseline, choices, commit, load_before, start, args) 
         " sequences/s are indicative only (ratios within this run).",
         f"- Model: L={args.num_layers}, H={args.hidden_size}, seq {args.seq_length}, {args.steps} steps, "
         f"batch {args.batch_size} (LAMB {args.lamb_batch_multiplier * args.batch_size}), "
-        f"lr {args.learning_rate} (LAMB {args.lamb_learning_rate}), 10% warm-up; {args.train_mb} MB of "
+        f"lr {args.learning_rate} (LAMB {args.lamb_learning_rate}), 10% warm-up, dropout {args.dropout}; "
+        f"{args.train_mb} MB of "
         f"training text, {args.held_out_mb} MB held out; mean ± sd over {args.seeds} seeds.",
         *([f"- Not run (the run was stopped first): {', '.join(missing)}."] if missing else []),
         "",
