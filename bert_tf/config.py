@@ -31,6 +31,14 @@ class BertConfig:
     `hidden_act` is "gelu" (exact, erf-based, as the original BERT),
     "gelu_new" (tanh approximation) or "relu". Every field is checked at
     construction; an invalid value raises a ValueError that names the field.
+
+    ALBERT's parameter reduction (Lan et al., 2020), off by default:
+    `embedding_size` (E) factorises the embeddings: word, position and type
+    embeddings of E dimensions, projected to `hidden_size` (None: E = H, BERT);
+    the masked-LM head then maps H to E before its tied output projection.
+    `share_layer_weights` uses one Transformer block's weights in every layer.
+    With their defaults the fields are left out of `bert_config.json`, which
+    stays the original's.
     """
 
     vocab_size: int
@@ -45,6 +53,8 @@ class BertConfig:
     type_vocab_size: int = 2
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12
+    embedding_size: int | None = None
+    share_layer_weights: bool = False
 
     def __post_init__(self):
         for name in (
@@ -67,6 +77,16 @@ class BertConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"BertConfig.{name} must be a positive number, got {value!r}.")
+        if self.embedding_size is not None and (
+            isinstance(self.embedding_size, bool)
+            or not isinstance(self.embedding_size, int)
+            or self.embedding_size <= 0
+        ):
+            raise ValueError(
+                f"BertConfig.embedding_size must be a positive integer or None, got {self.embedding_size!r}."
+            )
+        if not isinstance(self.share_layer_weights, bool):
+            raise ValueError(f"BertConfig.share_layer_weights must be true or false, got {self.share_layer_weights!r}.")
         if self.hidden_act not in ACTIVATIONS:
             raise ValueError(f"BertConfig.hidden_act must be one of {ACTIVATIONS}, got {self.hidden_act!r}.")
         if self.hidden_size % self.num_attention_heads:
@@ -79,10 +99,25 @@ class BertConfig:
     def head_size(self) -> int:
         return self.hidden_size // self.num_attention_heads
 
+    @property
+    def factorized_embedding_size(self) -> int:
+        """The width of the embeddings: `embedding_size`, or `hidden_size` when None."""
+        return self.embedding_size or self.hidden_size
+
+    @property
+    def is_albert_style(self) -> bool:
+        """Whether ALBERT's factorised embedding or layer sharing is on (layouts other formats lack)."""
+        return self.embedding_size is not None or self.share_layer_weights
+
     # --- bert_config.json -------------------------------------------------
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The `bert_config.json` fields; ALBERT's two only when set, so a BERT's file is the original's."""
+        values = dataclasses.asdict(self)
+        for name, default in _ALBERT_DEFAULTS.items():
+            if values[name] == default:
+                del values[name]
+        return values
 
     @classmethod
     def from_dict(cls, values: dict, source: str = "config") -> BertConfig:
@@ -148,6 +183,9 @@ class BertConfig:
         return dataclasses.replace(PRESETS[name], **overrides)
 
 
+_ALBERT_DEFAULTS = {"embedding_size": None, "share_layer_weights": False}
+
+
 def _read_json(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as f:
@@ -187,6 +225,9 @@ PRESETS.update(
         "bert_small": PRESETS["bert_L4_H512"],
         "bert_medium": PRESETS["bert_L8_H512"],
         "bert_base": PRESETS["bert_L12_H768"],
+        # ALBERT-Base's shape (E=128, one shared block: 12M parameters against BERT-Base's 110M) with this
+        # package's WordPiece vocabulary; ALBERT's own has 30,000 SentencePiece ids.
+        "albert_base": dataclasses.replace(PRESETS["bert_L12_H768"], embedding_size=128, share_layer_weights=True),
         "bert_large": BertConfig(
             vocab_size=UNCASED_VOCAB_SIZE,
             hidden_size=1024,

@@ -1,4 +1,4 @@
-r"""BERT pretraining (masked LM + next sentence prediction) from TFRecords.
+r"""BERT pretraining (masked LM + the records' sentence task) from TFRecords.
 
     python -m experiments.pretrain \
       --input_file='runs/data/train-*.tfrecord' --eval_input_file=runs/data/eval.tfrecord \
@@ -14,8 +14,13 @@ Model Garden's `--distribution_strategy`, `--num_gpus`, `--tpu` and
 `--shuffle_buffer_size`. `--flagfile` works. Flags are checked before
 anything is written; a bad one stops the job with a message naming it. The
 input is what `tfrecords_tools.create_pretraining_data` (or the original
-script) writes. The optimizer is BERT's: AdamW (decay 0.01, not on LayerNorm
-and biases), linear warm-up then linear decay to 0, clipping at norm 1.0.
+script) writes; the job trains the sentence task the records hold (their
+`--sentence_task`: next-sentence prediction, ALBERT's sentence order, or none
+for RoBERTa's full sentences) and logs which. The optimizer is BERT's: AdamW
+(decay 0.01, not on LayerNorm and biases), linear warm-up then linear decay to
+0, clipping at norm 1.0; `--optimizer=lamb` gives LAMB with the same schedule.
+`--dynamic_masking --masking=whole_word|span` re-masks whole words or SpanBERT
+spans. docs/pretraining_objectives.md describes each choice.
 
 Multi-worker: start the same command on every worker with its TF_CONFIG and
 `--distribution_strategy=multi_worker_mirrored`, all with the same shared
@@ -74,6 +79,8 @@ def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
     # The job's modules load TensorFlow: imported here, after `cli.run` has quieted its start-up.
     from bert_tf.jobs import pretrain as pretraining
+    from bert_tf.pretraining_data.instances import MASKING_METHODS
+    from bert_tf.training.optimization import OPTIMIZERS
 
     job_flags.define_runtime_flags()
     schedule = pretraining.DEFAULT_SCHEDULE
@@ -115,12 +122,26 @@ def define_flags():
     flags.DEFINE_integer("eval_every_steps", 0, "Also evaluate every this many steps (0: only at the end).")
     flags.DEFINE_bool("dynamic_masking", False, "Re-mask each batch as it is read (needs --vocab_file).")
     flags.DEFINE_float("masked_lm_prob", 0.15, "Masking rate of --dynamic_masking.")
+    flags.DEFINE_enum(
+        "masking",
+        "token",
+        MASKING_METHODS,
+        "What --dynamic_masking masks: token (WordPieces), whole_word, or span (SpanBERT: whole-word spans of "
+        "geometric length, p=0.2, at most 10 words).",
+    )
     flags.DEFINE_integer("shuffle_buffer_size", 10000, "Records in the training shuffle buffer.")
     flags.DEFINE_bool(
         "eval_only",
         False,
         "Only evaluate the latest checkpoint of --output_dir on --eval_input_file (with the baselines); "
         "schedule flags are ignored, the model and vocabulary default to the directory's.",
+    )
+    flags.DEFINE_enum(
+        "optimizer",
+        "adamw",
+        OPTIMIZERS,
+        "adamw: BERT's AdamW; lamb: LAMB (You et al., 2019), AdamW's moments with a layer-wise trust ratio, for "
+        "large batches (docs/pretraining_objectives.md has the recipe).",
     )
 
 

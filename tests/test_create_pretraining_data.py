@@ -229,7 +229,7 @@ def test_mask_random_keep_split_and_nsp_split(written):
 def test_whole_word_masking_masks_whole_words(tmp_path):
     vocab = _vocab()
     is_piece = np.array([t.startswith("##") for t in vocab])
-    outputs, _ = _write(tmp_path, config=_config(do_whole_word_mask=True, dupe_factor=2), num_files=1)
+    outputs, _ = _write(tmp_path, config=_config(masking="whole_word", dupe_factor=2), num_files=1)
     batch = _read(outputs)
     ids = _unmasked(batch)
     real = batch["masked_lm_weights"] > 0

@@ -104,7 +104,18 @@ CASES = [
         "float32",
     ),
 ]
-CASES_BY_NAME = {case.name: case for case in CASES}
+# ALBERT's factorised embedding (E < H, so the masked-LM head maps H to E) and cross-layer sharing.
+ALBERT_CONFIG = BertConfig(**dict(CONFIG.to_dict(), num_hidden_layers=3, embedding_size=8, share_layer_weights=True))
+CONFIG_VARIANT_CASES = [
+    Case("BertEncoder[albert]", lambda: models.BertEncoder(ALBERT_CONFIG), (BATCH,), "bfloat16"),
+    Case(
+        "BertPretrainer[albert]",
+        lambda: models.BertPretrainer(models.BertEncoder(ALBERT_CONFIG)),
+        (dict(BATCH, masked_lm_positions=POSITIONS),),
+        "float32",
+    ),
+]
+CASES_BY_NAME = {case.name: case for case in CASES + CONFIG_VARIANT_CASES}
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +131,7 @@ def test_every_layer_and_model_has_a_case():
         for name, obj in vars(module).items()
         if inspect.isclass(obj) and issubclass(obj, keras.layers.Layer) and obj is not models.Task
     }
-    assert public == set(CASES_BY_NAME)
+    assert public == {case.name for case in CASES}
 
 
 @pytest.mark.parametrize("name", list(CASES_BY_NAME))
@@ -132,7 +143,7 @@ def test_layer_contract(name, saved_cases):
 
 def test_jax_backend_matches_tensorflow(saved_cases):
     files = saved_cases["files"]
-    for case in CASES:
+    for case in CASES + CONFIG_VARIANT_CASES:
         if case.saving and case.name not in files:
             files[case.name] = layer_contract.save_case(case, saved_cases["directory"])
     differences = layer_contract.run_on_jax(files)

@@ -14,6 +14,10 @@ instances are masked at a lower rate; a warning says so).
 
 (or `python -m tfrecords_tools.create_pretraining_data`): flags -> `bert_tf.pretraining_data.write_pretraining_data`.
 
+Beyond the original: `--sentence_task=sop` (ALBERT's sentence order, label feature
+`sentence_order_labels`) or `none` (RoBERTa's full sentences, no label feature), and
+`--masking=whole_word|span` (SpanBERT's spans); docs/pretraining_objectives.md.
+
 Input: one sentence per line, a blank line between documents, UTF-8
 (`bert_tf_prepare_corpus` turns plain text into it and holds out documents).
 
@@ -68,7 +72,25 @@ def define_flags():
         "Whether to lower case the input text. Should be True for uncased models and False for cased models.",
     )
     flags.DEFINE_bool(
-        "do_whole_word_mask", False, "Whether to use whole word masking rather than per-WordPiece masking."
+        "do_whole_word_mask",
+        False,
+        "Whether to use whole word masking rather than per-WordPiece masking (the original's; --masking=whole_word).",
+    )
+    flags.DEFINE_enum(
+        "masking",
+        "token",
+        instances.MASKING_METHODS,
+        "token: WordPieces independently (BERT); whole_word: a word and its ## pieces together; span: SpanBERT's "
+        "whole-word spans (geometric lengths, p=0.2, at most 10 words), the 80/10/10 choice made per span.",
+    )
+    flags.DEFINE_enum(
+        "sentence_task",
+        "nsp",
+        instances.SENTENCE_TASKS,
+        "nsp: BERT's next-sentence pairs (next_sentence_labels); sop: ALBERT's sentence order, two consecutive "
+        "pieces of one document swapped half the time (sentence_order_labels, 1 = swapped); none: RoBERTa's "
+        "FULL-SENTENCES, whole sentences packed to --max_seq_length across documents with a [SEP] between them, "
+        "one segment, no label feature.",
     )
     flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
     flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
@@ -106,6 +128,15 @@ def define_flags():
     flags.DEFINE_float("progress_seconds", 10.0, "Seconds between progress lines.")
 
 
+def _masking() -> str:
+    """--masking, or "whole_word" for the original's --do_whole_word_mask (which contradicts any other --masking)."""
+    if not FLAGS.do_whole_word_mask:
+        return FLAGS.masking
+    if FLAGS["masking"].present and FLAGS.masking != "whole_word":
+        raise ValueError(f"--do_whole_word_mask contradicts --masking={FLAGS.masking}; give one of them.")
+    return "whole_word"
+
+
 # Bad input: one clear line, no traceback; nothing was written.
 @cli.main_function("create_pretraining_data", bad_input=(ValueError, FileNotFoundError))
 def main(argv):
@@ -118,8 +149,9 @@ def main(argv):
         masked_lm_prob=FLAGS.masked_lm_prob,
         short_seq_prob=FLAGS.short_seq_prob,
         dupe_factor=FLAGS.dupe_factor,
-        do_whole_word_mask=FLAGS.do_whole_word_mask,
+        masking=_masking(),
         do_masking=FLAGS.do_masking,
+        sentence_task=FLAGS.sentence_task,
     )
     config.validate()
     if FLAGS.chunk_mb <= 0:

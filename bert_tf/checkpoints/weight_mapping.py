@@ -346,6 +346,14 @@ def convert_weights(
     """
     if source_format not in ("tf1", "hf"):
         raise ValueError(f"source_format must be 'tf1' or 'hf', got {source_format!r}.")
+    if config.is_albert_style:
+        # google-research/albert and HF AlbertModel name and group these weights their own way (one
+        # "transformer/group_0" block, an "embedding_hidden_mapping_in" projection); not mapped here.
+        raise ValueError(
+            f"{config_description} has ALBERT's embedding_size={config.embedding_size} / share_layer_weights="
+            f"{config.share_layer_weights}: converting {_FORMAT_NAMES[source_format]}s of that shape is not "
+            "supported (only BERT's layout is); train and save such models with this package."
+        )
     all_specs = weight_specs(config.num_hidden_layers)
     groups, left_out = select_groups(source, all_specs, source_format, heads, allow_missing_pooler)
     specs = [s for s in all_specs if s.group in groups]

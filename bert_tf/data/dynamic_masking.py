@@ -8,6 +8,15 @@ time a batch is read, with tensorflow_text's `mask_language_model`
 `max_predictions_per_seq`; never [CLS], [SEP], [PAD] or other
 `unselectable_ids`), each replaced by [MASK] 80%, a random id 10%, itself 10%.
 
+With `masking="whole_word"` or `"span"` (SpanBERT), the selection is by
+whole words (a token and the `##` pieces after it) instead, as the writer's
+`bert_tf.pretraining_data.span_masking` does it: spans of Geometric(0.2)
+words cut at 10 ("span") or of one word ("whole_word") are drawn until
+`ceil(masked_lm_prob * selectable tokens)` tokens (at most
+`max_predictions_per_seq`) are chosen, never overflowing; a span is replaced
+by [MASK] 80%, random ids 10%, itself 10% as a whole ("span"; per token for
+"whole_word").
+
 Records that were written masked are first restored from their
 `masked_lm_positions`/`masked_lm_ids`, so any pretraining TFRecord works.
 
@@ -17,10 +26,14 @@ one.
 """
 
 import dataclasses
+import math
 from collections.abc import Sequence
 
 import tensorflow as tf
 import tensorflow_text as tf_text
+
+from bert_tf.pretraining_data.instances import MASKING_METHODS
+from bert_tf.pretraining_data.span_masking import MAX_SPAN_WORDS, SPAN_GEOMETRIC_P
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +48,8 @@ class DynamicMaskingConfig:
         mask_token_rate: fraction of predictions replaced by [MASK].
         random_token_rate: fraction replaced by a random id (the rest keep
             their token).
+        masking: "token", "whole_word" or "span" (see the module docstring).
+        continuation_ids: ids of the `##` pieces (words for "whole_word" and "span").
     """
 
     vocab_size: int
@@ -43,8 +58,12 @@ class DynamicMaskingConfig:
     masked_lm_prob: float = 0.15
     mask_token_rate: float = 0.8
     random_token_rate: float = 0.1
+    masking: str = "token"
+    continuation_ids: Sequence[int] = ()
 
     def __post_init__(self):
+        if self.masking not in MASKING_METHODS:
+            raise ValueError(f"masking must be one of {MASKING_METHODS}, got {self.masking!r}")
         if not 0.0 < self.masked_lm_prob <= 1.0:
             raise ValueError(f"masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}")
         if min(self.mask_token_rate, self.random_token_rate) < 0 or self.mask_token_rate + self.random_token_rate > 1.0:
@@ -73,6 +92,7 @@ class DynamicMaskingConfig:
             vocab_size=len(tokens),
             mask_token_id=index["[MASK]"],
             unselectable_ids=(index["[PAD]"], index["[CLS]"], index["[SEP]"]),
+            continuation_ids=tuple(i for i, token in enumerate(tokens) if token.startswith("##")),
             **kwargs,
         )
 
@@ -159,6 +179,8 @@ def dynamic_mask_batch(features, config: DynamicMaskingConfig, max_predictions_p
         features["masked_lm_ids"],
         features["masked_lm_weights"],
     )
+    if config.masking != "token":
+        return _mask_whole_words(features, ids, config, max_predictions_per_seq, selector_seed, chooser_seed)
     batch = tf.shape(ids)[0]
     seq_length = tf.shape(ids)[1]
     lengths = tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), axis=1)
@@ -189,6 +211,118 @@ def dynamic_mask_batch(features, config: DynamicMaskingConfig, max_predictions_p
         tf.sequence_mask(positions.row_lengths(), max_predictions_per_seq, dtype=tf.float32),
         features["masked_lm_weights"].shape,
     )
+    return out
+
+
+def span_lengths_tf(u):
+    """`span_masking.span_lengths_from_uniform` in TensorFlow: float32 uniform draws -> int32 span lengths."""
+    mass = 1.0 - (1.0 - SPAN_GEOMETRIC_P) ** MAX_SPAN_WORDS
+    lengths = tf.cast(tf.math.floor(tf.math.log1p(-u * mass) / math.log1p(-SPAN_GEOMETRIC_P)), tf.int32) + 1
+    return tf.clip_by_value(lengths, 1, MAX_SPAN_WORDS)
+
+
+def _select_word_spans(ids, candidates, config: DynamicMaskingConfig, budget, num_tries: int, seed):
+    """Whole-word spans per row (`span_masking.select_spans`'s algorithm, stateless).
+
+    Returns:
+      int32 [batch, seq_length]: the try that chose each position, -1 where none.
+    """
+    batch, seq_length = tf.shape(ids)[0], tf.shape(ids)[1]
+    table = tf.scatter_nd(
+        tf.constant([[i] for i in config.continuation_ids], tf.int32, shape=[len(config.continuation_ids), 1]),
+        tf.ones([len(config.continuation_ids)], tf.bool),
+        [config.vocab_size],
+    )
+    is_continuation = tf.gather(table, tf.clip_by_value(ids, 0, config.vocab_size - 1)) & candidates
+    previous_candidate = tf.pad(candidates[:, :-1], [[0, 0], [1, 0]])
+    starts = candidates & ~(is_continuation & previous_candidate)
+    word_index = tf.where(candidates, tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1, -1)
+    num_words = tf.reduce_sum(tf.cast(starts, tf.int32), axis=1)
+    rows = tf.range(batch)[:, None]
+    # Word lengths by (row, word): a segment sum over the candidate positions.
+    segment = tf.where(candidates, rows * seq_length + word_index, batch * seq_length)
+    word_length = tf.reshape(
+        tf.math.unsorted_segment_sum(tf.ones_like(segment), segment, batch * seq_length + 1)[:-1], [batch, seq_length]
+    )
+    max_words = MAX_SPAN_WORDS if config.masking == "span" else 1
+    offsets = tf.range(max_words)[None, :]
+    word_span = tf.fill([batch, seq_length], -1)
+    count = tf.zeros([batch], tf.int32)
+    for attempt in range(num_tries):
+        length_seed, anchor_seed = tf.unstack(
+            tf.random.experimental.stateless_split(tf.random.experimental.stateless_fold_in(seed, attempt), 2)
+        )
+        if config.masking == "span":
+            lengths = span_lengths_tf(tf.random.stateless_uniform([batch], length_seed))
+        else:
+            lengths = tf.ones([batch], tf.int32)
+        anchors = tf.cast(
+            tf.math.floor(tf.random.stateless_uniform([batch], anchor_seed) * tf.cast(num_words, tf.float32)), tf.int32
+        )
+        anchors = tf.minimum(anchors, tf.maximum(num_words - 1, 0))
+        words = anchors[:, None] + offsets
+        in_span = (offsets < lengths[:, None]) & (words < num_words[:, None])
+        safe_words = tf.minimum(words, seq_length - 1)
+        free = tf.gather(word_span, safe_words, batch_dims=1) < 0
+        size = tf.where(in_span, tf.gather(word_length, safe_words, batch_dims=1), 0)
+        fits = count[:, None] + tf.cumsum(size, axis=1) <= budget[:, None]
+        take = tf.cast(tf.math.cumprod(tf.cast(in_span & free & fits, tf.int32), axis=1), tf.bool)
+        take &= (count < budget)[:, None]
+        chosen = tf.reduce_any(tf.one_hot(safe_words, seq_length, on_value=True, off_value=False) & take[..., None], 1)
+        word_span = tf.where(chosen, attempt, word_span)
+        count += tf.reduce_sum(tf.where(take, size, 0), axis=1)
+    return tf.where(word_index >= 0, tf.gather(word_span, tf.maximum(word_index, 0), batch_dims=1), -1)
+
+
+def _mask_whole_words(
+    features, ids, config: DynamicMaskingConfig, max_predictions_per_seq, selector_seed, chooser_seed
+):
+    """`dynamic_mask_batch` for "whole_word" and "span" masking."""
+    batch, seq_length = tf.shape(ids)[0], tf.shape(ids)[1]
+    position = tf.range(seq_length)[None, :]
+    lengths = tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), axis=1)
+    candidates = position < lengths[:, None]
+    for unselectable in config.unselectable_ids:
+        candidates &= ids != unselectable
+    num_candidates = tf.reduce_sum(tf.cast(candidates, tf.float32), axis=1)
+    budget = tf.minimum(
+        tf.cast(tf.math.ceil(config.masked_lm_prob * num_candidates), tf.int32), max_predictions_per_seq
+    )
+    num_tries = 2 * max_predictions_per_seq
+    span_of = _select_word_spans(ids, candidates, config, budget, num_tries, selector_seed)
+    # The chosen positions in ascending order, then `seq_length` as padding.
+    ordered = tf.sort(tf.where(span_of >= 0, position, seq_length), axis=1)
+    ordered = tf.pad(ordered, [[0, 0], [0, max_predictions_per_seq]], constant_values=seq_length)
+    ordered = ordered[:, :max_predictions_per_seq]
+    valid = ordered < seq_length
+    positions = tf.where(valid, ordered, 0)
+    labels = tf.gather(ids, positions, batch_dims=1)
+
+    choice_seed, keep_seed, id_seed = tf.unstack(tf.random.experimental.stateless_split(chooser_seed, 3))
+    width = [batch, max_predictions_per_seq]
+    if config.masking == "span":
+        # One choice per span, for all its tokens.
+        span_ids = tf.maximum(tf.gather(span_of, positions, batch_dims=1), 0)
+        draw = tf.gather(tf.random.stateless_uniform([batch, num_tries], choice_seed), span_ids, batch_dims=1)
+    else:
+        draw = tf.random.stateless_uniform(width, choice_seed)
+    random_ids = tf.random.stateless_uniform(width, id_seed, minval=0, maxval=config.vocab_size, dtype=tf.int32)
+    values = tf.where(
+        draw < config.mask_token_rate,
+        tf.cast(config.mask_token_id, labels.dtype),
+        tf.where(draw < config.mask_token_rate + config.random_token_rate, tf.cast(random_ids, labels.dtype), labels),
+    )
+    indices = tf.stack([tf.broadcast_to(tf.range(batch)[:, None], width), positions], axis=-1)
+    masked = tf.tensor_scatter_nd_update(
+        ids, tf.boolean_mask(indices, valid), tf.boolean_mask(tf.cast(values, ids.dtype), valid)
+    )
+    out = dict(features)
+    out["input_word_ids"] = tf.ensure_shape(tf.cast(masked, tf.int32), features["input_word_ids"].shape)
+    out["masked_lm_positions"] = tf.ensure_shape(tf.cast(positions, tf.int32), features["masked_lm_positions"].shape)
+    out["masked_lm_ids"] = tf.ensure_shape(
+        tf.cast(tf.where(valid, labels, 0), tf.int32), features["masked_lm_ids"].shape
+    )
+    out["masked_lm_weights"] = tf.ensure_shape(tf.cast(valid, tf.float32), features["masked_lm_weights"].shape)
     return out
 
 

@@ -7,7 +7,8 @@ keyed like Model Garden / keras-hub encoders:
     input_word_ids, input_mask, input_type_ids   int32 [batch, seq_length]
     masked_lm_positions, masked_lm_ids           int32 [batch, max_predictions]
     masked_lm_weights                            float32 [batch, max_predictions]
-    next_sentence_labels                         int32 [batch]
+    next_sentence_labels                         int32 [batch]   (records of sentence task "nsp")
+    sentence_order_labels                        int32 [batch]   ("sop"; records of "none" have no label)
 
 Only checkpoint-safe tf.data ops are used (no py_function, no stateful random
 ops), so a training loop can save the iterator and resume mid-epoch.
@@ -29,12 +30,21 @@ def _first_record(path: str, compression: str) -> bytes | None:
 
 
 def check_record_format(
-    path: str, compression: str, seq_length: int, max_predictions_per_seq: int, need_masked_lm: bool = True
-):
-    """Checks the first record of a file against the expected lengths.
+    path: str,
+    compression: str,
+    seq_length: int,
+    max_predictions_per_seq: int,
+    need_masked_lm: bool = True,
+    sentence_task: str | None = None,
+) -> str | None:
+    """Checks the first record of a file against the expected lengths (and sentence task, when given).
+
+    Returns:
+        The sentence task the record was written for ("nsp", "sop" or "none",
+        `pretraining_features.sentence_task_of`), None for an empty file.
 
     Raises:
-        ValueError: naming the file, the feature and both lengths.
+        ValueError: naming the file, the feature and both lengths (or both tasks).
     """
     try:
         record = _first_record(path, compression)
@@ -43,14 +53,20 @@ def check_record_format(
             f"{path}: cannot read as a TFRecord file (compression={compression or 'none'}): {error.message}"
         ) from None
     if record is None:
-        return  # empty shard: nothing to check
+        return None  # empty shard: nothing to check
     example = tf.train.Example()
     try:
         example.ParseFromString(record)
     except Exception:  # protobuf raises its own DecodeError type, which differs between its implementations
         raise ValueError(f"{path}: first record is not a tf.train.Example") from None
     feature = example.features.feature
-    lengths = pretraining_features.feature_lengths(seq_length, max_predictions_per_seq)
+    found_task = pretraining_features.sentence_task_of(feature.keys())
+    if sentence_task is not None and found_task != sentence_task:
+        raise ValueError(
+            f"{path}: records were written with --sentence_task={found_task}, not {sentence_task} "
+            f"(features: {sorted(feature.keys())})"
+        )
+    lengths = pretraining_features.feature_lengths(seq_length, max_predictions_per_seq, found_task)
     optional = {name: lengths[name] for name in pretraining_features.MASKED_LM_FEATURES}
     expected = {name: length for name, length in lengths.items() if name not in optional}
     if need_masked_lm:
@@ -73,21 +89,25 @@ def check_record_format(
                 f"{length} was requested; the file was written with different "
                 "--max_seq_length/--max_predictions_per_seq."
             )
+    return found_task
 
 
 def _to_model_inputs(parsed):
     def int32(t):
         return tf.cast(t, tf.int32)
 
-    return {
+    inputs = {
         "input_word_ids": int32(parsed["input_ids"]),
         "input_mask": int32(parsed["input_mask"]),
         "input_type_ids": int32(parsed["segment_ids"]),
         "masked_lm_positions": int32(parsed["masked_lm_positions"]),
         "masked_lm_ids": int32(parsed["masked_lm_ids"]),
         "masked_lm_weights": tf.cast(parsed["masked_lm_weights"], tf.float32),
-        "next_sentence_labels": int32(parsed["next_sentence_labels"][:, 0]),
     }
+    for label in pretraining_features.LABEL_FEATURES + ("sentence_order_labels",):
+        if label in parsed:
+            inputs[label] = int32(parsed[label][:, 0])
+    return inputs
 
 
 def pretraining_dataset(
@@ -105,6 +125,7 @@ def pretraining_dataset(
     drop_remainder: bool = True,
     cycle_length: int = 8,
     check_files: bool = True,
+    sentence_task: str = "nsp",
 ) -> tf.data.Dataset:
     """Batches of pretraining features from TFRecord files.
 
@@ -129,6 +150,8 @@ def pretraining_dataset(
         cycle_length: files read in parallel.
         check_files: read the first record of each file to check the feature
             lengths before building the pipeline.
+        sentence_task: the label the records hold: "nsp" (`next_sentence_labels`),
+            "sop" (`sentence_order_labels`) or "none" (no label in the batches).
 
     Returns:
         A `tf.data.Dataset` of feature dicts (see module docstring).
@@ -148,7 +171,12 @@ def pretraining_dataset(
     if check_files:
         for path in files:
             check_record_format(
-                path, compression, seq_length, max_predictions_per_seq, need_masked_lm=dynamic_masking is None
+                path,
+                compression,
+                seq_length,
+                max_predictions_per_seq,
+                need_masked_lm=dynamic_masking is None,
+                sentence_task=sentence_task,
             )
 
     num_pipelines = input_context.num_input_pipelines if input_context else 1
@@ -179,7 +207,10 @@ def pretraining_dataset(
         dataset = dataset.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.batch(per_pipeline_batch, drop_remainder=drop_remainder)
     spec = pretraining_features.feature_spec(
-        seq_length, max_predictions_per_seq, masked_lm="optional" if dynamic_masking is not None else "required"
+        seq_length,
+        max_predictions_per_seq,
+        masked_lm="optional" if dynamic_masking is not None else "required",
+        sentence_task=sentence_task,
     )
     dataset = dataset.map(
         lambda records: _to_model_inputs(tf.io.parse_example(records, spec)),

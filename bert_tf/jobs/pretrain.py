@@ -1,4 +1,8 @@
-"""`run_pretraining`: the BERT pretraining job (masked LM + next sentence prediction) behind `experiments.pretrain`.
+"""`run_pretraining`: the BERT pretraining job (masked LM + the records' sentence task) behind `experiments.pretrain`.
+
+The job trains what the records hold (`SENTENCE_TASK_OBJECTIVES`): masked LM + next-sentence prediction
+(BERT), masked LM + sentence-order prediction (ALBERT; the same 2-way head), or masked LM alone (RoBERTa's
+full sentences: the sentence head is kept but frozen and its output unused).
 
     from bert_tf import BertConfig
     from bert_tf.jobs.pretrain import PretrainingDataConfig, run_pretraining
@@ -31,6 +35,7 @@ from bert_tf.checkpoints import model_source
 from bert_tf.config import BertConfig
 from bert_tf.errors import JobArgumentError, check_int
 from bert_tf.jobs import DEFAULT_SEED
+from bert_tf.pretraining_data.instances import MASKING_METHODS
 from bert_tf.tokenization.vocab import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN
 from bert_tf.training.runtime import RuntimeConfig, training_runtime
 
@@ -79,6 +84,8 @@ class PretrainingDataConfig:
       shuffle_buffer_size: records in the training shuffle buffer.
       dynamic_masking: re-mask each batch as it is read (needs a vocab_file).
       masked_lm_prob: the masking rate of dynamic masking.
+      masking: what dynamic masking masks: "token", "whole_word" or "span" (SpanBERT);
+        static records keep the masking they were written with.
     """
 
     input_file: str
@@ -90,6 +97,7 @@ class PretrainingDataConfig:
     shuffle_buffer_size: int = 10000
     dynamic_masking: bool = False
     masked_lm_prob: float = 0.15
+    masking: str = "token"
 
     def __post_init__(self):
         if not self.input_file:
@@ -103,6 +111,21 @@ class PretrainingDataConfig:
             )
         if not 0.0 < self.masked_lm_prob < 1.0:
             raise JobArgumentError(f"--masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}.")
+        if self.masking not in MASKING_METHODS:
+            raise JobArgumentError(f"--masking must be one of {', '.join(MASKING_METHODS)}, got {self.masking!r}.")
+        if self.masking != "token" and not self.dynamic_masking:
+            raise JobArgumentError(
+                f"--masking={self.masking} needs --dynamic_masking (static records keep the masking they were "
+                "written with: tfrecords_tools.create_pretraining_data --masking)."
+            )
+
+
+# What the job trains for the sentence task of the records (`bert_tf.data.pretraining_features.sentence_task_of`).
+SENTENCE_TASK_OBJECTIVES = {
+    "nsp": "masked LM + next-sentence prediction (BERT)",
+    "sop": "masked LM + sentence-order prediction (ALBERT)",
+    "none": "masked LM only (RoBERTa full sentences: no sentence loss, the sentence head frozen)",
+}
 
 
 # The schedule of `run_pretraining(schedule=None)`, and the defaults of experiments.pretrain's flags (a
@@ -164,7 +187,8 @@ def run_pretraining(
         batch_sizes={"train_batch_size": data.train_batch_size, "eval_batch_size": data.eval_batch_size},
         error=JobArgumentError,
     ) as strategy:
-        _check_records(data, train_files, eval_files)
+        sentence_task = _check_records(data, train_files, eval_files)
+        logging.info("Training objective: %s.", SENTENCE_TASK_OBJECTIVES[sentence_task])
         training.check_microbatches(schedule.num_microbatches, data.train_batch_size, strategy.num_replicas_in_sync)
         init_checkpoint = _find_init_checkpoint(init_checkpoint)
         masking = _dynamic_masking(data, vocab_file, vocab)
@@ -190,6 +214,7 @@ def run_pretraining(
             masking,
             init_checkpoint,
             loop_callback,
+            sentence_task,
         )
         if training.is_chief(strategy):
             # The backend-neutral copy of the final weights (bert_tf/checkpoints/weights_file.py).
@@ -291,16 +316,18 @@ def _resolve_files(flag: str, patterns: str) -> list[str]:
 # --- checks with TensorFlow, inside the strategy's set-up --------------------------------
 
 
-def _check_records(data: PretrainingDataConfig, train_files: list[str], eval_files: list[str] | None) -> None:
-    """The first record of every file has the shapes of `data`; neither file set is empty."""
+def _check_records(data: PretrainingDataConfig, train_files: list[str], eval_files: list[str] | None) -> str:
+    """The first record of every file has the shapes of `data`; neither file set is empty; all files hold one
+    sentence task, which is returned."""
     import tensorflow as tf
 
     from bert_tf.data.pretraining_dataset import check_record_format, detect_compression
 
+    sentence_task, first_path = None, None
     for flag, files in (("input_file", train_files), ("eval_input_file", eval_files or [])):
         for path in files:
             try:
-                check_record_format(
+                task = check_record_format(
                     path,
                     detect_compression(path),
                     data.max_seq_length,
@@ -309,9 +336,17 @@ def _check_records(data: PretrainingDataConfig, train_files: list[str], eval_fil
                 )
             except ValueError as e:
                 raise JobArgumentError(f"--{flag}: {e}") from None
+            if task is not None and sentence_task is not None and task != sentence_task:
+                raise JobArgumentError(
+                    f"--{flag}: {path} holds records of --sentence_task={task} but {first_path} of "
+                    f"--sentence_task={sentence_task}; train on one sentence task."
+                )
+            if task is not None and sentence_task is None:
+                sentence_task, first_path = task, path
         # An endless (repeated) dataset of no records would wait forever for its first batch.
         if files and not any(tf.io.gfile.stat(path).length for path in files):  # gs:// paths too
             raise JobArgumentError(f"--{flag}: no records in {', '.join(files)}.")
+    return sentence_task or "nsp"
 
 
 def _find_init_checkpoint(init_checkpoint: str | None) -> str | None:
@@ -332,7 +367,9 @@ def _dynamic_masking(data: PretrainingDataConfig, vocab_file: str | None, vocab:
     from bert_tf.data.dynamic_masking import DynamicMaskingConfig
 
     try:
-        return DynamicMaskingConfig.from_vocab(vocab, vocab_file, masked_lm_prob=data.masked_lm_prob)
+        return DynamicMaskingConfig.from_vocab(
+            vocab, vocab_file, masked_lm_prob=data.masked_lm_prob, masking=data.masking
+        )
     except ValueError as e:
         raise JobArgumentError(f"--vocab_file (for --dynamic_masking): {e}") from None
 
@@ -359,6 +396,7 @@ def _train(
     masking,
     init_checkpoint,
     loop_callback,
+    sentence_task="nsp",
 ):
     """Runs the loop; a corrupt record met while training is a `JobArgumentError` naming the file."""
     import tensorflow as tf
@@ -382,6 +420,7 @@ def _train(
             seed=data_seed,
             dynamic_masking=masking,
             check_files=False,
+            sentence_task=sentence_task,
         )
 
     def eval_dataset_fn(input_context):
@@ -397,6 +436,7 @@ def _train(
             dynamic_masking=masking,
             drop_remainder=False,
             check_files=False,
+            sentence_task=sentence_task,
         )
 
     def init_fn(model):
@@ -409,10 +449,18 @@ def _train(
             model_dir_lib.restore(model.encoder, init_checkpoint)
             logging.info("Initialised the encoder from %s (new pretraining heads).", init_checkpoint)
 
+    def model_fn():
+        pretrainer = BertPretrainer(BertEncoder(config))
+        if sentence_task == "none":
+            # No sentence loss: the head gets no gradient; frozen, it is neither decayed nor given optimizer
+            # slots, and stays in the checkpoint as initialised, so every loader finds the usual layout.
+            pretrainer.next_sentence.trainable = False
+        return pretrainer
+
     try:
         return training.train(
             strategy,
-            lambda: BertPretrainer(BertEncoder(config)),
+            model_fn,
             pretraining_losses,
             train_dataset_fn,
             output_dir,

@@ -22,7 +22,8 @@ class MaskedLMHead(keras.layers.Layer):
         `get_config()`: the model that owns both passes it again when rebuilt.
 
     Call arguments:
-      sequence_output: float [batch, seq_length, hidden_size].
+      sequence_output: float [batch, seq_length, any width] (the transform maps it to the embeddings' width,
+        `hidden_size` = `token_embedding.output_dim`; ALBERT's is smaller than the encoder's).
       masked_lm_positions: int [batch, num_predictions].
 
     Returns:
@@ -62,7 +63,9 @@ class MaskedLMHead(keras.layers.Layer):
         )
 
     def build(self, sequence_output_shape=None, masked_lm_positions_shape=None):
-        self.transform.build((None, None, self.hidden_size))
+        # The transform maps the encoder's width to the embeddings' (they differ in ALBERT).
+        input_size = sequence_output_shape[-1] if sequence_output_shape else self.hidden_size
+        self.transform.build((None, None, input_size))
         self.layer_norm.build((None, None, self.hidden_size))
         self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,), initializer="zeros")
         self.built = True

@@ -34,7 +34,8 @@ class BertEncoder(keras.Model):
       `pooled_output`: [batch, hidden_size], dense + tanh on the [CLS] state;
       `encoder_outputs`: a list with every Transformer layer's [batch, seq_length, hidden_size];
       `embedding_output`: [batch, seq_length, hidden_size], the embedding layer's output (after its
-        LayerNorm and dropout), the input of the first Transformer layer ("layer 0" when probing layers).
+        LayerNorm and dropout, and ALBERT's projection when `config.embedding_size` is set), the input of the
+        first Transformer layer ("layer 0" when probing layers).
 
     The SavedModel export keeps TF Hub's keys (`sequence_output`, `pooled_output`,
     `encoder_outputs`, `default`).
@@ -62,7 +63,7 @@ class BertEncoder(keras.Model):
 
         embeddings = BertEmbeddings(
             vocab_size=config.vocab_size,
-            hidden_size=config.hidden_size,
+            hidden_size=config.factorized_embedding_size,
             max_position_embeddings=config.max_position_embeddings,
             type_vocab_size=config.type_vocab_size,
             initializer_range=config.initializer_range,
@@ -71,8 +72,15 @@ class BertEncoder(keras.Model):
             dtype=dtype,
             name="embeddings",
         )
-        blocks = [
-            TransformerEncoderBlock(
+        # ALBERT's factorised embedding: E-wide embeddings, then a projection to the hidden size.
+        embedding_projection = None
+        if config.embedding_size is not None:
+            embedding_projection = keras.layers.Dense(
+                config.hidden_size, kernel_initializer=initializer, dtype=dtype, name="embedding_projection"
+            )
+
+        def block(name):
+            return TransformerEncoderBlock(
                 hidden_size=config.hidden_size,
                 num_heads=config.num_attention_heads,
                 intermediate_size=config.intermediate_size,
@@ -82,16 +90,22 @@ class BertEncoder(keras.Model):
                 initializer_range=config.initializer_range,
                 layer_norm_eps=config.layer_norm_eps,
                 dtype=dtype,
-                name=f"transformer_layer_{i}",
+                name=name,
             )
-            for i in range(config.num_hidden_layers)
-        ]
+
+        if config.share_layer_weights:
+            # ALBERT's cross-layer sharing: one block, applied num_hidden_layers times.
+            blocks = [block("transformer_layer")] * config.num_hidden_layers
+        else:
+            blocks = [block(f"transformer_layer_{i}") for i in range(config.num_hidden_layers)]
         pooler = keras.layers.Dense(
             config.hidden_size, activation="tanh", kernel_initializer=initializer, dtype=dtype, name="pooler"
         )
 
         inputs = encoder_inputs()
         embedding_output = embeddings(inputs["input_word_ids"], inputs["input_type_ids"])
+        if embedding_projection is not None:
+            embedding_output = embedding_projection(embedding_output)
         hidden_states = embedding_output
         # Once for all layers, not once per layer.
         attention_bias = padding_attention_bias(inputs["input_mask"])
@@ -110,6 +124,9 @@ class BertEncoder(keras.Model):
 
         self.config = config
         self.embeddings = embeddings
+        if embedding_projection is not None:
+            self.embedding_projection = embedding_projection
+        # With `share_layer_weights`, the same block num_hidden_layers times.
         self.transformer_layers = blocks
         self.pooler = pooler
 

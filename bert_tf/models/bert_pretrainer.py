@@ -10,6 +10,8 @@ from bert_tf.models.task import ENCODER_KEY, Task
 
 MASKED_LM_KEY = "masked_lm"
 NEXT_SENTENCE_KEY = "next_sentence"
+# The sentence labels a batch may hold -> the prefix of their loss and accuracy; the 2-way head serves both.
+SENTENCE_LABELS = {"next_sentence_labels": "nsp", "sentence_order_labels": "sop"}
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -95,17 +97,21 @@ def sparse_cross_entropy_with_hits(labels, logits):
 
 
 def pretraining_losses(features: dict, outputs: dict) -> dict:
-    """The original BERT pretraining losses and accuracies for one batch.
+    """The pretraining losses and accuracies for one batch, for the sentence task its features hold.
 
     Args:
       features: `masked_lm_ids` int [batch, P], `masked_lm_weights` float
-        [batch, P] (0 for padding predictions), `next_sentence_labels` int [batch].
+        [batch, P] (0 for padding predictions), and the sentence label, if any:
+        `next_sentence_labels` int [batch] (BERT's next-sentence prediction) or
+        `sentence_order_labels` int [batch] (ALBERT's sentence order, 1 = swapped;
+        the same 2-way head predicts it). Without either (RoBERTa's full
+        sentences), the loss is the masked LM's alone and the head's output is unused.
       outputs: `BertPretrainer` outputs.
 
     Returns:
-      A dict of float32 scalars: `loss` (= mlm_loss + nsp_loss), `mlm_loss`
-      (weighted mean over real predictions), `nsp_loss`, `mlm_accuracy`,
-      `nsp_accuracy`.
+      A dict of float32 scalars: `loss` (= mlm_loss + the sentence loss), `mlm_loss`
+      (weighted mean over real predictions), `mlm_accuracy`, and `nsp_loss`,
+      `nsp_accuracy` or `sop_loss`, `sop_accuracy` (sentence-order accuracy) by the label.
     """
     weights = ops.cast(features["masked_lm_weights"], "float32")
     masked_lm_ids = ops.cast(features["masked_lm_ids"], "int32")
@@ -114,15 +120,15 @@ def pretraining_losses(features: dict, outputs: dict) -> dict:
     total_weight = ops.sum(weights) + 1e-5
     mlm_loss = ops.sum(per_prediction * weights) / total_weight
     mlm_accuracy = ops.sum(mlm_correct * weights) / total_weight
+    losses = {"loss": mlm_loss, "mlm_loss": mlm_loss, "mlm_accuracy": mlm_accuracy}
 
-    nsp_labels = ops.reshape(ops.cast(features["next_sentence_labels"], "int32"), (-1,))
-    nsp_logits = ops.cast(outputs["nsp_logits"], "float32")
-    nsp_loss = ops.mean(keras.losses.sparse_categorical_crossentropy(nsp_labels, nsp_logits, from_logits=True))
-    nsp_accuracy = ops.mean(ops.cast(ops.equal(ops.argmax(nsp_logits, axis=-1), nsp_labels), "float32"))
-    return {
-        "loss": mlm_loss + nsp_loss,
-        "mlm_loss": mlm_loss,
-        "nsp_loss": nsp_loss,
-        "mlm_accuracy": mlm_accuracy,
-        "nsp_accuracy": nsp_accuracy,
-    }
+    for label, prefix in SENTENCE_LABELS.items():
+        if label not in features:
+            continue
+        labels = ops.reshape(ops.cast(features[label], "int32"), (-1,))
+        logits = ops.cast(outputs["nsp_logits"], "float32")
+        loss = ops.mean(keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True))
+        losses["loss"] = mlm_loss + loss
+        losses[f"{prefix}_loss"] = loss
+        losses[f"{prefix}_accuracy"] = ops.mean(ops.cast(ops.equal(ops.argmax(logits, axis=-1), labels), "float32"))
+    return losses

@@ -30,11 +30,14 @@ _BATCH = 1024
 class FeatureLengths:
     seq_length: int
     max_predictions_per_seq: int
+    sentence_task: str = "nsp"  # which label the records hold ("none": no label)
 
 
 def feature_lengths(record: bytes) -> FeatureLengths:
     """Reads the padded lengths from one serialized Example."""
     import tensorflow as tf
+
+    from bert_tf.data.pretraining_features import sentence_task_of
 
     feature = tf.train.Example.FromString(record).features.feature
     if "input_ids" not in feature:
@@ -42,14 +45,16 @@ def feature_lengths(record: bytes) -> FeatureLengths:
             f"records have no 'input_ids' feature; not BERT pretraining data (features: {sorted(feature.keys())})"
         )
     predictions = len(feature["masked_lm_positions"].int64_list.value) if "masked_lm_positions" in feature else 0
-    return FeatureLengths(len(feature["input_ids"].int64_list.value), predictions)
+    return FeatureLengths(len(feature["input_ids"].int64_list.value), predictions, sentence_task_of(feature.keys()))
 
 
 def _parse_spec(lengths: FeatureLengths):
     from bert_tf.data import pretraining_features
 
     p = lengths.max_predictions_per_seq
-    return pretraining_features.feature_spec(lengths.seq_length, p, masked_lm="required" if p else "absent")
+    return pretraining_features.feature_spec(
+        lengths.seq_length, p, masked_lm="required" if p else "absent", sentence_task=lengths.sentence_task
+    )
 
 
 def _tokens(ids, vocab: Sequence[str] | None) -> list[str]:
@@ -74,12 +79,15 @@ def format_instance(index: int, example, vocab: Sequence[str] | None) -> str:
     shown = [f"{{{token}->{masked[i]}}}" if i in masked else token for i, token in enumerate(tokens)]
     a_part = " ".join(t for t, s in zip(shown, segments) if s == 0)
     b_part = " ".join(t for t, s in zip(shown, segments) if s == 1)
-    is_random = int(example["next_sentence_labels"][0]) == 1
-    return (
-        f"Instance {index}: length {length}, {len(masked)} masked, "
-        f"next sentence: {'random (label 1)' if is_random else 'actual (label 0)'}\n"
-        f"  A: {a_part}\n  B: {b_part}"
-    )
+    if "next_sentence_labels" in example:
+        is_random = int(example["next_sentence_labels"][0]) == 1
+        label = f"next sentence: {'random (label 1)' if is_random else 'actual (label 0)'}"
+    elif "sentence_order_labels" in example:
+        swapped = int(example["sentence_order_labels"][0]) == 1
+        label = f"sentence order: {'swapped (label 1)' if swapped else 'in order (label 0)'}"
+    else:
+        label = "no sentence label"
+    return f"Instance {index}: length {length}, {len(masked)} masked, {label}\n  A: {a_part}\n  B: {b_part}"
 
 
 @dataclasses.dataclass
@@ -95,6 +103,7 @@ class RecordStats:
     num_random: int = 0
     num_random_next: int = 0
     num_special_masked: int = 0
+    sentence_task: str = "nsp"
 
     def add(self, batch, mask_id: int | None):
         mask = batch["input_mask"]
@@ -102,7 +111,9 @@ class RecordStats:
         self.num_records += len(lengths)
         self.lengths.append(lengths)
         self.b_lengths.append(batch["segment_ids"].sum(axis=1))
-        self.num_random_next += int(batch["next_sentence_labels"].sum())
+        for label in ("next_sentence_labels", "sentence_order_labels"):
+            if label in batch:
+                self.num_random_next += int(batch[label].sum())
         if "masked_lm_weights" not in batch:
             return
         real = batch["masked_lm_weights"] > 0
@@ -131,10 +142,15 @@ class RecordStats:
             f"Sequence length: mean {lengths.mean():.1f}, min {lengths.min()}, "
             f"max {lengths.max()}; segment B (incl. [SEP]) mean "
             f"{b_lengths.mean():.1f}",
-            f"Next sentence: random {self.num_random_next:,} "
-            f"({self.num_random_next / self.num_records:.1%}), actual "
-            f"{self.num_records - self.num_random_next:,}",
         ]
+        ones, zeros = {"nsp": ("Next sentence: random", "actual"), "sop": ("Sentence order: swapped", "in order")}.get(
+            self.sentence_task, (None, None)
+        )
+        if ones:
+            lines.append(
+                f"{ones} {self.num_random_next:,} ({self.num_random_next / self.num_records:.1%}), {zeros} "
+                f"{self.num_records - self.num_random_next:,}"
+            )
         if self.predictions:
             predictions = np.concatenate(self.predictions)
             total = max(int(predictions.sum()), 1)
@@ -221,7 +237,7 @@ def inspect(
         f"{lengths.max_predictions_per_seq}\n\n"
     )
     spec = _parse_spec(lengths)
-    stats = RecordStats()
+    stats = RecordStats(sentence_task=lengths.sentence_task)
     shown = 0
     # One file at a time, so an error names the file and the record.
     for path in files:

@@ -50,8 +50,8 @@ class ChunkStats:
     num_mask_token: int = 0
     num_random_token: int = 0
     num_kept_token: int = 0
-    num_random_next: int = 0
-    num_one_sentence: int = 0  # random next sentence because the segment had one sentence
+    num_random_next: int = 0  # label 1: B random ("nsp") or A and B swapped ("sop")
+    num_one_sentence: int = 0  # random next sentence ("nsp") or a cut inside a sentence ("sop"): one-sentence segment
 
     def add(self, other: "ChunkStats"):
         for field in dataclasses.fields(self):
@@ -79,6 +79,9 @@ class InstanceBuilder:
     def __init__(self, settings: BuilderSettings):
         self._settings = settings
         self._names = settings.int_features + settings.float_features
+        label = instances.SENTENCE_LABEL_FEATURES[settings.config.sentence_task]
+        # Feature name -> attribute of `PretrainingInstances`.
+        self._attributes = {name: "sentence_labels" if name == label else name for name in self._names}
         self._encoder = example_encoder.ExampleEncoder(list(settings.int_features), list(settings.float_features))
 
     def __call__(self, chunk_index: int, chunk: instances.DocumentChunk) -> tuple[list[bytes], ChunkStats]:
@@ -93,7 +96,7 @@ class InstanceBuilder:
             chunk_index=chunk_index,
             batch_size=_INSTANCE_BATCH,
         ):
-            records.extend(self._encoder.encode({name: getattr(batch, name) for name in self._names}))
+            records.extend(self._encoder.encode({name: getattr(batch, self._attributes[name]) for name in self._names}))
             choices = batch.mask_choices
             stats.num_instances += len(batch)
             stats.num_instance_tokens += int(batch.input_mask.sum())
@@ -101,7 +104,7 @@ class InstanceBuilder:
             stats.num_mask_token += int((choices == instances.MASK_CHOICE_MASK).sum())
             stats.num_random_token += int((choices == instances.MASK_CHOICE_RANDOM).sum())
             stats.num_kept_token += int((choices == instances.MASK_CHOICE_KEEP).sum())
-            stats.num_random_next += int(np.sum(batch.next_sentence_labels))
+            stats.num_random_next += int(np.sum(batch.sentence_labels))
             stats.num_one_sentence += int(np.sum(batch.one_sentence))
         return records, stats
 

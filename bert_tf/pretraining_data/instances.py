@@ -1,5 +1,12 @@
 """BERT pretraining instances (sentence pairs + masked LM) from token ids.
 
+`InstanceConfig.sentence_task` picks how sequences are cut from the documents:
+"nsp" (the original's next-sentence pairs, described below), "sop" (ALBERT's
+sentence-order pairs: `create_sentence_order_spans`) or "none" (RoBERTa's
+FULL-SENTENCES packing with no sentence label: `create_full_sentence_spans`);
+`InstanceConfig.masking` picks "token", "whole_word" or "span" (SpanBERT,
+`span_masking`) masking.
+
 This is the algorithm of google-research/bert's `create_pretraining_data.py`,
 rewritten to work on one bounded chunk of documents held as flat numpy arrays:
 
@@ -15,7 +22,9 @@ rewritten to work on one bounded chunk of documents held as flat numpy arrays:
 * `min(max_predictions_per_seq, max(1, round(len(tokens) * masked_lm_prob)))`
   positions (never [CLS]/[SEP]) are chosen; each becomes [MASK] 80% of the
   time, a random vocabulary id 10%, itself 10%. With whole-word masking a word
-  (a token plus its following `##` pieces) is chosen or skipped as a unit.
+  (a token plus its following `##` pieces) is chosen or skipped as a unit;
+  with span masking, whole-word spans are chosen (`span_masking`) and the
+  80/10/10 choice is made once per span.
 
 What differs from the original, and why:
 
@@ -36,6 +45,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from bert_tf.pretraining_data import span_masking
+
+SENTENCE_TASKS = ("nsp", "sop", "none")
+# The record feature holding each sentence task's label (`bert_tf.data.pretraining_features` reads it from here).
+SENTENCE_LABEL_FEATURES = {"nsp": "next_sentence_labels", "sop": "sentence_order_labels", "none": None}
+MASKING_METHODS = ("token", "whole_word", "span")
+
 # A [SEP]/[CLS] can never be chosen: their sort key is above every uniform draw.
 _UNSELECTABLE_KEY = 2.0
 
@@ -54,11 +70,16 @@ class InstanceConfig:
     masked_lm_prob: float = 0.15
     short_seq_prob: float = 0.1
     dupe_factor: int = 10
-    do_whole_word_mask: bool = False
+    masking: str = "token"
     do_masking: bool = True
+    sentence_task: str = "nsp"
 
     def validate(self):
         """Raises ValueError naming the offending parameter (= the CLI flag)."""
+        if self.sentence_task not in SENTENCE_TASKS:
+            raise ValueError(f"--sentence_task={self.sentence_task!r} must be one of {', '.join(SENTENCE_TASKS)}.")
+        if self.masking not in MASKING_METHODS:
+            raise ValueError(f"--masking={self.masking!r} must be one of {', '.join(MASKING_METHODS)}.")
         if self.max_seq_length < 5:
             raise ValueError(
                 f"--max_seq_length={self.max_seq_length} is too small: an instance "
@@ -88,8 +109,8 @@ class InstanceConfig:
 
     @property
     def max_num_tokens(self):
-        """Tokens left for A and B after [CLS], [SEP], [SEP]."""
-        return self.max_seq_length - 3
+        """Tokens left for the text: after [CLS] A [SEP] B [SEP]'s three, or [CLS] ... [SEP]'s two ("none")."""
+        return self.max_seq_length - (2 if self.sentence_task == "none" else 3)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,8 +196,11 @@ class DocumentChunk:
 class PairSpans:
     """A/B token spans of instances, before assembly. All arrays are [N].
 
-    `one_sentence` marks segments of a single sentence, whose B is random
-    whatever the coin says.
+    `is_random_next` is the sentence label: 1 when B is from another document
+    ("nsp") or when A and B were swapped ("sop"); 0 for "none", whose spans have
+    no B (`b_length` 0). `one_sentence` marks segments of a single sentence,
+    whose B is random whatever the coin says ("nsp") or which were cut inside
+    the sentence ("sop").
     """
 
     a_start: np.ndarray
@@ -204,7 +228,9 @@ class PretrainingInstances:
         masked_lm_positions: int32 [N, max_predictions_per_seq], 0-padded.
         masked_lm_ids: int32 [N, max_predictions_per_seq], original ids, 0-padded.
         masked_lm_weights: float32 [N, max_predictions_per_seq], 1 or 0.
-        next_sentence_labels: int32 [N], 1 when B is from another document.
+        sentence_labels: int32 [N], the sentence task's label (see `PairSpans`);
+            written as `next_sentence_labels` ("nsp"), `sentence_order_labels`
+            ("sop"), or not at all ("none").
         mask_choices: int8 [N, max_predictions_per_seq], MASK_CHOICE_* per
             prediction (for statistics; not written).
         one_sentence: bool [N], the segment had one sentence so B had to be
@@ -217,7 +243,7 @@ class PretrainingInstances:
     masked_lm_positions: np.ndarray
     masked_lm_ids: np.ndarray
     masked_lm_weights: np.ndarray
-    next_sentence_labels: np.ndarray
+    sentence_labels: np.ndarray
     mask_choices: np.ndarray
     one_sentence: np.ndarray
 
@@ -321,6 +347,145 @@ def create_pair_spans(chunk: DocumentChunk, config: InstanceConfig, rng: random.
     )
 
 
+def create_sentence_order_spans(chunk: DocumentChunk, config: InstanceConfig, rng: random.Random) -> PairSpans:
+    """ALBERT's sentence-order pairs: two consecutive pieces of one document, swapped half the time.
+
+    Segments are gathered as for "nsp" (target length, `short_seq_prob`) and
+    split at a random sentence boundary into A and B; B is never taken from
+    another document. A one-sentence segment is cut at a random token inside
+    the sentence (ALBERT falls back to a random next sentence there; a
+    one-token sentence gives no pair). With probability 0.5 A and B change
+    places and the label (`is_random_next`) is 1.
+    """
+    sentence_length = np.diff(chunk.sentence_offsets).tolist()
+    sentence_start = chunk.sentence_offsets.tolist()
+    document_start = chunk.document_offsets.tolist()
+    max_num_tokens = config.max_num_tokens
+    a_start, a_length, b_start, b_length, swapped, one_sentence = [], [], [], [], [], []
+    uniform = rng.random
+
+    def randint(low, high):
+        return low + int(uniform() * (high - low + 1))
+
+    document_order = list(range(len(document_start) - 1))
+    rng.shuffle(document_order)
+    for _ in range(config.dupe_factor):
+        for doc in document_order:
+            first, stop = document_start[doc], document_start[doc + 1]
+            target_length = max_num_tokens
+            if uniform() < config.short_seq_prob:
+                target_length = randint(2, max_num_tokens)
+            segment_first = first
+            segment_tokens = 0
+            for i in range(first, stop):
+                segment_tokens += sentence_length[i]
+                if i < stop - 1 and segment_tokens < target_length:
+                    continue
+                num_sentences = i - segment_first + 1
+                first_token, stop_token = sentence_start[segment_first], sentence_start[i + 1]
+                segment_first, segment_tokens = i + 1, 0
+                if num_sentences >= 2:
+                    cut = sentence_start[i + 1 - num_sentences + randint(1, num_sentences - 1)]
+                elif stop_token - first_token >= 2:
+                    cut = first_token + randint(1, stop_token - first_token - 1)
+                else:
+                    continue
+                spans = [(first_token, cut - first_token), (cut, stop_token - cut)]
+                is_swapped = uniform() < 0.5
+                if is_swapped:
+                    spans.reverse()
+                a_start.append(spans[0][0])
+                a_length.append(spans[0][1])
+                b_start.append(spans[1][0])
+                b_length.append(spans[1][1])
+                swapped.append(int(is_swapped))
+                one_sentence.append(num_sentences == 1)
+    return PairSpans(
+        a_start=np.asarray(a_start, np.int64),
+        a_length=np.asarray(a_length, np.int64),
+        b_start=np.asarray(b_start, np.int64),
+        b_length=np.asarray(b_length, np.int64),
+        is_random_next=np.asarray(swapped, np.int32),
+        one_sentence=np.asarray(one_sentence, bool),
+    )
+
+
+def create_full_sentence_spans(
+    chunk: DocumentChunk, config: InstanceConfig, vocab: VocabInfo, rng: random.Random
+) -> tuple[np.ndarray, PairSpans]:
+    """RoBERTa's FULL-SENTENCES packing: contiguous sentences up to `max_seq_length - 2` tokens, one segment.
+
+    Each dupe round lays the chunk's documents end to end in a new random
+    order with one [SEP] between documents, and cuts that stream into
+    sequences of whole sentences: a sequence takes sentences while they fit and
+    crosses document boundaries (keeping the [SEP] between them), never starts
+    or ends with the separator, and a sentence longer than a whole sequence is
+    cut into full-length pieces. `short_seq_prob` does not apply (RoBERTa
+    trains on full-length sequences only).
+
+    Returns:
+      (token_ids int32: the streams of every round back to back, spans into
+      them with `b_length` 0 and label 0).
+    """
+    sentence_length = np.diff(chunk.sentence_offsets).tolist()
+    sentence_start = chunk.sentence_offsets.tolist()
+    document_start = chunk.document_offsets.tolist()
+    budget = config.max_num_tokens
+    separator = np.asarray([vocab.sep_id], np.int32)
+    pieces, starts, lengths = [], [], []
+    offset = 0  # of the next piece in the stream
+    document_order = list(range(len(document_start) - 1))
+    for _ in range(config.dupe_factor):
+        rng.shuffle(document_order)
+        window_start, window_end, ends_with_separator = None, 0, False
+
+        def close():
+            nonlocal window_start
+            if window_start is not None:
+                starts.append(window_start)
+                lengths.append(window_end - window_start - int(ends_with_separator))
+            window_start = None
+
+        for k, doc in enumerate(document_order):
+            if k:
+                pieces.append(separator)
+                if window_start is not None:
+                    if window_end + 1 - window_start > budget:
+                        close()
+                    else:
+                        window_end, ends_with_separator = window_end + 1, True
+                offset += 1
+            first, stop = document_start[doc], document_start[doc + 1]
+            pieces.append(chunk.token_ids[sentence_start[first] : sentence_start[stop]])
+            for i in range(first, stop):
+                length = sentence_length[i]
+                if window_start is not None and window_end + length - window_start > budget:
+                    close()
+                while length > budget:
+                    starts.append(offset)
+                    lengths.append(budget)
+                    offset += budget
+                    length -= budget
+                if length:
+                    if window_start is None:
+                        window_start = window_end = offset
+                    window_end += length
+                    ends_with_separator = False
+                    offset += length
+        close()
+    token_ids = np.concatenate(pieces).astype(np.int32) if pieces else np.zeros([0], np.int32)
+    n = len(starts)
+    spans = PairSpans(
+        a_start=np.asarray(starts, np.int64),
+        a_length=np.asarray(lengths, np.int64),
+        b_start=np.zeros(n, np.int64),
+        b_length=np.zeros(n, np.int64),
+        is_random_next=np.zeros(n, np.int32),
+        one_sentence=np.zeros(n, bool),
+    )
+    return token_ids, spans
+
+
 def truncate_pairs(spans: PairSpans, max_num_tokens: int, rng: np.random.Generator) -> PairSpans:
     """Trims pairs to `max_num_tokens` like the original's `truncate_seq_pair`.
 
@@ -357,6 +522,8 @@ def assemble_instances(token_ids: np.ndarray, spans: PairSpans, config: Instance
     n = len(spans)
     # int32 index arithmetic: chunks hold far fewer than 2**31 tokens.
     position = np.arange(config.max_seq_length, dtype=np.int32)[None, :]
+    if config.sentence_task == "none":
+        return _assemble_one_segment(token_ids, spans, position, vocab)
     a_length = spans.a_length.astype(np.int32)[:, None]
     b_length = spans.b_length.astype(np.int32)[:, None]
     length = a_length + b_length + 3
@@ -377,6 +544,18 @@ def assemble_instances(token_ids: np.ndarray, spans: PairSpans, config: Instance
     input_mask = (position < length).astype(np.int32)
     segment_ids = ((position >= a_length + 2) & (position < length)).astype(np.int32)
     return input_ids, input_mask, segment_ids
+
+
+def _assemble_one_segment(token_ids, spans: PairSpans, position, vocab: VocabInfo):
+    """[CLS] A [SEP] + padding, segment ids all 0."""
+    a_length = spans.a_length.astype(np.int32)[:, None]
+    in_a = (position >= 1) & (position <= a_length)
+    source = np.where(in_a, spans.a_start.astype(np.int32)[:, None] + (position - 1), 0)
+    input_ids = np.where(in_a, token_ids[source], 0).astype(np.int32)
+    input_ids[:, 0] = vocab.cls_id
+    input_ids[np.arange(len(spans)), spans.a_length + 1] = vocab.sep_id
+    input_mask = (position < a_length + 2).astype(np.int32)
+    return input_ids, input_mask, np.zeros_like(input_mask)
 
 
 def _num_to_predict(length: np.ndarray, config: InstanceConfig):
@@ -482,21 +661,36 @@ def mask_instances(
     candidates[:, 0] = False
     candidates[rows, spans.a_length + 1] = False
     candidates[rows, length - 1] = False
+    if config.sentence_task == "none":
+        candidates &= input_ids != vocab.sep_id  # the separators between documents
     num_to_predict = _num_to_predict(length, config)
-    if config.do_whole_word_mask:
-        selected = _select_whole_words(input_ids, candidates, num_to_predict, vocab, rng)
+    span_id = None
+    if config.masking == "token":
+        positions = _select_token_positions(candidates, num_to_predict, rng)
+    else:
+        if config.masking == "whole_word":
+            selected = _select_whole_words(input_ids, candidates, num_to_predict, vocab, rng)
+        else:
+            selected, span_id = span_masking.select_spans(
+                candidates, vocab.is_continuation[input_ids], num_to_predict, rng, num_tries=2 * max_predictions
+            )
         # Selected positions first (ascending), then padding.
         positions = np.sort(np.where(selected, np.arange(seq_length)[None, :], seq_length), axis=1)[:, :max_predictions]
-    else:
-        positions = _select_token_positions(candidates, num_to_predict, rng)
     if positions.shape[1] < max_predictions:
         positions = np.pad(positions, [(0, 0), (0, max_predictions - positions.shape[1])], constant_values=seq_length)
     valid = positions < seq_length
     positions = np.where(valid, positions, 0)
     original = input_ids[rows[:, None], positions]
 
-    draw = rng.random((n, max_predictions), dtype=np.float32)
-    keep_or_random = rng.random((n, max_predictions), dtype=np.float32)
+    if span_id is None:
+        draw = rng.random((n, max_predictions), dtype=np.float32)
+        keep_or_random = rng.random((n, max_predictions), dtype=np.float32)
+    else:
+        # SpanBERT decides [MASK] / random / keep once per span, for all its tokens.
+        span_of = np.maximum(span_id[rows[:, None], positions], 0)
+        num_spans = int(span_id.max(initial=0)) + 1
+        draw = rng.random((n, num_spans), dtype=np.float32)[rows[:, None], span_of]
+        keep_or_random = rng.random((n, num_spans), dtype=np.float32)[rows[:, None], span_of]
     random_ids = rng.integers(0, vocab.vocab_size, size=(n, max_predictions))
     choice = np.where(
         draw < 0.8, MASK_CHOICE_MASK, np.where(keep_or_random < 0.5, MASK_CHOICE_KEEP, MASK_CHOICE_RANDOM)
@@ -528,7 +722,7 @@ def finish_instances(
         masked_lm_positions=positions,
         masked_lm_ids=ids,
         masked_lm_weights=weights,
-        next_sentence_labels=spans.is_random_next.astype(np.int32),
+        sentence_labels=spans.is_random_next.astype(np.int32),
         mask_choices=choices,
         one_sentence=spans.one_sentence,
     )
@@ -570,8 +764,14 @@ def create_instances(
     python_seed, generator = chunk_seeds(seed, chunk_index)
     if chunk.num_documents == 0:
         return
-    spans = create_pair_spans(chunk, config, random.Random(python_seed))
+    token_ids = chunk.token_ids
+    if config.sentence_task == "none":
+        token_ids, spans = create_full_sentence_spans(chunk, config, vocab, random.Random(python_seed))
+    elif config.sentence_task == "sop":
+        spans = create_sentence_order_spans(chunk, config, random.Random(python_seed))
+    else:
+        spans = create_pair_spans(chunk, config, random.Random(python_seed))
     spans = spans.take(generator.permutation(len(spans)))
     step = batch_size or max(len(spans), 1)
     for begin in range(0, len(spans), step):
-        yield finish_instances(chunk.token_ids, spans.take(slice(begin, begin + step)), config, vocab, generator)
+        yield finish_instances(token_ids, spans.take(slice(begin, begin + step)), config, vocab, generator)

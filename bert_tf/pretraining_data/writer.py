@@ -146,6 +146,7 @@ class WriteSummary:
     input_bytes: int
     num_chunks: int
     seconds: float
+    sentence_task: str = "nsp"
 
     @property
     def masked_fraction(self):
@@ -174,11 +175,25 @@ class WriteSummary:
             f"({self.masked_fraction:.2%}); [MASK] {s.num_mask_token / masked:.1%}"
             f", random {s.num_random_token / masked:.1%}, "
             f"kept {s.num_kept_token / masked:.1%}.",
-            f"Next sentence: {s.num_random_next:,} random "
-            f"({self.random_next_fraction:.1%}; {s.num_one_sentence:,} of them "
-            "because the segment had one sentence), "
-            f"{s.num_instances - s.num_random_next:,} actual.",
         ]
+        if self.sentence_task == "nsp":
+            lines.append(
+                f"Next sentence: {s.num_random_next:,} random "
+                f"({self.random_next_fraction:.1%}; {s.num_one_sentence:,} of them "
+                "because the segment had one sentence), "
+                f"{s.num_instances - s.num_random_next:,} actual."
+            )
+        elif self.sentence_task == "sop":
+            lines.append(
+                f"Sentence order: {s.num_random_next:,} swapped ({self.random_next_fraction:.1%}), "
+                f"{s.num_instances - s.num_random_next:,} in order; {s.num_one_sentence:,} pairs cut inside "
+                "a one-sentence segment."
+            )
+        else:
+            lines.append(
+                f"Full sentences (no sentence label): {s.num_instance_tokens / max(s.num_instances, 1):.1f} "
+                "tokens per sequence."
+            )
         for path, count in zip(self.output_files, self.instances_per_file):
             lines.append(f"  {path}: {count:,} instances")
         return "\n".join(lines)
@@ -226,7 +241,7 @@ def write_pretraining_data(
     progress_seconds: float = 10.0,
     tokenizer_factory: Callable = bert_tokenizer_factory,
 ) -> WriteSummary:
-    """Writes pretraining TFRecords with google-research/bert's features.
+    """Writes pretraining TFRecords with google-research/bert's features (those of `config.sentence_task`).
 
     Args:
         input_files: text files (one sentence per line, blank line between
@@ -276,7 +291,7 @@ def write_pretraining_data(
         config=config,
         vocab=vocab,
         random_seed=random_seed,
-        int_features=pretraining_features.INT_FEATURES,
+        int_features=pretraining_features.int_features(config.sentence_task),
         float_features=pretraining_features.FLOAT_FEATURES,
     )
     output = _ShardedOutput(output_files, compression, start_time, progress_seconds)
@@ -321,6 +336,7 @@ def write_pretraining_data(
         input_bytes=scan.num_bytes,
         num_chunks=output.num_chunks,
         seconds=time.time() - start_time,
+        sentence_task=config.sentence_task,
     )
     logging.info("%s", summary.format())
     return summary

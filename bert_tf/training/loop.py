@@ -140,7 +140,7 @@ from bert_tf.errors import JobArgumentError, check_int
 from bert_tf.training import distribution
 from bert_tf.training.data_position import ITERATOR_ITEM, TrainingInput
 from bert_tf.training.evaluation import Evaluator, MetricsFunctionEvaluator
-from bert_tf.training.optimization import create_optimizer
+from bert_tf.training.optimization import OPTIMIZERS, create_optimizer
 from bert_tf.training.precision import DynamicLossScale, needs_loss_scaling
 from bert_tf.training.summaries import format_metrics, write_scalars
 
@@ -165,6 +165,7 @@ class TrainingConfig:
       adam_epsilon: Adam's epsilon, added to sqrt(v) (original BERT: 1e-6; PyTorch's AdamW: 1e-8).
       adam_bias_correction: Adam's bias correction of the moments (the original BERT has none; PyTorch's and
         Keras' AdamW have it). Without it the first updates after the warm-up's start are smaller.
+      optimizer: "adamw" (BERT's) or "lamb" (You et al., 2019: layer-wise trust ratio; `bert_tf.training.lamb`).
       steps_per_loop: steps per `tf.function` call (logging interval too).
       num_microbatches: split each replica's batch into this many equal pieces whose gradients are summed
         before the one optimizer update (see "Micro-batches" in the module docstring); it must divide the
@@ -189,6 +190,7 @@ class TrainingConfig:
     clip_norm: float | None = 1.0
     adam_epsilon: float = 1e-6
     adam_bias_correction: bool = False
+    optimizer: str = "adamw"
     steps_per_loop: int = 100
     num_microbatches: int = 1
     save_checkpoints_steps: int = 1000
@@ -228,6 +230,8 @@ class TrainingConfig:
             raise JobArgumentError(f"--weight_decay_rate must be >= 0, got {self.weight_decay_rate!r}.")
         if not self.adam_epsilon > 0:
             raise JobArgumentError(f"--adam_epsilon must be positive, got {self.adam_epsilon!r}.")
+        if self.optimizer not in OPTIMIZERS:
+            raise JobArgumentError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}.")
         if self.clip_norm is not None and not self.clip_norm > 0:
             raise JobArgumentError(f"--clip_norm must be positive or None, got {self.clip_norm!r}.")
 
@@ -389,6 +393,7 @@ class _Trainer:
                 clip_norm=config.clip_norm,
                 epsilon=config.adam_epsilon,
                 bias_correction=config.adam_bias_correction,
+                optimizer=config.optimizer,
             )
             self.step = tf.Variable(
                 0, dtype=tf.int64, trainable=False, name="step", aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA

@@ -40,6 +40,7 @@ import tensorflow as tf
 from bert_tf.training.schedule import warmup_polynomial_decay
 
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("layer_norm", "LayerNorm", "bias")
+OPTIMIZERS = ("adamw", "lamb")
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -160,6 +161,8 @@ class AdamWeightDecay(tf.Module):
             and not any(re.search(pattern, name) for pattern in self.exclude_from_weight_decay)
             for name in self.variable_names
         ]
+        # Variables whose update a subclass rescales (`_adapt_update`: LAMB's trust ratio); none in Adam.
+        self.adapt_mask = [False] * len(self.variable_names)
 
         strategy = tf.distribute.get_strategy()
         self.iterations = tf.Variable(
@@ -229,13 +232,15 @@ class AdamWeightDecay(tf.Module):
         # size; in a chain they live one variable at a time, which lowers the step's memory peak (RESULTS.md,
         # probe_layers_cost). The arithmetic is unchanged.
         previous = []
-        for var, grad, m, v, decay in zip(self._variables.items, grads, self.m, self.v, self.decay_mask):
+        for var, grad, m, v, decay, adapt in zip(
+            self._variables.items, grads, self.m, self.v, self.decay_mask, self.adapt_mask
+        ):
             with tf.control_dependencies(previous):
                 updated = extended.update(
                     var,
                     self._update_variable,
                     args=(grad, clip_scale, learning_rate, step) + conditional,
-                    kwargs={"m": m, "v": v, "decay": decay},
+                    kwargs={"m": m, "v": v, "decay": decay, "adapt": adapt},
                     group=False,
                 )
             previous = tf.nest.flatten(strategy.experimental_local_results(updated))
@@ -250,7 +255,9 @@ class AdamWeightDecay(tf.Module):
                     group=False,
                 )
 
-    def _update_variable(self, var, grad, clip_scale, learning_rate, step, apply_update=None, *, m, v, decay):
+    def _update_variable(
+        self, var, grad, clip_scale, learning_rate, step, apply_update=None, *, m, v, decay, adapt=False
+    ):
         if clip_scale is not None:
             grad = grad * tf.cast(clip_scale, grad.dtype)
         next_m = self.beta_1 * m + (1.0 - self.beta_1) * grad
@@ -264,6 +271,8 @@ class AdamWeightDecay(tf.Module):
         update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
         if decay:
             update += self.weight_decay_rate * var
+        if adapt:
+            update = self._adapt_update(var, update)
         # The three writes as one op, which the next variable's update waits for.
         if apply_update is None:
             return tf.group(m.assign(next_m), v.assign(next_v), var.assign_sub(learning_rate * update))
@@ -285,9 +294,21 @@ def create_optimizer(
     epsilon: float = 1e-6,
     end_learning_rate: float = 0.0,
     bias_correction: bool = False,
+    optimizer: str = "adamw",
 ) -> AdamWeightDecay:
-    """BERT's optimizer for `variables`: AdamW + warm-up and linear decay to 0."""
+    """BERT's optimizer for `variables`: AdamW (or LAMB, `bert_tf.training.lamb`) + warm-up and linear decay to 0.
+
+    `optimizer="lamb"` gives LAMB with its own bias correction (always on) and the same schedule and clipping.
+    """
     schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps, end_learning_rate)
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}.")
+    if optimizer == "lamb":
+        from bert_tf.training.lamb import Lamb
+
+        return Lamb(
+            variables, learning_rate=schedule, weight_decay_rate=weight_decay_rate, epsilon=epsilon, clip_norm=clip_norm
+        )
     return AdamWeightDecay(
         variables,
         learning_rate=schedule,

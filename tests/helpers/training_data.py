@@ -33,8 +33,11 @@ def vocab_size() -> int:
         return sum(1 for line in f if line.strip())
 
 
-def write_pretraining_records(directory) -> dict:
-    """Writes train.tfrecord and eval.tfrecord under `directory`; returns their paths and the vocab's."""
+def write_pretraining_records(directory, **instance_options) -> dict:
+    """Writes train.tfrecord and eval.tfrecord under `directory`; returns their paths and the vocab's.
+
+    `instance_options`: further `InstanceConfig` fields (`sentence_task`, `masking`).
+    """
     from bert_tf.pretraining_data import InstanceConfig, write_pretraining_data
 
     directory = pathlib.Path(directory)
@@ -46,7 +49,10 @@ def write_pretraining_records(directory) -> dict:
         text_path = directory / f"{name}.txt"
         text_path.write_text(text + "\n", encoding="utf-8")
         config = InstanceConfig(
-            max_seq_length=SEQ_LENGTH, max_predictions_per_seq=MAX_PREDICTIONS, dupe_factor=dupe_factor
+            max_seq_length=SEQ_LENGTH,
+            max_predictions_per_seq=MAX_PREDICTIONS,
+            dupe_factor=dupe_factor,
+            **instance_options,
         )
         record_path = str(directory / f"{name}.tfrecord")
         write_pretraining_data(
