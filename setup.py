@@ -47,6 +47,7 @@ CONSOLE_SCRIPTS = [
     "bert_tf_extract_features=experiments.extract_features:run",
     "bert_tf_probe_layers=experiments.probe_layers:run",
     "bert_tf_distill=experiments.distill:run",
+    "bert_tf_distill_frontier=experiments.distill_frontier:run",
     "bert_tf_demo=experiments.demo:run",
     "bert_tf_create_pretraining_data=tfrecords_tools.create_pretraining_data:run",
     "bert_tf_inspect_tfrecords=tfrecords_tools.inspect_tfrecords:run",

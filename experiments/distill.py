@@ -29,11 +29,7 @@ FLAGS = flags.FLAGS
 
 def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
-    from bert_tf.data.finetuning_readers import TEXT_FORMATS
-    from bert_tf.jobs.finetune import DEFAULT_SCHEDULE
-
     job_flags.define_runtime_flags()
-    schedule = DEFAULT_SCHEDULE
 
     flags.DEFINE_string("teacher_dir", None, "The teacher: a model directory that experiments.finetune trained.")
     flags.DEFINE_string("output_dir", None, "The student's model directory (new or empty; a killed run resumes).")
@@ -64,16 +60,29 @@ def define_flags():
         None,
         "More text that only the teacher labels: .txt (one text per line) or the training file's format.",
     )
+    define_data_and_schedule_flags()
+    flags.DEFINE_string("predict_file", None, "Prediction data (labels optional), same formats.")
+    flags.DEFINE_string("tfds_predict_split", None, "TFDS split for prediction.")
+    flags.DEFINE_integer("bucket_width", 16, "Pad batches to multiples of this; 0 = every batch at --max_seq_length.")
+    flags.DEFINE_float("dropout_rate", None, "Dropout before the output layer (default: hidden_dropout_prob).")
+    flags.DEFINE_boolean("do_eval", True, "Evaluate the student and the teacher on --eval_file.")
+    flags.DEFINE_boolean("do_predict", False, "Predict on --predict_file.")
+    flags.DEFINE_integer("predict_batch_size", None, "Prediction batch size (default: --eval_batch_size).")
 
+
+def define_data_and_schedule_flags():
+    """experiments.finetune's data, task and schedule flags (shared with experiments.distill_frontier)."""
+    from bert_tf.data.finetuning_readers import TEXT_FORMATS
+    from bert_tf.jobs.finetune import DEFAULT_SCHEDULE
+
+    schedule = DEFAULT_SCHEDULE
     # Data: experiments.finetune's flags.
     flags.DEFINE_string("train_file", None, "Training data: TSV/CSV/JSONL or CoNLL columns.")
     flags.DEFINE_string("eval_file", None, "Evaluation data (labelled), same formats.")
-    flags.DEFINE_string("predict_file", None, "Prediction data (labels optional), same formats.")
     flags.DEFINE_string("tfds_name", None, "A prepared TFDS text dataset instead of files.")
     flags.DEFINE_string("tfds_data_dir", None, "The TFDS data directory.")
     flags.DEFINE_string("tfds_train_split", "train", "TFDS split for training.")
     flags.DEFINE_string("tfds_eval_split", None, "TFDS split for evaluation.")
-    flags.DEFINE_string("tfds_predict_split", None, "TFDS split for prediction.")
     flags.DEFINE_string("text_a_column", None, "First text column (name or 0-based index). Default: text_a.")
     flags.DEFINE_string("text_b_column", None, "Second text column for sentence pairs. Default: text_b.")
     flags.DEFINE_string("label_column", None, "Label column. Default: label.")
@@ -83,13 +92,8 @@ def define_flags():
     flags.DEFINE_integer("conll_label_column", -1, "CoNLL files: the tag column (-1 = last).")
     flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents (uncased teachers).")
     flags.DEFINE_integer("max_seq_length", None, "Packed sequence length (default: the teacher's).")
-    flags.DEFINE_integer("bucket_width", 16, "Pad batches to multiples of this; 0 = every batch at --max_seq_length.")
-    flags.DEFINE_float("dropout_rate", None, "Dropout before the output layer (default: hidden_dropout_prob).")
-    flags.DEFINE_boolean("do_eval", True, "Evaluate the student and the teacher on --eval_file.")
-    flags.DEFINE_boolean("do_predict", False, "Predict on --predict_file.")
     flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
     flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch size (and of the teacher's labelling pass).")
-    flags.DEFINE_integer("predict_batch_size", None, "Prediction batch size (default: --eval_batch_size).")
 
     # Schedule: experiments.finetune's.
     flags.DEFINE_float("learning_rate", schedule["learning_rate"], "Peak learning rate of AdamW.")
@@ -108,21 +112,28 @@ def _column(value):
     return int(value) if value is not None and value.lstrip("-").isdigit() else value
 
 
+def data_config_from_flags():
+    """The `FinetuningDataConfig` of the parsed data flags; --train_file (or --tfds_name) is required."""
+    from bert_tf.jobs.finetune import FinetuningDataConfig
+
+    columns = ("text_a_column", "text_b_column", "label_column")
+    data = job_flags.config_from_flags(FinetuningDataConfig, **{name: _column(FLAGS[name].value) for name in columns})
+    if not (data.train_file or data.tfds_name):
+        raise cli.BadInputError("--train_file (or --tfds_name) is required.")
+    return data
+
+
 # Bad input (a DataError is a ValueError) is one clear line instead of a traceback.
 @cli.main_function("distill", bad_input=(ValueError, FileNotFoundError, FileExistsError))
 def main(argv):
     del argv  # Checked by cli.main_function.
     from bert_tf.jobs import distill as job
-    from bert_tf.jobs.finetune import FinetuningDataConfig
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
     cli.require_flags("teacher_dir", "output_dir")
     config = job_flags.config_from_flags(job.DistillationConfig)
     student = job_flags.config_from_flags(job.StudentConfig)
-    columns = ("text_a_column", "text_b_column", "label_column")
-    data = job_flags.config_from_flags(FinetuningDataConfig, **{name: _column(FLAGS[name].value) for name in columns})
-    if not (data.train_file or data.tfds_name):
-        raise cli.BadInputError("--train_file (or --tfds_name) is required.")
+    data = data_config_from_flags()
     schedule = job_flags.config_from_flags(TrainingConfig)
     runtime = job_flags.config_from_flags(RuntimeConfig)
     results = job.run_distillation(

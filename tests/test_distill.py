@@ -340,3 +340,42 @@ def test_bad_input_exits_2_with_one_line(teacher, bad_input_files, tmp_path, cap
     assert expected in err
     assert not os.path.exists(output_dir)
     assert sorted(os.listdir(bad_input_files["existing"])) == existing_before
+
+
+# --- the frontier ----------------------------------------------------------------------
+
+
+def test_frontier_reports_every_model_and_form_with_interleaved_speeds(teacher, tmp_path):
+    from experiments import distill_frontier
+
+    output_dir = tmp_path / "frontier"
+    argv = [
+        f"--teacher_dir={teacher['teacher_dir']}",
+        f"--output_dir={output_dir}",
+        f"--train_file={teacher['train_file']}",
+        f"--eval_file={teacher['eval_file']}",
+        "--text_a_column=sentence",
+        "--student_layers=1",
+        "--forms=float32",  # the int8 and bfloat16 forms: tests/test_distillation_inference.py
+        "--num_train_steps=20",
+        "--learning_rate=1e-3",
+        "--steps_per_loop=10",
+        "--speed_examples=40",
+        "--speed_rounds=2",
+        "--eval_batch_size=32",
+        "--max_seq_length=16",
+    ]
+    assert run_main(distill_frontier, argv) == 0
+    with open(output_dir / "report.json") as f:
+        report = json.load(f)
+    rows = {(row["model"], row["form"]): row for row in report["rows"]}
+    assert sorted(rows) == [("layers_1", "float32"), ("teacher", "float32")]
+    # The teacher's float32 row is the reference; its metric is what the fine-tuning job measured.
+    assert rows["teacher", "float32"]["speedup"] == 1.0 and rows["teacher", "float32"]["metric_change"] == 0.0
+    assert rows["teacher", "float32"]["metric"] == pytest.approx(teacher["teacher_results"]["accuracy"])
+    for row in rows.values():
+        assert len(row["round_seconds"]) == 2 and row["sequences_per_second"] > 0
+        assert os.path.exists(os.path.join(row["export_dir"], "saved_model.pb"))
+    assert report["speed"]["examples"] == 40 and rows["layers_1", "float32"]["num_layers"] == 1
+    assert (output_dir / "frontier.png").stat().st_size > 1000
+    assert "| layers_1 | 1 | float32 |" in (output_dir / "report.md").read_text()

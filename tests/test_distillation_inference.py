@@ -1,6 +1,5 @@
 """bfloat16 and int8 inference forms (`bert_tf.distillation.inference`) and their SavedModels (`--quantize`)."""
 
-
 import numpy as np
 import pytest
 
