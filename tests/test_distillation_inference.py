@@ -93,3 +93,13 @@ def test_inference_form_of_a_task_model_keeps_its_head_and_float_model():
     assert all(np.array_equal(a, b) for a, b in zip(before, classifier.get_weights()))
     with pytest.raises(ValueError, match="float16"):
         inference_form(classifier, "float16")
+
+
+def test_distillation_modules_docstring_examples_run():
+    import doctest
+
+    from bert_tf.distillation import inference, losses, students
+
+    for module in (students, losses, inference):
+        result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+        assert result.attempted >= 2 and result.failed == 0, module.__name__
