@@ -211,6 +211,39 @@ def test_sentence_pair_student_with_unlabeled_text_and_hidden_state_loss(tmp_pat
         assert json.load(f)["task"] == "sentence_pair_classification"
 
 
+def test_tagging_student_with_unlabeled_sentences(tmp_path):
+    """Per-token soft targets ([N, length, tags], cut with the batch's bucket) and a .txt of unlabelled sentences."""
+    train = synthetic.write_conll(str(tmp_path / "train.conll"), synthetic.tagging_sentences(160, 1))
+    dev = synthetic.write_conll(str(tmp_path / "dev.conll"), synthetic.tagging_sentences(40, 2))
+    unlabeled = tmp_path / "more.txt"
+    unlabeled.write_text("\n".join(" ".join(w for w, _ in s) for s in synthetic.tagging_sentences(40, 3)) + "\n")
+    teacher_dir = str(tmp_path / "teacher")
+    finetune(
+        "token_classification",
+        teacher_dir,
+        model_dir=synthetic.make_model_dir(str(tmp_path / "model")),
+        train_file=train,
+        do_train=True,
+        num_train_steps=40,
+        **dict(TEACHER_ARGUMENTS, steps_per_loop=20),
+    )
+    results = distill(
+        str(tmp_path / "student"),
+        teacher_dir=teacher_dir,
+        student_num_layers=1,
+        unlabeled_file=str(unlabeled),
+        train_file=train,
+        eval_file=dev,
+        num_train_steps=30,
+        learning_rate=1e-3,
+        steps_per_loop=15,
+        seed=1,
+    )
+    # Names and places from fixed lists: the teacher learns them, and its 1-layer student keeps them.
+    assert results["teacher"]["entity_f1"] >= 0.9
+    assert results["student"]["entity_f1"] >= results["teacher"]["entity_f1"] - 0.1
+
+
 # --- resume after a kill ---------------------------------------------------------------
 
 

@@ -38,7 +38,7 @@ PRIMARY_METRIC = {
     "classification": "accuracy",
     "sentence_pair_classification": "accuracy",
     "regression": "pearson",
-    "token_classification": "f1",
+    "token_classification": "entity_f1",
 }
 
 
