@@ -277,9 +277,10 @@ def _read_teacher(config: DistillationConfig) -> _Teacher:
             f"--teacher_dir={teacher_dir} holds a {task_config.get('task')!r} model; distillation takes "
             f"{', '.join(DISTILLABLE_TASKS)}."
         )
-    source = ModelSource(model_dir=teacher_dir, do_lower_case=config.do_lower_case).resolve(
-        seq_length_flag="max_seq_length"
-    )
+    try:
+        source = ModelSource(model_dir=teacher_dir, do_lower_case=config.do_lower_case).resolve()
+    except JobArgumentError as e:
+        raise JobArgumentError(f"--teacher_dir={teacher_dir}: {e}") from None
     from bert_tf.checkpoints import weights_file
 
     if finetuning._latest_checkpoint(teacher_dir) is None and not os.path.exists(
@@ -306,9 +307,12 @@ def _resolve_student(student: StudentConfig, teacher: _Teacher, config: Distilla
     elif student.student_model_dir is not None:
         if not os.path.isdir(student.student_model_dir):
             raise JobArgumentError(f"--student_model_dir: directory not found: {student.student_model_dir}")
-        source = ModelSource(model_dir=student.student_model_dir, do_lower_case=config.do_lower_case).resolve(
-            max_seq_length
-        )
+        try:
+            source = ModelSource(model_dir=student.student_model_dir, do_lower_case=config.do_lower_case).resolve(
+                max_seq_length
+            )
+        except JobArgumentError as e:
+            raise JobArgumentError(f"--student_model_dir={student.student_model_dir}: {e}") from None
         if source.vocab != teacher.source.vocab:
             line = next(
                 (i + 1 for i, (a, b) in enumerate(zip(source.vocab, teacher.source.vocab)) if a != b),
@@ -343,15 +347,14 @@ def _resolve_student(student: StudentConfig, teacher: _Teacher, config: Distilla
                 f"{resolved.config.hidden_size} vs {teacher_config.hidden_size}."
             )
         if resolved.teacher_layers is None:
-            resolved.teacher_layers = students.evenly_spaced_layers(
-                teacher_config.num_hidden_layers,
-                min(resolved.config.num_hidden_layers, teacher_config.num_hidden_layers),
-            )
             if resolved.config.num_hidden_layers > teacher_config.num_hidden_layers:
                 raise JobArgumentError(
                     f"--hidden_loss_weight: the student has more layers ({resolved.config.num_hidden_layers}) "
                     f"than the teacher ({teacher_config.num_hidden_layers}) to match them with."
                 )
+            resolved.teacher_layers = students.evenly_spaced_layers(
+                teacher_config.num_hidden_layers, resolved.config.num_hidden_layers
+            )
     return resolved
 
 
