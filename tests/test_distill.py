@@ -130,19 +130,26 @@ def teacher(tmp_path_factory):
 
 
 def test_one_layer_student_learns_what_its_teacher_knows_and_is_a_fine_tuned_model_dir(teacher, tmp_path):
+    from experiments import distill as tool
+
     output_dir = str(tmp_path / "student")
-    results = distill(
-        output_dir,
-        teacher_dir=teacher["teacher_dir"],
-        student_num_layers=1,
-        train_file=teacher["train_file"],
-        eval_file=teacher["eval_file"],
-        text_a_column="sentence",
-        num_train_steps=40,
-        learning_rate=1e-3,
-        steps_per_loop=20,
-        seed=1,
-    )
+    argv = [
+        f"--teacher_dir={teacher['teacher_dir']}",
+        "--student_num_layers=1",
+        f"--train_file={teacher['train_file']}",
+        f"--eval_file={teacher['eval_file']}",
+        "--text_a_column=sentence",
+        "--num_train_steps=40",
+        "--learning_rate=1e-3",
+        "--steps_per_loop=20",
+        "--seed=1",
+        f"--output_dir={output_dir}",
+    ]
+    assert run_main(tool, argv, program="distill") == 0
+    with open(os.path.join(output_dir, "distillation_results.json")) as f:
+        results = json.load(f)
+    with open(os.path.join(output_dir, "eval_results.json")) as f:
+        assert json.load(f)["accuracy"] == results["student"]["accuracy"]
     student, teacher_metrics = results["student"], results["teacher"]
     assert teacher_metrics["accuracy"] == pytest.approx(teacher["teacher_results"]["accuracy"])
     # Chance is 0.5; the student keeps (nearly) all of its teacher's accuracy with half its layers.
