@@ -116,7 +116,7 @@ def verify_encoder_export(model: BertEncoder | BertPretrainer, path: str, seq_le
 
     Returns the largest absolute difference over all outputs (and `mlm_logits`
     when the export has an `mlm` sub-object); raises ValueError above
-    `VERIFY_TOLERANCE` (for a bfloat16 encoder, 1/64 of its largest output).
+    `VERIFY_TOLERANCE` (for a bfloat16 or int8 encoder, 1/64 of its largest output).
     """
     encoder = model.encoder if isinstance(model, BertPretrainer) else model
     config = encoder.config
@@ -144,9 +144,10 @@ def verify_encoder_export(model: BertEncoder | BertPretrainer, path: str, seq_le
         )
     worst = max(diffs, key=diffs.get)
     tolerance = VERIFY_TOLERANCE
-    if encoder.embeddings.compute_dtype == "bfloat16":
-        # The graph fuses ops the eager model runs one by one: a bfloat16 output may round one place apart
-        # (2^-7 of its size, 1/128).
+    quantized = any(str(v.dtype) == "int8" for v in encoder.weights)
+    if encoder.embeddings.compute_dtype == "bfloat16" or quantized:
+        # The graph fuses ops the eager model runs one by one, so a value may round one step apart: a bfloat16
+        # output one place (1/128 of its size), an int8-quantized activation one level (1/127 of its largest).
         largest = max(float(np.max(np.abs(np.asarray(value, np.float32)))) for value in expected.values())
         tolerance = 2**-6 * max(1.0, largest)
     if diffs[worst] > tolerance:
