@@ -73,6 +73,13 @@ def define_flags():
     flags.DEFINE_string("export_dir", None, "Directory to create, holding encoder/ and preprocess/.")
     flags.DEFINE_bool("overwrite", False, "Replace an existing non-empty --export_dir.")
     flags.DEFINE_bool("include_mlm", True, "Export the masked-LM head as encoder.mlm when the checkpoint has one.")
+    flags.DEFINE_enum(
+        "quantize",
+        None,
+        ["bfloat16", "int8"],
+        "Export the encoder in a cheaper inference form: bfloat16 weights and compute, or int8 kernels (Keras' "
+        "post-training quantization); outputs stay float32, the masked-LM head is left out; a fine-tuned classifier is exported in the same form. See docs/distillation.md.",
+    )
     flags.DEFINE_bool(
         "verify",
         True,
@@ -125,6 +132,7 @@ def main(argv):
         include_mlm=FLAGS.include_mlm,
         overwrite=FLAGS.overwrite,
         verify=FLAGS.verify,
+        quantize=FLAGS.quantize,
     )
     print(f"encoder:    {paths['encoder']}")
     print(f"preprocess: {paths['preprocess']}")

@@ -4,7 +4,9 @@
     from bert_tf.jobs import FinetuningDataConfig, FinetuningTaskConfig, run_finetuning
 
 Modules: `finetune` (`run_finetuning`: train, evaluate and predict with a task plug-in of `bert_tf.tasks`),
-`pretrain` (`run_pretraining`: masked LM + next sentence prediction from TFRecords), `extract_features`
+`pretrain` (`run_pretraining`: masked LM + next sentence prediction from TFRecords), `distill`
+(`run_distillation`: a fine-tuned teacher trains a smaller student), `distillation_frontier` (`run_frontier`:
+students, int8 and bfloat16 forms, accuracy against speed), `extract_features`
 (activations of chosen layers, per token or pooled per line) and `probe_layers` (which layer's frozen
 features serve a task best). Each resolves its model's files with `bert_tf.checkpoints.model_source`.
 Both training jobs take their schedule as one `bert_tf.training.TrainingConfig` (batch sizes are in their data

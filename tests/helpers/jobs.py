@@ -1,4 +1,4 @@
-"""The two training jobs called with the flags as flat keyword arguments, as the tests' argument dicts hold them.
+"""The training jobs called with the flags as flat keyword arguments, as the tests' argument dicts hold them.
 
     result = jobs.pretrain(output_dir=..., input_file=..., bert_config_file=..., num_train_steps=20, ...)
     results = jobs.finetune("classification", output_dir, train_file=..., model_dir=..., do_train=True)
@@ -48,3 +48,18 @@ def finetune(task, output_dir, **arguments):
     runtime = _take(RuntimeConfig, arguments, seed=job.DEFAULT_SEED)
     schedule = _take(TrainingConfig, arguments, **job.DEFAULT_SCHEDULE)
     return job.run_finetuning(task_config, output_dir, model, data, schedule, runtime, **arguments)
+
+
+def distill(output_dir, **arguments):
+    """`bert_tf.jobs.distill.run_distillation` with the flags of `experiments.distill` as keywords."""
+    from bert_tf.jobs import distill as job
+    from bert_tf.jobs import finetune as finetuning
+    from bert_tf.training import RuntimeConfig, TrainingConfig
+
+    arguments = dict(arguments)
+    config = _take(job.DistillationConfig, arguments)
+    student = _take(job.StudentConfig, arguments)
+    data = _take(finetuning.FinetuningDataConfig, arguments)
+    runtime = _take(RuntimeConfig, arguments, seed=job.DEFAULT_SEED)
+    schedule = _take(TrainingConfig, arguments, **finetuning.DEFAULT_SCHEDULE)
+    return job.run_distillation(config, student, output_dir, data, schedule, runtime, **arguments)

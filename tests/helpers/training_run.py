@@ -10,7 +10,8 @@ mixed_float16, `name:jit+float16` for both), evaluates it on
 `synthetic_eval_dataset_fn`, and saves each run's weights and metrics to `<out>.<run>.npz`;
 `--clipping_out` then also runs the `clipping` check. `clipping` checks the global-norm clipping of
 `AdamWeightDecay` across two mirrored replicas. `pretrain` calls `bert_tf.jobs.pretrain.run_pretraining`
-and `finetune` `bert_tf.jobs.finetune.run_finetuning` with the JSON arguments (the flags, sorted into the
+`finetune` `bert_tf.jobs.finetune.run_finetuning` and `distill` `bert_tf.jobs.distill.run_distillation`
+with the JSON arguments (the flags, sorted into the
 jobs' configs by `tests.helpers.jobs`). All three can SIGKILL themselves at a point that does not
 depend on the machine's speed: after the inner loop that ends at `--kill_at_step`, or inside training
 step `--kill_in_step` (between its forward pass and its update: a `tf.py_function` that the step's
@@ -208,9 +209,18 @@ def run_finetune(args):
     _wait_for_a_pending_kill()
 
 
+def run_distill(args):
+    """`run_distillation` with the JSON arguments (`tests.helpers.jobs.distill`), with the kill points installed."""
+    from tests.helpers import jobs
+
+    _install_kill_points(args)
+    jobs.distill(**json.loads(args.args))
+    _wait_for_a_pending_kill()
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("task", choices=("synthetic", "clipping", "pretrain", "finetune"))
+    parser.add_argument("task", choices=("synthetic", "clipping", "pretrain", "finetune", "distill"))
     parser.add_argument("--strategy", default="one_device")
     parser.add_argument("--logical_cpus", type=int, default=1)
     parser.add_argument("--model_dir")
@@ -233,7 +243,8 @@ def main():
     if args.task == "clipping":
         run_clipping(args.out)
     else:
-        {"synthetic": run_synthetic, "pretrain": run_pretrain, "finetune": run_finetune}[args.task](args)
+        tasks = {"synthetic": run_synthetic, "pretrain": run_pretrain, "finetune": run_finetune, "distill": run_distill}
+        tasks[args.task](args)
 
 
 if __name__ == "__main__":

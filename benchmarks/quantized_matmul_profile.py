@@ -1,0 +1,77 @@
+r"""Why int8 is not faster on TensorFlow's CPU kernels: one encoder Dense layer's matrix product, by dtype.
+
+    python benchmarks/quantized_matmul_profile.py --batch_size=32 --seq_length=128 --hidden=384 --intermediate=1536
+
+Times, interleaved in one process (median of --rounds rounds of --calls calls each), the pieces of a feed-forward
+`Dense` ([batch, length, hidden] x [hidden, intermediate]) as each inference form runs it:
+float32 `tf.matmul` (3-D, as Keras calls it, and 2-D), bfloat16 `tf.matmul`, int8 x int8 -> int32 `tf.matmul`
+(what `Model.quantize("int8")` layers call, 3-D and 2-D), and the per-token abs-max quantization of the input
+that every int8 layer adds. Prints a table; the figures belong in benchmarks/RESULTS.md
+(`distillation_frontier` section) with the machine and its load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--hidden", type=int, default=384)
+    parser.add_argument("--intermediate", type=int, default=1536)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=5)
+    args = parser.parse_args()
+
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    shape = (args.batch_size, args.seq_length, args.hidden)
+    x = tf.constant(rng.normal(size=shape).astype("float32"))
+    w = tf.constant(rng.normal(size=(args.hidden, args.intermediate)).astype("float32"))
+    x_int8 = tf.constant(rng.integers(-127, 128, shape).astype("int8"))
+    w_int8 = tf.constant(rng.integers(-127, 128, (args.hidden, args.intermediate)).astype("int8"))
+    x_bf16, w_bf16 = tf.cast(x, tf.bfloat16), tf.cast(w, tf.bfloat16)
+    flat = (-1, args.hidden)
+
+    def quantize_input():
+        # Keras' per-token abs-max input quantizer of an int8 Dense.
+        scale = 127.0 / tf.maximum(tf.reduce_max(tf.abs(x), axis=-1, keepdims=True), 1e-7)
+        return tf.cast(tf.clip_by_value(tf.round(x * scale), -127.0, 127.0), tf.int8)
+
+    pieces = {
+        "float32 matmul (3-D)": lambda: tf.matmul(x, w),
+        "float32 matmul (2-D)": lambda: tf.matmul(tf.reshape(x, flat), w),
+        "bfloat16 matmul (3-D)": lambda: tf.matmul(x_bf16, w_bf16),
+        "int8 matmul -> int32 (3-D)": lambda: tf.matmul(x_int8, w_int8, output_type=tf.int32),
+        "int8 matmul -> int32 (2-D)": lambda: tf.matmul(tf.reshape(x_int8, flat), w_int8, output_type=tf.int32),
+        "int8 input quantization": quantize_input,
+    }
+    functions = {name: tf.function(fn) for name, fn in pieces.items()}
+    for fn in functions.values():
+        fn().numpy()
+    seconds = {name: [] for name in functions}
+    for _ in range(args.rounds):
+        for name, fn in functions.items():
+            started = time.perf_counter()
+            for _ in range(args.calls):
+                fn().numpy()
+            seconds[name].append((time.perf_counter() - started) / args.calls)
+    reference = statistics.median(seconds["float32 matmul (3-D)"])
+    print(f"| piece ({'x'.join(map(str, shape))} x {args.hidden}x{args.intermediate}) | ms | vs float32 3-D |")
+    print("|---|---:|---:|")
+    for name, values in seconds.items():
+        median = statistics.median(values)
+        print(f"| {name} | {1000 * median:.1f} | {median / reference:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

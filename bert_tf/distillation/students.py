@@ -1,0 +1,75 @@
+"""Students: which of the teacher's layers a shallower student starts from, and the copy of their weights.
+
+DistilBERT initialises its 6-layer student from 6 of BERT-Base's 12 layers ([0, 2, 4, 7, 9, 11] in its
+`extract_distilbert.py`), with the embeddings copied: a student of the teacher's width starts where the
+teacher is, which converges faster and ends better than a random start. `evenly_spaced_layers` gives that
+choice for any depths (the first and the last layer are always kept), and the same map pairs the student's
+hidden states with the teacher's for the hidden-state loss (`losses.hidden_state_loss`).
+
+    >>> evenly_spaced_layers(12, 6)
+    [0, 2, 4, 7, 9, 11]
+    >>> evenly_spaced_layers(6, 3)
+    [0, 3, 5]
+    >>> evenly_spaced_layers(6, 1)
+    [5]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from bert_tf.config import BertConfig
+from bert_tf.errors import JobArgumentError
+
+
+def evenly_spaced_layers(num_teacher_layers: int, num_student_layers: int) -> list[int]:
+    """The 0-based teacher layers for a student of `num_student_layers`: evenly spaced, first and last kept.
+
+    `round(linspace(0, L - 1, N))`, as DistilBERT picks them; a 1-layer student gets the teacher's last layer
+    (the one its pooler and head were trained on).
+    """
+    if not 1 <= num_student_layers <= num_teacher_layers:
+        raise JobArgumentError(
+            f"--student_num_layers={num_student_layers} must be between 1 and the teacher's "
+            f"{num_teacher_layers} layers."
+        )
+    if num_student_layers == 1:
+        return [num_teacher_layers - 1]
+    # Round half up (not numpy's half to even), so the choice reads as the arithmetic says.
+    positions = np.linspace(0, num_teacher_layers - 1, num_student_layers)
+    return [int(np.floor(p + 0.5)) for p in positions]
+
+
+def student_config(teacher: BertConfig, num_layers: int) -> BertConfig:
+    """The teacher's config with `num_layers` Transformer layers (the same width, heads and vocabulary)."""
+    evenly_spaced_layers(teacher.num_hidden_layers, num_layers)  # checks the depth
+    return dataclasses.replace(teacher, num_hidden_layers=num_layers)
+
+
+def copy_teacher_layers(student, teacher, layers: list[int]) -> None:
+    """Sets a student task model's weights from the teacher's: embeddings, `layers`, pooler and task head.
+
+    Args:
+      student, teacher: task models (`bert_tf.models.Task`) of the same width and head; the student has
+        `len(layers)` Transformer layers.
+      layers: the teacher layer for each student layer (`evenly_spaced_layers`).
+    """
+    s_encoder, t_encoder = student.encoder, teacher.encoder
+    if len(layers) != len(s_encoder.transformer_layers):
+        raise ValueError(f"{len(layers)} teacher layers for a student of {len(s_encoder.transformer_layers)} layers.")
+    s_encoder.embeddings.set_weights(t_encoder.embeddings.get_weights())
+    for student_layer, teacher_index in zip(s_encoder.transformer_layers, layers):
+        student_layer.set_weights(t_encoder.transformer_layers[teacher_index].get_weights())
+    s_encoder.pooler.set_weights(t_encoder.pooler.get_weights())
+    s_head, t_head = task_head(student), task_head(teacher)
+    s_head.set_weights(t_head.get_weights())
+
+
+def task_head(model):
+    """The output layer of a task model (`BertClassifier.classifier`, `BertTokenClassifier.token_classifier`)."""
+    for name in ("classifier", "token_classifier"):
+        if hasattr(model, name):
+            return getattr(model, name)
+    raise ValueError(f"{type(model).__name__} has no classification head to distill.")

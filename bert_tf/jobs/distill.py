@@ -1,0 +1,570 @@
+"""`run_distillation`: a fine-tuned teacher trains a smaller student (the job behind `experiments.distill`).
+
+    from bert_tf.jobs.distill import DistillationConfig, StudentConfig, run_distillation
+    from bert_tf.jobs.finetune import FinetuningDataConfig
+    from bert_tf.training import TrainingConfig
+
+    results = run_distillation(
+        DistillationConfig(teacher_dir="runs/sst", temperature=2.0, alpha=0.5),
+        StudentConfig(student_num_layers=3), "runs/sst_3_layers",
+        FinetuningDataConfig(train_file="train.tsv", eval_file="dev.tsv", text_a_column="sentence"),
+        TrainingConfig(learning_rate=1e-4, num_train_epochs=3.0, warmup_proportion=0.1))
+
+The teacher is a model directory that `experiments.finetune` wrote (`task_config.json`, `bert_config.json`,
+`vocab.txt`, a checkpoint or `weights.safetensors`): classification, sentence pairs, regression or tagging.
+The data are read by the fine-tuning job's readers with its `FinetuningDataConfig`, featurized by the same
+task plug-in (`bert_tf.tasks`) with the teacher's labels and vocabulary, and the student trains in the
+project's distributed loop (`bert_tf.training.train`: strategies, length buckets, exact resume after a
+kill) with `bert_tf.distillation.losses.DistillationLoss` in place of the task's loss.
+
+The teacher's logits are computed once, before training, over the training features (and the
+`unlabeled_file` ones, which only the teacher labels) and travel with the batches as a `teacher_logits`
+column: one inference pass instead of a teacher forward pass in every step of every epoch, and the same
+targets on every resume. Only the hidden-state loss (`hidden_loss_weight`) runs the teacher's encoder inside
+the step, since its states are too large to store.
+
+`output_dir` becomes a model directory like fine-tuning's (`bert_config.json` of the student, the teacher's
+`vocab.txt`, `task_config.json`, `ckpt-*`, `weights.safetensors`, `eval_results.json`,
+`eval_predictions.*`), so `experiments.finetune --do_eval`, `experiments.export` and `load_task_model` take
+it; `distillation.json` records the teacher, the student's origin and layers and the losses, and
+`distillation_results.json` the teacher's and the student's evaluation metrics side by side.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import TYPE_CHECKING
+
+import numpy as np
+from absl import logging
+
+from bert_tf import file_io
+from bert_tf.checkpoints.model_source import ModelSource, ResolvedModel, check_compatible, read_config
+from bert_tf.data.finetuning_data import FinetuningDataSource
+from bert_tf.errors import DataError, JobArgumentError, check_int, check_utf8
+from bert_tf.jobs import DEFAULT_SEED
+from bert_tf.jobs import finetune as finetuning
+
+if TYPE_CHECKING:
+    from bert_tf.training import RuntimeConfig, TrainingConfig
+
+DISTILLATION_CONFIG_NAME = "distillation.json"
+DISTILLATION_RESULTS_NAME = "distillation_results.json"
+TEACHER_LOGITS_KEY = "teacher_logits"
+LABEL_WEIGHT_KEY = "label_weight"
+DISTILLABLE_TASKS = ("classification", "sentence_pair_classification", "regression", "token_classification")
+
+
+@dataclasses.dataclass(frozen=True)
+class StudentConfig:
+    """Where the student comes from (the flags of the same names); exactly one is given.
+
+    Attributes:
+      student_num_layers: the teacher's architecture with this many layers, initialised from the teacher's
+        embeddings, pooler, head and `evenly_spaced_layers` of its Transformer layers (DistilBERT's start).
+      student_model_dir: a smaller pretrained encoder (a model directory with the teacher's vocabulary); the
+        head starts random.
+      student_bert_config_file: a `bert_config.json`; the student starts random.
+    """
+
+    student_num_layers: int | None = None
+    student_model_dir: str | None = None
+    student_bert_config_file: str | None = None
+
+    def __post_init__(self):
+        given = [name for name, value in dataclasses.asdict(self).items() if value is not None]
+        if len(given) != 1:
+            raise JobArgumentError(
+                "Give exactly one of --student_num_layers, --student_model_dir and --student_bert_config_file"
+                + (f" (got {', '.join('--' + g for g in given)})." if given else ".")
+            )
+        if self.student_num_layers is not None:
+            check_int("student_num_layers", self.student_num_layers)
+
+
+@dataclasses.dataclass(frozen=True)
+class DistillationConfig:
+    """The teacher, the losses and the task options (the flags of the same names).
+
+    Attributes:
+      teacher_dir: a fine-tuned model directory (`experiments.finetune --output_dir`).
+      temperature: T of the soft targets (`bert_tf.distillation.losses`).
+      alpha: the soft loss's weight; the hard-label loss has 1 - alpha.
+      hidden_loss_weight: weight of TinyBERT's hidden-state loss (0: off); needs a student of the teacher's width.
+      unlabeled_file: more text that only the teacher labels: a `.txt` file of one text per line (one word
+        sequence per line for tagging), or a file in the training data's format whose labels are ignored.
+      max_seq_length: packed length; None: the teacher's (`task_config.json`).
+      bucket_width, dropout_rate: as `FinetuningTaskConfig`'s.
+      do_lower_case: the teacher's vocabulary is uncased.
+    """
+
+    teacher_dir: str
+    temperature: float = 2.0
+    alpha: float = 0.5
+    hidden_loss_weight: float = 0.0
+    unlabeled_file: str | None = None
+    max_seq_length: int | None = None
+    bucket_width: int = 16
+    dropout_rate: float | None = None
+    do_lower_case: bool = True
+
+    def __post_init__(self):
+        if not self.teacher_dir:
+            raise JobArgumentError("--teacher_dir is required.")
+        if not self.temperature > 0:
+            raise JobArgumentError(f"--temperature must be positive, got {self.temperature}.")
+        if not 0.0 <= self.alpha <= 1.0:
+            raise JobArgumentError(f"--alpha must be in [0, 1], got {self.alpha}.")
+        if not self.hidden_loss_weight >= 0:
+            raise JobArgumentError(f"--hidden_loss_weight must be >= 0, got {self.hidden_loss_weight}.")
+        if self.max_seq_length is not None:
+            check_int("max_seq_length", self.max_seq_length, minimum=2)
+        check_int("bucket_width", self.bucket_width, minimum=0)
+
+
+@dataclasses.dataclass
+class _Teacher:
+    source: ResolvedModel
+    task_config: dict
+
+
+@dataclasses.dataclass
+class _Student:
+    config: object  # BertConfig
+    checkpoint: str | None  # pretrained encoder weights (--student_model_dir)
+    teacher_layers: list | None  # the teacher layer each student layer starts from / is matched with
+    from_teacher: bool = False  # initialised from the teacher's weights (--student_num_layers)
+
+
+def run_distillation(
+    config: DistillationConfig,
+    student: StudentConfig,
+    output_dir: str,
+    data: finetuning.FinetuningDataConfig,
+    schedule: TrainingConfig | None = None,
+    runtime: RuntimeConfig | None = None,
+    *,
+    do_eval: bool = True,
+    do_predict: bool = False,
+) -> dict:
+    """Trains the student, then evaluates it and the teacher; returns {"student": metrics, "teacher": metrics}.
+
+    Args:
+      config, student: see their classes.
+      output_dir: the student's model directory; new (or empty), or this same distillation's, which resumes.
+      data: the training (`train_file`), evaluation and prediction data, as for fine-tuning (the labels are
+        the teacher's; `label_list` is not used).
+      schedule: the `TrainingConfig`; None: fine-tuning's `DEFAULT_SCHEDULE`.
+      runtime: strategy, precision and seeds; None: `RuntimeConfig(seed=DEFAULT_SEED)`.
+      do_eval, do_predict: evaluate on `data.eval_file` (when given), predict on `data.predict_file`.
+
+    Raises:
+      DataError: bad input data, naming the file and line or record.
+      JobArgumentError (a ValueError): a bad teacher, student or output directory, naming the flag.
+    """
+    from bert_tf import training
+
+    schedule = schedule if schedule is not None else training.TrainingConfig(**finetuning.DEFAULT_SCHEDULE)
+    runtime = runtime if runtime is not None else training.RuntimeConfig(seed=DEFAULT_SEED)
+    output_dir = os.path.abspath(output_dir)
+    do_eval = do_eval and bool(data.eval_file or data.tfds_name)
+    teacher = _read_teacher(config)
+    task_type = teacher.task_config["task"]
+    max_seq_length = config.max_seq_length or teacher.task_config.get("max_seq_length") or 128
+    check_compatible(teacher.source.config, None, max_seq_length)
+    student_model = _resolve_student(student, teacher, config, max_seq_length)
+    finetuning._check_data_sources(data, True, do_eval, do_predict)
+    if config.unlabeled_file:
+        if not os.path.isfile(config.unlabeled_file):
+            raise DataError(f"--unlabeled_file: file not found: {config.unlabeled_file}")
+        check_utf8(config.unlabeled_file, "unlabeled_file")
+    settings = _settings(config, student, student_model, teacher, max_seq_length)
+    _check_output_dir(output_dir, settings)
+
+    # Everything is read and checked before TensorFlow starts and before anything is written.
+    task = finetuning.FinetuningTaskConfig(
+        task_type, max_seq_length=max_seq_length, dropout_rate=config.dropout_rate, bucket_width=config.bucket_width
+    )
+    reader = FinetuningDataSource(task_type, data)
+    if task_type != "token_classification" and reader.sentence_pair != bool(teacher.task_config.get("sentence_pair")):
+        raise JobArgumentError(
+            f"The teacher in --teacher_dir={config.teacher_dir} was trained on "
+            f"{'sentence pairs' if teacher.task_config.get('sentence_pair') else 'single sentences'}; "
+            "set --text_b_column to match."
+        )
+    task_object = finetuning._build_task(
+        task, finetuning._tokenizer(teacher.source), teacher.task_config.get("label_list"), reader.sentence_pair
+    )
+    inputs = finetuning._Inputs(output_dir, teacher.source, task_object)
+    inputs.train_examples = reader.read("train", data.train_file)
+    inputs.train_features = task_object.featurize(inputs.train_examples, training=True)
+    unlabeled_features = None
+    if config.unlabeled_file:
+        unlabeled = _read_unlabeled(config.unlabeled_file, reader, task_type)
+        unlabeled_features = task_object.featurize(unlabeled, training=False)
+    if do_eval:
+        inputs.eval_examples = reader.read("eval", data.eval_file)
+        inputs.eval_features = task_object.featurize(inputs.eval_examples, training=False)
+    if do_predict:
+        inputs.predict_examples = reader.read("predict", data.predict_file)
+        inputs.predict_features = task_object.featurize(
+            [finetuning._without_label(e) for e in inputs.predict_examples], training=False
+        )
+
+    with training.training_runtime(runtime, batch_sizes={"train_batch_size": data.train_batch_size}) as strategy:
+        is_chief = training.is_chief(strategy)
+        training.check_microbatches(schedule.num_microbatches, data.train_batch_size, strategy.num_replicas_in_sync)
+        with strategy.scope():
+            teacher_model = _load_teacher_model(task_object, teacher)
+        inputs.train_features = _with_teacher_logits(
+            task_object, teacher_model, inputs.train_features, unlabeled_features, data.eval_batch_size, strategy
+        )
+        if is_chief:
+            _write_model_files(output_dir, student_model, teacher, task_object, settings)
+        trained, step = _train(
+            inputs, teacher_model, student_model, config, strategy, schedule, data.train_batch_size, runtime
+        )
+        results = {}
+        if not is_chief:
+            return results
+        from bert_tf.checkpoints import weights_file
+
+        weights_file.write_weights_file(output_dir, trained, checkpoint=finetuning._latest_checkpoint(output_dir))
+        eval_strategy = strategy if training.num_workers(strategy) == 1 else finetuning.tf_default_strategy()
+        if do_eval:
+            student_results = finetuning._evaluate(
+                inputs, trained, step, data.eval_batch_size, eval_strategy, runtime.jit_compile
+            )
+            predictions = finetuning._predict(
+                task_object,
+                teacher_model,
+                inputs.eval_examples,
+                inputs.eval_features,
+                data.eval_batch_size,
+                eval_strategy,
+                runtime.jit_compile,
+            )
+            teacher_results = task_object.evaluate(inputs.eval_examples, predictions)
+            results = {"student": student_results, "teacher": teacher_results}
+            file_io.write_json(os.path.join(output_dir, DISTILLATION_RESULTS_NAME), results)
+            for key in sorted(teacher_results):
+                logging.info("  teacher %s = %s, student %s", key, teacher_results[key], student_results.get(key))
+        if do_predict:
+            finetuning._predict_and_write(
+                inputs, trained, data.predict_batch_size or data.eval_batch_size, eval_strategy, runtime.jit_compile
+            )
+        return results
+
+
+# --- teacher and student ----------------------------------------------------------
+
+
+def _read_teacher(config: DistillationConfig) -> _Teacher:
+    teacher_dir = config.teacher_dir
+    if not os.path.isdir(teacher_dir):
+        raise JobArgumentError(f"--teacher_dir: directory not found: {teacher_dir}")
+    task_config_path = os.path.join(teacher_dir, finetuning.TASK_CONFIG_NAME)
+    if not os.path.exists(task_config_path):
+        raise JobArgumentError(
+            f"--teacher_dir={teacher_dir} holds no task head ({finetuning.TASK_CONFIG_NAME} is missing): give a "
+            "model directory that experiments.finetune trained."
+        )
+    task_config = finetuning._read_task_config(teacher_dir)
+    if task_config.get("task") not in DISTILLABLE_TASKS:
+        raise JobArgumentError(
+            f"--teacher_dir={teacher_dir} holds a {task_config.get('task')!r} model; distillation takes "
+            f"{', '.join(DISTILLABLE_TASKS)}."
+        )
+    try:
+        source = ModelSource(model_dir=teacher_dir, do_lower_case=config.do_lower_case).resolve()
+    except JobArgumentError as e:
+        raise JobArgumentError(f"--teacher_dir={teacher_dir}: {e}") from None
+    from bert_tf.checkpoints import weights_file
+
+    if finetuning._latest_checkpoint(teacher_dir) is None and not os.path.exists(
+        weights_file.weights_path(teacher_dir)
+    ):
+        raise JobArgumentError(f"--teacher_dir={teacher_dir} holds no trained weights (no checkpoint).")
+    return _Teacher(source, task_config)
+
+
+def _resolve_student(student: StudentConfig, teacher: _Teacher, config: DistillationConfig, max_seq_length):
+    from bert_tf.distillation import students
+
+    teacher_config = teacher.source.config
+    if student.student_num_layers is not None:
+        if student.student_num_layers > teacher_config.num_hidden_layers:
+            raise JobArgumentError(
+                f"--student_num_layers={student.student_num_layers} exceeds the teacher's "
+                f"{teacher_config.num_hidden_layers} layers: a student takes a subset of them."
+            )
+        layers = students.evenly_spaced_layers(teacher_config.num_hidden_layers, student.student_num_layers)
+        resolved = _Student(
+            students.student_config(teacher_config, student.student_num_layers), None, layers, from_teacher=True
+        )
+    elif student.student_model_dir is not None:
+        if not os.path.isdir(student.student_model_dir):
+            raise JobArgumentError(f"--student_model_dir: directory not found: {student.student_model_dir}")
+        try:
+            source = ModelSource(model_dir=student.student_model_dir, do_lower_case=config.do_lower_case).resolve(
+                max_seq_length
+            )
+        except JobArgumentError as e:
+            raise JobArgumentError(f"--student_model_dir={student.student_model_dir}: {e}") from None
+        if source.vocab != teacher.source.vocab:
+            line = next(
+                (i + 1 for i, (a, b) in enumerate(zip(source.vocab, teacher.source.vocab)) if a != b),
+                min(len(source.vocab), len(teacher.source.vocab)) + 1,
+            )
+            raise JobArgumentError(
+                f"--student_model_dir: {source.vocab_file} differs from the teacher's vocabulary "
+                f"{teacher.source.vocab_file} (first at line {line}); a student must read the teacher's word pieces."
+            )
+        from bert_tf.checkpoints.model_dir import find_checkpoint
+
+        try:
+            checkpoint = find_checkpoint(student.student_model_dir)
+        except FileNotFoundError as e:
+            raise JobArgumentError(f"--student_model_dir: {e}") from None
+        resolved = _Student(source.config, checkpoint, None)
+    else:
+        student_config = read_config(student.student_bert_config_file, "student_bert_config_file")
+        check_compatible(
+            student_config,
+            len(teacher.source.vocab),
+            vocab_flag="teacher_dir",
+            vocab_file=teacher.source.vocab_file,
+            config_file=student.student_bert_config_file,
+        )
+        resolved = _Student(student_config, None, None)
+    check_compatible(resolved.config, None, max_seq_length)
+    if config.hidden_loss_weight:
+        if resolved.config.hidden_size != teacher_config.hidden_size:
+            raise JobArgumentError(
+                f"--hidden_loss_weight needs a student of the teacher's width: hidden_size "
+                f"{resolved.config.hidden_size} vs {teacher_config.hidden_size}."
+            )
+        if resolved.teacher_layers is None:
+            if resolved.config.num_hidden_layers > teacher_config.num_hidden_layers:
+                raise JobArgumentError(
+                    f"--hidden_loss_weight: the student has more layers ({resolved.config.num_hidden_layers}) "
+                    f"than the teacher ({teacher_config.num_hidden_layers}) to match them with."
+                )
+            resolved.teacher_layers = students.evenly_spaced_layers(
+                teacher_config.num_hidden_layers, resolved.config.num_hidden_layers
+            )
+    return resolved
+
+
+def _settings(config, student, student_model: _Student, teacher: _Teacher, max_seq_length) -> dict:
+    """What `distillation.json` records; an `output_dir` holding the same settings is resumed."""
+    return {
+        "teacher_dir": os.path.abspath(config.teacher_dir),
+        "teacher_task": teacher.task_config,
+        "student": {k: v for k, v in dataclasses.asdict(student).items() if v is not None},
+        "teacher_layers": student_model.teacher_layers,
+        "student_config": student_model.config.to_dict(),
+        "temperature": config.temperature,
+        "alpha": config.alpha,
+        "hidden_loss_weight": config.hidden_loss_weight,
+        "unlabeled_file": os.path.abspath(config.unlabeled_file) if config.unlabeled_file else None,
+        "max_seq_length": max_seq_length,
+    }
+
+
+def _check_output_dir(output_dir: str, settings: dict) -> None:
+    if not os.path.exists(output_dir):
+        return
+    if not os.path.isdir(output_dir):
+        raise JobArgumentError(f"--output_dir={output_dir} exists and is not a directory.")
+    if not os.listdir(output_dir):
+        return
+    path = os.path.join(output_dir, DISTILLATION_CONFIG_NAME)
+    saved = None
+    if os.path.exists(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                saved = json.load(f)
+        except (OSError, json.JSONDecodeError):
+            saved = None
+    if saved != json.loads(json.dumps(settings)):
+        raise JobArgumentError(
+            f"--output_dir={output_dir} exists and is not empty"
+            + (" (another distillation's run)" if saved is not None else "")
+            + "; use a new --output_dir (the same command resumes its own run)."
+        )
+
+
+def _load_teacher_model(task_object, teacher: _Teacher):
+    from bert_tf.checkpoints.model_dir import restore_from_model_dir
+
+    model = finetuning._build_model(task_object, teacher.source.config)
+    try:
+        restore_from_model_dir(model, teacher.source.checkpoint)
+    except ValueError as e:
+        raise JobArgumentError(f"--teacher_dir: {e}") from None
+    model.trainable = False
+    return model
+
+
+def _write_model_files(output_dir, student: _Student, teacher: _Teacher, task_object, settings) -> None:
+    from bert_tf.checkpoints.model_dir import write_model_files
+
+    write_model_files(output_dir, student.config, teacher.source.vocab_file, keep_existing=True)
+    file_io.write_json(os.path.join(output_dir, finetuning.TASK_CONFIG_NAME), task_object.config())
+    file_io.write_json(os.path.join(output_dir, DISTILLATION_CONFIG_NAME), settings)
+
+
+# --- data -------------------------------------------------------------------------
+
+
+def _read_unlabeled(path: str, reader: FinetuningDataSource, task_type: str) -> list:
+    """Examples without labels: a `.txt` file has one text (tagging: one sentence of words) per line."""
+    from bert_tf.tasks.examples import TaggingExample, TextExample
+
+    if not path.endswith(".txt"):
+        return [finetuning._without_label(e) for e in reader.read("predict", path)]
+    if reader.sentence_pair:
+        raise JobArgumentError(
+            f"--unlabeled_file={path}: a .txt file has single texts; sentence pairs need a file with the "
+            "training data's columns."
+        )
+    examples = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            text = line.strip()
+            if not text:
+                continue
+            guid = f"{os.path.basename(path)}:{number}"
+            if task_type == "token_classification":
+                examples.append(TaggingExample(guid=guid, words=tuple(text.split()), labels=None))
+            else:
+                examples.append(TextExample(guid=guid, text_a=text))
+    if not examples:
+        raise DataError(f"--unlabeled_file: {path} has no text.")
+    return examples
+
+
+def _with_teacher_logits(task_object, teacher_model, features, unlabeled_features, batch_size, strategy):
+    """The training features (with the unlabeled ones appended) and the teacher's logits as a column."""
+    if isinstance(features, dict):  # classification, regression
+        features = dict(features)
+        features[LABEL_WEIGHT_KEY] = np.ones(len(features["text_a"]), np.float32)
+        if unlabeled_features is not None:
+            extra = dict(unlabeled_features)
+            size = len(extra["text_a"])
+            extra["label"] = np.zeros(size, features["label"].dtype)
+            extra[LABEL_WEIGHT_KEY] = np.zeros(size, np.float32)
+            features = {name: np.concatenate([features[name], extra[name]]) for name in features}
+    else:  # tagging: TaggingFeatures; unlabelled tokens have label -1
+        inputs = dict(features.inputs)
+        if unlabeled_features is not None:
+            extra = dict(unlabeled_features.inputs)
+            extra["label_ids"] = np.full_like(extra["input_word_ids"], -1)
+            inputs = {name: np.concatenate([inputs[name], extra[name]]) for name in inputs}
+        features = dataclasses.replace(
+            features,
+            inputs=inputs,
+            example_index=np.arange(len(inputs["input_word_ids"]), dtype=np.int32),
+            word_index=np.zeros_like(inputs["input_word_ids"]),
+        )
+    from bert_tf.tasks.inference import predict_outputs
+
+    num_features = finetuning._num_features(features) if isinstance(features, dict) else len(features.example_index)
+    dataset = task_object.dataset(features, batch_size, training=False)
+    logits = predict_outputs(teacher_model, dataset, strategy=strategy, num_features=num_features)["logits"]
+    logging.info("The teacher labelled %d training features.", num_features)
+    if isinstance(features, dict):
+        return dict(features, **{TEACHER_LOGITS_KEY: logits.astype(np.float32)})
+    seq_length = features.inputs["input_word_ids"].shape[1]
+    logits = np.pad(logits, [(0, 0), (0, seq_length - logits.shape[1]), (0, 0)]).astype(np.float32)
+    return dataclasses.replace(features, inputs=dict(features.inputs, **{TEACHER_LOGITS_KEY: logits}))
+
+
+# --- training ---------------------------------------------------------------------
+
+
+def _loss_kind(task_object) -> str:
+    if task_object.name == "token_classification":
+        return "tagging"
+    return "regression" if task_object.name == "regression" else "classification"
+
+
+def _train(
+    inputs, teacher_model, student: _Student, config: DistillationConfig, strategy, schedule, batch_size, runtime
+):
+    from bert_tf.checkpoints.model_dir import restore
+    from bert_tf.distillation import students
+    from bert_tf.distillation.losses import DistillationLoss
+    from bert_tf.training import default_forward, train
+
+    task_object, features = inputs.task_object, inputs.train_features
+    num_features = finetuning._num_features(features) if isinstance(features, dict) else len(features.example_index)
+    training_config = dataclasses.replace(schedule.in_steps(num_features, batch_size), jit_compile=runtime.jit_compile)
+    logging.info(
+        "***** Distillation: %d features, batch size %d, %d steps, teacher layers %s *****",
+        num_features,
+        batch_size,
+        training_config.num_train_steps,
+        student.teacher_layers,
+    )
+
+    def dataset_fn(input_context):
+        per_replica = input_context.get_per_replica_batch_size(batch_size)
+        return task_object.dataset(features, per_replica, training=True, seed=runtime.seed, input_context=input_context)
+
+    def init_fn(model):
+        if student.checkpoint:
+            restore(model.encoder, student.checkpoint)
+            logging.info("Initialised the student's encoder from %s.", student.checkpoint)
+        elif student.from_teacher:
+            students.copy_teacher_layers(model, teacher_model, student.teacher_layers)
+            logging.info("Initialised the student from the teacher's layers %s.", student.teacher_layers)
+
+    forward_fn = default_forward
+    if config.hidden_loss_weight:
+        forward_fn = _hidden_state_forward(teacher_model, student.teacher_layers)
+    loss = DistillationLoss(
+        _loss_kind(task_object),
+        temperature=config.temperature,
+        alpha=config.alpha,
+        hidden_loss_weight=config.hidden_loss_weight,
+    )
+    result = train(
+        strategy,
+        lambda: finetuning._build_model(task_object, student.config),
+        loss,
+        dataset_fn,
+        inputs.output_dir,
+        training_config,
+        init_fn=init_fn,
+        forward_fn=forward_fn,
+    )
+    return result.model, result.step
+
+
+def _hidden_state_forward(teacher_model, teacher_layers):
+    """A `forward_fn` returning the student's logits and its hidden states beside the teacher's mapped ones."""
+    from keras import ops
+
+    from bert_tf.distillation.students import task_head
+    from bert_tf.tasks.base import ENCODER_INPUT_KEYS
+
+    def forward(model, batch, training):
+        encoder_inputs = {name: batch[name] for name in ENCODER_INPUT_KEYS}
+        student_outputs = model.encoder(encoder_inputs, training=training)
+        head_input = "sequence_output" if hasattr(model, "token_classifier") else "pooled_output"
+        logits = task_head(model)(student_outputs[head_input], training=training)
+        teacher_outputs = teacher_model.encoder(encoder_inputs, training=False)
+        # The teacher is fixed: no gradient flows into (or is recorded through) its states.
+        teacher_states = [
+            ops.stop_gradient(state)
+            for state in [teacher_outputs["embedding_output"]]
+            + [teacher_outputs["encoder_outputs"][i] for i in teacher_layers]
+        ]
+        student_states = [student_outputs["embedding_output"]] + list(student_outputs["encoder_outputs"])
+        return {"logits": logits, "student_states": student_states, "teacher_states": teacher_states}
+
+    return forward

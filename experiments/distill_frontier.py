@@ -1,0 +1,66 @@
+"""The speed-accuracy frontier of a fine-tuned model on your data: students of several depths, int8, bfloat16.
+
+    python -m experiments.distill_frontier --teacher_dir=runs/sst --output_dir=runs/frontier \\
+        --train_file=train.tsv --eval_file=dev.tsv --text_a_column=sentence --label_column=label \\
+        --student_layers=1,2,3 --forms=float32,bfloat16,int8 --num_train_epochs=3 --learning_rate=1e-4
+
+Distils a student of each depth in --student_layers from the teacher (`experiments.distill`'s job, into
+<output_dir>/students/layers_<n>; rerunning resumes what is unfinished), converts the teacher and every student
+to each inference form of --forms, measures the held-out metric, exports each encoder as a SavedModel and times
+all of them interleaved in one process (--speed_rounds rounds over the first --speed_examples evaluation texts).
+Writes report.md, report.json and frontier.png (metric against sequences per second) to --output_dir. The data,
+task and schedule flags are experiments.distill's (and experiments.finetune's). See docs/distillation.md.
+"""
+
+from absl import flags
+
+from bert_tf import cli
+from experiments import distill, job_flags
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+    """Defines this tool's flags (at run time, so importing the module defines none)."""
+    from bert_tf.distillation.inference import INFERENCE_FORMS
+
+    job_flags.define_runtime_flags()
+    flags.DEFINE_string("teacher_dir", None, "The teacher: a model directory that experiments.finetune trained.")
+    flags.DEFINE_string("output_dir", None, "Where the students, exports and report go.")
+    flags.DEFINE_list("student_layers", ["1", "2", "3"], "Depths of the students (each below the teacher's).")
+    flags.DEFINE_list("forms", list(INFERENCE_FORMS), "Inference forms measured for every model.")
+    flags.DEFINE_float("temperature", 2.0, "Temperature of the teacher's soft targets.")
+    flags.DEFINE_float("alpha", 0.5, "Weight of the soft-target loss; the hard-label loss has 1 - alpha.")
+    flags.DEFINE_integer("speed_examples", 512, "Evaluation texts timed per model and round.")
+    flags.DEFINE_integer("speed_batch_size", 32, "Batch size of the timed batches.")
+    flags.DEFINE_integer("speed_rounds", 3, "Interleaved timing rounds; the median is reported.")
+    distill.define_data_and_schedule_flags()
+
+
+@cli.main_function("distill_frontier", bad_input=(ValueError, FileNotFoundError, FileExistsError))
+def main(argv):
+    del argv  # Checked by cli.main_function.
+    from bert_tf.jobs.distillation_frontier import REPORT_MD, FrontierConfig, run_frontier
+    from bert_tf.training import RuntimeConfig, TrainingConfig
+
+    cli.require_flags("teacher_dir", "output_dir", "eval_file")
+    try:
+        layers = tuple(int(n) for n in FLAGS.student_layers)
+    except ValueError:
+        raise cli.BadInputError(f"--student_layers: expected integers, got {FLAGS.student_layers}.") from None
+    config = job_flags.config_from_flags(FrontierConfig, student_layers=layers, forms=tuple(FLAGS.forms))
+    data = distill.data_config_from_flags()
+    schedule = job_flags.config_from_flags(TrainingConfig)
+    runtime = job_flags.config_from_flags(RuntimeConfig)
+    run_frontier(config, data, schedule, runtime)
+    with open(f"{config.output_dir}/{REPORT_MD}", encoding="utf-8") as f:
+        print(f.read())
+
+
+def run(argv=None):
+    """Console-script entry point."""
+    cli.run(main, define_flags, argv)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,421 @@
+"""Distillation (`bert_tf.jobs.distill`, `experiments.distill`): students, losses, resume, bad input.
+
+A tiny teacher (L=2, H=32) is fine-tuned on the synthetic keyword-sentiment task; its students train for a few
+dozen steps.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.fixtures.finetune import synthetic
+from tests.helpers.absl_flags import run_main
+from tests.helpers.jobs import distill, finetune
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEACHER_ARGUMENTS = dict(
+    max_seq_length=16, train_batch_size=32, learning_rate=1e-3, warmup_proportion=0.1, steps_per_loop=50, seed=1
+)
+
+
+# --- losses and layer choice (no training) ---------------------------------------------
+
+
+def _numpy_kl(student, teacher, temperature):
+    def log_softmax(x):
+        x = x - x.max(axis=-1, keepdims=True)
+        return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+    log_p, log_q = log_softmax(teacher / temperature), log_softmax(student / temperature)
+    return temperature**2 * np.mean(np.sum(np.exp(log_p) * (log_p - log_q), axis=-1))
+
+
+@pytest.mark.parametrize("temperature", [1.0, 2.0, 5.0])
+def test_soft_target_loss_is_kl_at_the_temperature_times_its_square(temperature):
+    from bert_tf.distillation.losses import soft_target_loss
+
+    rng = np.random.default_rng(0)
+    student, teacher = rng.normal(0, 3, (6, 4)).astype("float32"), rng.normal(0, 3, (6, 4)).astype("float32")
+    expected = _numpy_kl(student.astype(np.float64), teacher.astype(np.float64), temperature)
+    got = float(soft_target_loss(student, teacher, temperature))
+    assert expected > 0.01  # distributions that differ: the comparison below means something
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    # The same logits: no loss.
+    assert abs(float(soft_target_loss(teacher, teacher, temperature))) < 1e-6
+
+
+def test_distillation_loss_mixes_soft_and_hard_and_skips_teacher_only_rows():
+    from bert_tf.distillation.losses import DistillationLoss
+
+    rng = np.random.default_rng(1)
+    student, teacher = rng.normal(0, 2, (4, 3)).astype("float32"), rng.normal(0, 2, (4, 3)).astype("float32")
+    labels = np.array([0, 2, 1, 1], np.int32)
+    weights = np.array([1, 1, 0, 0], np.float32)  # the last two rows only the teacher labelled
+    batch = {"label": labels, "label_weight": weights, "teacher_logits": teacher}
+    metrics = DistillationLoss("classification", temperature=3.0, alpha=0.25)(batch, student)
+
+    shifted = student - student.max(axis=-1, keepdims=True)
+    log_q = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    hard = -np.mean(log_q[[0, 1], labels[:2]])
+    soft = _numpy_kl(student, teacher, 3.0)
+    np.testing.assert_allclose(float(metrics["hard_loss"]), hard, rtol=1e-5)
+    np.testing.assert_allclose(float(metrics["soft_loss"]), soft, rtol=1e-5)
+    np.testing.assert_allclose(float(metrics["loss"]), 0.25 * soft + 0.75 * hard, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "teacher_layers,student_layers,expected",
+    [(12, 6, [0, 2, 4, 7, 9, 11]), (6, 3, [0, 3, 5]), (6, 2, [0, 5]), (6, 1, [5]), (4, 4, [0, 1, 2, 3])],
+)
+def test_evenly_spaced_layers_are_distilberts_choice(teacher_layers, student_layers, expected):
+    from bert_tf.distillation.students import evenly_spaced_layers
+
+    assert evenly_spaced_layers(teacher_layers, student_layers) == expected
+
+
+def test_copy_teacher_layers_sets_the_chosen_layers_embeddings_pooler_and_head():
+    import keras
+
+    from bert_tf.distillation.students import copy_teacher_layers, student_config
+    from bert_tf.models import BertClassifier, BertEncoder
+
+    keras.utils.set_random_seed(0)
+    teacher = BertClassifier(BertEncoder(synthetic.tiny_config(num_hidden_layers=4)), num_classes=3)
+    student = BertClassifier(BertEncoder(student_config(teacher.encoder.config, 2)), num_classes=3)
+    copy_teacher_layers(student, teacher, [0, 3])
+
+    def same(a, b):
+        return all(np.array_equal(x, y) for x, y in zip(a.get_weights(), b.get_weights()))
+
+    s, t = student.encoder, teacher.encoder
+    assert same(s.transformer_layers[0], t.transformer_layers[0]) and same(
+        s.transformer_layers[1], t.transformer_layers[3]
+    )
+    assert not same(s.transformer_layers[1], t.transformer_layers[1])
+    assert (
+        same(s.embeddings, t.embeddings) and same(s.pooler, t.pooler) and same(student.classifier, teacher.classifier)
+    )
+
+
+# --- the job ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory):
+    """A 2-layer classifier fine-tuned on the keyword-sentiment task, and its data."""
+    tmp = tmp_path_factory.mktemp("distill")
+    files = dict(
+        train_file=synthetic.write_tsv(str(tmp / "train.tsv"), ["sentence", "label"], synthetic.sentiment_rows(320, 1)),
+        eval_file=synthetic.write_tsv(str(tmp / "dev.tsv"), ["sentence", "label"], synthetic.sentiment_rows(100, 2)),
+    )
+    teacher_dir = str(tmp / "teacher")
+    results = finetune(
+        "classification",
+        teacher_dir,
+        model_dir=synthetic.make_model_dir(str(tmp / "model")),
+        text_a_column="sentence",
+        num_train_steps=60,
+        do_train=True,
+        do_eval=True,
+        **files,
+        **TEACHER_ARGUMENTS,
+    )
+    assert results["accuracy"] >= 0.9
+    return dict(teacher_dir=teacher_dir, root=tmp, model_dir=str(tmp / "model"), teacher_results=results, **files)
+
+
+def test_one_layer_student_learns_what_its_teacher_knows_and_is_a_fine_tuned_model_dir(teacher, tmp_path):
+    from experiments import distill as tool
+
+    output_dir = str(tmp_path / "student")
+    argv = [
+        f"--teacher_dir={teacher['teacher_dir']}",
+        "--student_num_layers=1",
+        f"--train_file={teacher['train_file']}",
+        f"--eval_file={teacher['eval_file']}",
+        "--text_a_column=sentence",
+        "--num_train_steps=40",
+        "--learning_rate=1e-3",
+        "--steps_per_loop=20",
+        "--seed=1",
+        f"--output_dir={output_dir}",
+    ]
+    assert run_main(tool, argv, program="distill") == 0
+    with open(os.path.join(output_dir, "distillation_results.json")) as f:
+        results = json.load(f)
+    with open(os.path.join(output_dir, "eval_results.json")) as f:
+        assert json.load(f)["accuracy"] == results["student"]["accuracy"]
+    student, teacher_metrics = results["student"], results["teacher"]
+    assert teacher_metrics["accuracy"] == pytest.approx(teacher["teacher_results"]["accuracy"])
+    # Chance is 0.5; the student keeps (nearly) all of its teacher's accuracy with half its layers.
+    assert student["accuracy"] >= 0.9 and student["accuracy"] >= teacher_metrics["accuracy"] - 0.05
+    with open(os.path.join(output_dir, "distillation.json")) as f:
+        settings = json.load(f)
+    assert settings["teacher_layers"] == [1] and settings["student_config"]["num_hidden_layers"] == 1
+
+    # The student's directory is a fine-tuned model directory: evaluated again by the fine-tuning job ...
+    again = finetune(
+        "classification",
+        output_dir,
+        eval_file=teacher["eval_file"],
+        text_a_column="sentence",
+        do_eval=True,
+        max_seq_length=16,
+    )
+    assert again["accuracy"] == pytest.approx(student["accuracy"]) and again["global_step"] == 40
+    # ... and loaded by load_task_model (its weights file too), giving the predictions it wrote.
+    from bert_tf.checkpoints import load_task_model
+    from bert_tf.models import BertClassifier
+
+    model = load_task_model(output_dir, lambda encoder: BertClassifier(encoder, num_classes=2))
+    assert model.encoder.config.num_hidden_layers == 1
+    assert os.path.exists(os.path.join(output_dir, "weights.safetensors"))
+
+
+def test_sentence_pair_student_with_unlabeled_text_and_hidden_state_loss(tmp_path):
+    rows = synthetic.pair_rows(128, 1)
+    train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["a", "b", "label"], rows[:96])
+    unlabeled = synthetic.write_tsv(str(tmp_path / "more.tsv"), ["a", "b"], [r[:2] for r in rows[96:]])
+    dev = synthetic.write_tsv(str(tmp_path / "dev.tsv"), ["a", "b", "label"], synthetic.pair_rows(40, 2))
+    columns = dict(text_a_column="a", text_b_column="b")
+    teacher_dir = str(tmp_path / "teacher")
+    finetune(
+        "sentence_pair_classification",
+        teacher_dir,
+        model_dir=synthetic.make_model_dir(str(tmp_path / "model")),
+        train_file=train,
+        do_train=True,
+        num_train_steps=10,
+        **columns,
+        **TEACHER_ARGUMENTS,
+    )
+    output_dir = str(tmp_path / "student")
+    results = distill(
+        output_dir,
+        teacher_dir=teacher_dir,
+        student_num_layers=1,
+        hidden_loss_weight=1.0,
+        unlabeled_file=unlabeled,
+        train_file=train,
+        eval_file=dev,
+        num_train_steps=4,
+        learning_rate=1e-3,
+        steps_per_loop=4,
+        seed=1,
+        **columns,
+    )
+    assert results["student"]["num_examples"] == 40 and results["student"]["global_step"] == 4
+    assert set(results["teacher"]) >= {"accuracy", "f1"}
+    with open(os.path.join(output_dir, "distillation.json")) as f:
+        settings = json.load(f)
+    assert settings["hidden_loss_weight"] == 1.0 and settings["unlabeled_file"] == unlabeled
+    with open(os.path.join(output_dir, "task_config.json")) as f:
+        assert json.load(f)["task"] == "sentence_pair_classification"
+
+
+def test_tagging_student_with_unlabeled_sentences(tmp_path):
+    """Per-token soft targets ([N, length, tags], cut with the batch's bucket) and a .txt of unlabelled sentences."""
+    train = synthetic.write_conll(str(tmp_path / "train.conll"), synthetic.tagging_sentences(160, 1))
+    dev = synthetic.write_conll(str(tmp_path / "dev.conll"), synthetic.tagging_sentences(40, 2))
+    unlabeled = tmp_path / "more.txt"
+    unlabeled.write_text("\n".join(" ".join(w for w, _ in s) for s in synthetic.tagging_sentences(40, 3)) + "\n")
+    teacher_dir = str(tmp_path / "teacher")
+    finetune(
+        "token_classification",
+        teacher_dir,
+        model_dir=synthetic.make_model_dir(str(tmp_path / "model")),
+        train_file=train,
+        do_train=True,
+        num_train_steps=40,
+        **dict(TEACHER_ARGUMENTS, steps_per_loop=20),
+    )
+    results = distill(
+        str(tmp_path / "student"),
+        teacher_dir=teacher_dir,
+        student_num_layers=1,
+        unlabeled_file=str(unlabeled),
+        train_file=train,
+        eval_file=dev,
+        num_train_steps=30,
+        learning_rate=1e-3,
+        steps_per_loop=15,
+        seed=1,
+    )
+    # Names and places from fixed lists: the teacher learns them, and its 1-layer student keeps them.
+    assert results["teacher"]["entity_f1"] >= 0.9
+    assert results["student"]["entity_f1"] >= results["teacher"]["entity_f1"] - 0.1
+
+
+# --- resume after a kill ---------------------------------------------------------------
+
+
+def _checkpoint_values(path):
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(path)
+    return {
+        name: reader.get_tensor(name)
+        for name, _ in tf.train.list_variables(path)
+        if not name.startswith(("train_iterator/", "save_counter/", "_CHECKPOINTABLE_OBJECT_GRAPH"))
+    }
+
+
+def test_killed_distillation_resumes_to_the_same_weights(teacher, tmp_path):
+    """Killed inside step 5 (after the step-3 checkpoint), resumed: the uninterrupted run's weights, bit for bit."""
+    arguments = dict(
+        teacher_dir=teacher["teacher_dir"],
+        student_num_layers=1,
+        train_file=teacher["train_file"],
+        text_a_column="sentence",
+        do_eval=False,
+        train_batch_size=16,
+        learning_rate=1e-3,
+        num_train_steps=6,
+        steps_per_loop=3,
+        save_checkpoints_steps=3,
+        deterministic=True,
+        seed=3,
+    )
+    distill(**dict(arguments, output_dir=str(tmp_path / "uninterrupted")))
+    reference = _checkpoint_values(str(tmp_path / "uninterrupted" / "ckpt-6"))
+
+    killed_dir = tmp_path / "killed"
+    helper = os.path.join(REPO, "tests", "helpers", "training_run.py")
+    killed = subprocess.Popen(
+        [
+            sys.executable,
+            helper,
+            "distill",
+            "--kill_in_step=5",
+            "--args=" + json.dumps(dict(arguments, output_dir=str(killed_dir))),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
+    try:
+        log, _ = killed.communicate(timeout=300)
+    finally:
+        if killed.poll() is None:
+            killed.kill()
+            killed.wait(timeout=60)
+    assert killed.returncode == -signal.SIGKILL, log[-3000:]
+    assert os.path.exists(killed_dir / "ckpt-3.index") and not os.path.exists(killed_dir / "ckpt-6.index")
+
+    distill(**dict(arguments, output_dir=str(killed_dir)))
+    resumed = _checkpoint_values(str(killed_dir / "ckpt-6"))
+    assert sorted(reference) == sorted(resumed) and any(name.startswith("optimizer/") for name in reference)
+    for name, value in reference.items():
+        np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+
+
+# --- bad input -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bad_input_files(teacher):
+    root = teacher["root"]
+    # A model directory whose vocabulary has one token changed: a student that reads other word pieces.
+    other_model = synthetic.make_model_dir(os.path.join(root, "other_model"))
+    vocab_path = os.path.join(other_model, "vocab.txt")
+    with open(vocab_path, encoding="utf-8") as f:
+        tokens = f.read().split("\n")
+    tokens[tokens.index("movie")] = "cinema"
+    with open(vocab_path, "w", encoding="utf-8") as f:
+        f.write("\n".join(tokens))
+    existing = os.path.join(root, "existing_output")
+    os.makedirs(existing, exist_ok=True)
+    with open(os.path.join(existing, "notes.txt"), "w") as f:
+        f.write("keep me\n")
+    return dict(other_model=other_model, existing=existing)
+
+
+@pytest.mark.parametrize(
+    "case,extra,expected",
+    [
+        ("teacher_without_task_head", ["--teacher_dir={model_dir}", "--student_num_layers=1"], "no task head"),
+        ("deeper_student", ["--teacher_dir={teacher_dir}", "--student_num_layers=3"], "--student_num_layers=3"),
+        (
+            "vocabulary_mismatch",
+            ["--teacher_dir={teacher_dir}", "--student_model_dir={other_model}"],
+            "--student_model_dir",
+        ),
+        (
+            "two_students",
+            ["--teacher_dir={teacher_dir}", "--student_num_layers=1", "--student_model_dir={model_dir}"],
+            "exactly one",
+        ),
+        (
+            "bad_temperature",
+            ["--teacher_dir={teacher_dir}", "--student_num_layers=1", "--temperature=0"],
+            "--temperature",
+        ),
+        (
+            "output_exists",
+            ["--teacher_dir={teacher_dir}", "--student_num_layers=1", "--output_dir={existing}"],
+            "not empty",
+        ),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(teacher, bad_input_files, tmp_path, capfd, case, extra, expected):
+    from experiments import distill as tool
+
+    files = dict(teacher, **bad_input_files)
+    output_dir = str(tmp_path / "out")
+    argv = [f"--train_file={teacher['train_file']}", "--text_a_column=sentence", f"--output_dir={output_dir}"]
+    argv += [a.format(**files) for a in extra]
+    existing_before = sorted(os.listdir(bad_input_files["existing"]))
+    capfd.readouterr()
+    code = run_main(tool, argv, program="distill")
+    err = capfd.readouterr().err
+    assert code == 2, err[-3000:]
+    assert err.startswith("distill: error: ") and err.count("\n") == 1, err[-3000:]
+    assert expected in err
+    assert not os.path.exists(output_dir)
+    assert sorted(os.listdir(bad_input_files["existing"])) == existing_before
+
+
+# --- the frontier ----------------------------------------------------------------------
+
+
+def test_frontier_reports_every_model_and_form_with_interleaved_speeds(teacher, tmp_path):
+    from experiments import distill_frontier
+
+    output_dir = tmp_path / "frontier"
+    argv = [
+        f"--teacher_dir={teacher['teacher_dir']}",
+        f"--output_dir={output_dir}",
+        f"--train_file={teacher['train_file']}",
+        f"--eval_file={teacher['eval_file']}",
+        "--text_a_column=sentence",
+        "--student_layers=1",
+        "--forms=float32",  # the int8 and bfloat16 forms: tests/test_distillation_inference.py
+        "--num_train_steps=20",
+        "--learning_rate=1e-3",
+        "--steps_per_loop=10",
+        "--speed_examples=40",
+        "--speed_rounds=2",
+        "--eval_batch_size=32",
+        "--max_seq_length=16",
+    ]
+    assert run_main(distill_frontier, argv) == 0
+    with open(output_dir / "report.json") as f:
+        report = json.load(f)
+    rows = {(row["model"], row["form"]): row for row in report["rows"]}
+    assert sorted(rows) == [("layers_1", "float32"), ("teacher", "float32")]
+    # The teacher's float32 row is the reference; its metric is what the fine-tuning job measured.
+    assert rows["teacher", "float32"]["speedup"] == 1.0 and rows["teacher", "float32"]["metric_change"] == 0.0
+    assert rows["teacher", "float32"]["metric"] == pytest.approx(teacher["teacher_results"]["accuracy"])
+    for row in rows.values():
+        assert len(row["round_seconds"]) == 2 and row["sequences_per_second"] > 0
+        assert os.path.exists(os.path.join(row["export_dir"], "saved_model.pb"))
+    assert report["speed"]["examples"] == 40 and rows["layers_1", "float32"]["num_layers"] == 1
+    assert (output_dir / "frontier.png").stat().st_size > 1000
+    assert "| layers_1 | 1 | float32 |" in (output_dir / "report.md").read_text()

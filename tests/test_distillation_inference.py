@@ -1,0 +1,105 @@
+"""bfloat16 and int8 inference forms (`bert_tf.distillation.inference`) and their SavedModels (`--quantize`)."""
+
+import numpy as np
+import pytest
+
+from tests.helpers import export_fixtures
+from tests.helpers.absl_flags import run_main
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    """A tiny random encoder's model directory, exported as bfloat16 and int8 SavedModels."""
+    from experiments import export
+
+    root = tmp_path_factory.mktemp("quantized_export")
+    model, _ = export_fixtures.write_tiny_model_dir(str(root / "model"), with_heads=False)
+    # int8 through the command line; bfloat16 through the library (the encoder alone: half the time).
+    argv = [f"--model_dir={root / 'model'}", f"--export_dir={root / 'int8'}", "--seq_length=32", "--quantize=int8"]
+    assert run_main(export, argv) == 0
+    from bert_tf.distillation.inference import inference_form
+    from bert_tf.export import export_encoder
+
+    paths = {
+        "int8": str(root / "int8" / "encoder"),
+        "bfloat16": export_encoder(inference_form(model, "bfloat16"), str(root / "bfloat16")),
+    }
+    rng = np.random.default_rng(0)
+    inputs = {
+        "input_word_ids": rng.integers(5, model.config.vocab_size, (4, 12)).astype(np.int32),
+        "input_mask": np.ones((4, 12), np.int32),
+        "input_type_ids": np.zeros((4, 12), np.int32),
+    }
+    inputs["input_mask"][1, 6:] = 0
+    return dict(root=root, model=model, paths=paths, inputs=inputs)
+
+
+@pytest.mark.parametrize("form", ["bfloat16", "int8"])
+def test_quantized_export_agrees_with_float_within_less_than_the_outputs_spread(exports, form):
+    import tensorflow as tf
+
+    from bert_tf.export import load_tfsm_layer
+
+    inputs = exports["inputs"]
+    expected = np.asarray(exports["model"](inputs, training=False)["sequence_output"])
+    loaded = tf.saved_model.load(exports["paths"][form])
+    got = loaded(inputs)["sequence_output"].numpy()
+    assert got.dtype == np.float32
+    spread = expected.std()
+    difference = np.abs(got - expected).max()
+    # A cheaper model, not another one: far closer to the float outputs than they are to each other ...
+    assert difference < 0.1 * spread, (difference, spread)
+    # ... and really rounded (an export of the float model would agree to ~1e-7).
+    assert difference > 1e-4
+    # Keras 3 loads it too, with the same outputs.
+    layer_outputs = load_tfsm_layer(exports["paths"][form], trainable=False)(inputs)
+    np.testing.assert_allclose(np.asarray(layer_outputs["sequence_output"]), got, atol=1e-6)
+    kinds = {v.dtype for v in loaded.variables}
+    assert (tf.int8 in kinds) == (form == "int8") and (tf.bfloat16 in kinds) == (form == "bfloat16")
+
+
+def test_int8_export_loads_in_hub_keras_layer(exports, tmp_path):
+    import tensorflow as tf
+
+    inputs_path, output_path = str(tmp_path / "inputs.npz"), str(tmp_path / "pooled.npy")
+    np.savez(inputs_path, **exports["inputs"])
+    result = export_fixtures.run_legacy_keras_script(
+        "hub_load_check.py", exports["paths"]["int8"], inputs_path, output_path, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    expected = tf.saved_model.load(exports["paths"]["int8"])(exports["inputs"])["pooled_output"].numpy()
+    np.testing.assert_allclose(np.load(output_path), expected, atol=1e-6)
+
+
+def test_inference_form_of_a_task_model_keeps_its_head_and_float_model():
+    import keras
+
+    from bert_tf.distillation.inference import inference_form
+    from bert_tf.models import BertClassifier, BertEncoder
+
+    keras.utils.set_random_seed(0)
+    classifier = BertClassifier(BertEncoder(export_fixtures.tiny_config(50)), num_classes=3)
+    before = [w.copy() for w in classifier.get_weights()]
+    inputs = {
+        "input_word_ids": np.arange(2, 22, dtype=np.int32).reshape(2, 10),
+        "input_mask": np.ones((2, 10), np.int32),
+        "input_type_ids": np.zeros((2, 10), np.int32),
+    }
+    expected = np.asarray(classifier(inputs))
+    for form in ("bfloat16", "int8"):
+        logits = np.asarray(keras.ops.cast(inference_form(classifier, form)(inputs), "float32"))
+        assert logits.shape == (2, 3)
+        assert np.abs(logits - expected).max() < 0.1 * np.abs(expected).max()
+    assert all(np.array_equal(a, b) for a, b in zip(before, classifier.get_weights()))
+    with pytest.raises(ValueError, match="float16"):
+        inference_form(classifier, "float16")
+
+
+def test_distillation_modules_docstring_examples_run():
+    import doctest
+
+    from bert_tf.distillation import inference, losses, students
+
+    for module in (students, losses, inference):
+        result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+        assert result.attempted >= 2 and result.failed == 0, module.__name__
