@@ -78,7 +78,8 @@ def define_flags():
         None,
         ["bfloat16", "int8"],
         "Export the encoder in a cheaper inference form: bfloat16 weights and compute, or int8 kernels (Keras' "
-        "post-training quantization); outputs stay float32, the masked-LM head is left out; a fine-tuned classifier is exported in the same form. See docs/distillation.md.",
+        "post-training quantization); outputs stay float32, the masked-LM head is left out; a fine-tuned "
+        "classifier is exported in the same form. See docs/distillation.md.",
     )
     flags.DEFINE_bool(
         "verify",
