@@ -309,13 +309,15 @@ def main():
     hf_python = _common.peer_python(args.peer_dir, "hf_torch", create=True) if "hf" in contenders else None
     load_before, commit = _common.load_average(), _common.git_commit()
     versions = {}
-    results = {}
+    results = {task: {name: [] for name in contenders} for task in tasks}
+    labels = dict({name: label for name, (label, _) in OURS.items()}, hf="HuggingFace transformers (PyTorch)")
+    command = "python benchmarks/finetune_accuracy.py " + " ".join(sys.argv[1:])
     with tempfile.TemporaryDirectory() as work_dir:
         source, model_dir = convert_weights(work_dir, args.timeout)
-        for task in tasks:
-            train_file, test_file = write_subsets(task, args.train_examples, work_dir)
-            results[task] = {name: [] for name in contenders}
-            for seed in seeds:  # interleaved: every contender once per seed
+        files = {task: write_subsets(task, args.train_examples, work_dir) for task in tasks}
+        for done, seed in enumerate(seeds, start=1):  # interleaved: every task and contender once per seed
+            for task in tasks:
+                train_file, test_file = files[task]
                 for name in contenders:
                     if name == "hf":
                         child_flags = [f"--task={task}", f"--source={source}", f"--train_file={train_file}"]
@@ -343,21 +345,24 @@ def main():
                         )
                     results[task][name].append(accuracy)
                     print(f"{task} seed {seed} {name}: {accuracy:.4f}", flush=True)
-    labels = dict({name: label for name, (label, _) in OURS.items()}, hf="HuggingFace transformers (PyTorch)")
-    lines = table(results, seeds, labels)
+            # Written after every seed, so a run cut short still leaves the seeds it finished.
+            lines = table(results, seeds[:done], labels)
+            if args.write:
+                write_results(args, command, load_before, versions, commit, lines, seeds[:done], seeds)
     print("\n".join(lines))
-    if args.write:
-        command = "python benchmarks/finetune_accuracy.py " + " ".join(sys.argv[1:])
-        recipe = (
-            f"Recipe: all-MiniLM-L6-v2, first {args.train_examples:,} training reviews / sentences, sequence length "
-            f"{args.max_seq_length}, batch 32, 3 epochs, AdamW peak 5e-5, 10% warm-up then linear decay, weight "
-            "decay 0.01, clipping 1.0, dropout 0.1, float32; each contender and seed a fresh process, interleaved "
-            "seed by seed."
-        )
-        header = _common.header_lines(command.strip(), load_before, _common.load_average(), versions, commit)
-        _common.write_section(
-            SECTION, "Fine-tuning accuracy: ours against HuggingFace", header + ["", recipe, ""] + lines
-        )
+
+
+def write_results(args, command, load_before, versions, commit, lines, seeds_done, seeds):
+    recipe = (
+        f"Recipe: all-MiniLM-L6-v2, first {args.train_examples:,} training reviews / sentences, sequence length "
+        f"{args.max_seq_length}, batch 32, 3 epochs, AdamW peak 5e-5, 10% warm-up then linear decay, weight "
+        "decay 0.01, clipping 1.0, dropout 0.1, float32; each contender and seed a fresh process, interleaved "
+        "seed by seed."
+    )
+    if len(seeds_done) < len(seeds):
+        recipe += f" Seeds finished so far: {len(seeds_done)} of {len(seeds)}."
+    header = _common.header_lines(command.strip(), load_before, _common.load_average(), versions, commit)
+    _common.write_section(SECTION, "Fine-tuning accuracy: ours against HuggingFace", header + ["", recipe, ""] + lines)
 
 
 if __name__ == "__main__":
