@@ -40,8 +40,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 from absl import logging
 
-from bert_tf import file_io
-from bert_tf.checkpoints.model_source import ModelSource, ResolvedModel, check_compatible, read_config
+from bert_tf import checkpoints, file_io
+from bert_tf.checkpoints.model_source import (
+    TASK_CONFIG_NAME,
+    ModelSource,
+    ResolvedModel,
+    check_compatible,
+    read_config,
+    read_task_config,
+)
 from bert_tf.data.finetuning_data import FinetuningDataSource
 from bert_tf.errors import DataError, JobArgumentError, check_int, check_utf8
 from bert_tf.jobs import DEFAULT_SEED
@@ -222,7 +229,7 @@ def run_distillation(
             task_object, teacher_model, inputs.train_features, unlabeled_features, data.eval_batch_size, strategy
         )
         if is_chief:
-            _write_model_files(output_dir, student_model, teacher, task_object, settings)
+            _write_model_files(output_dir, student_model, teacher, task_object, data, settings)
         trained, step = _train(
             inputs, teacher_model, student_model, config, strategy, schedule, data.train_batch_size, runtime
         )
@@ -231,8 +238,8 @@ def run_distillation(
             return results
         from bert_tf.checkpoints import weights_file
 
-        weights_file.write_weights_file(output_dir, trained, checkpoint=finetuning._latest_checkpoint(output_dir))
-        eval_strategy = strategy if training.num_workers(strategy) == 1 else finetuning.tf_default_strategy()
+        weights_file.write_weights_file(output_dir, trained, checkpoint=checkpoints.latest_checkpoint(output_dir))
+        eval_strategy = finetuning._evaluation_strategy(strategy)
         if do_eval:
             student_results = finetuning._evaluate(
                 inputs, trained, step, data.eval_batch_size, eval_strategy, runtime.jit_compile
@@ -265,13 +272,13 @@ def _read_teacher(config: DistillationConfig) -> _Teacher:
     teacher_dir = config.teacher_dir
     if not os.path.isdir(teacher_dir):
         raise JobArgumentError(f"--teacher_dir: directory not found: {teacher_dir}")
-    task_config_path = os.path.join(teacher_dir, finetuning.TASK_CONFIG_NAME)
+    task_config_path = os.path.join(teacher_dir, TASK_CONFIG_NAME)
     if not os.path.exists(task_config_path):
         raise JobArgumentError(
-            f"--teacher_dir={teacher_dir} holds no task head ({finetuning.TASK_CONFIG_NAME} is missing): give a "
+            f"--teacher_dir={teacher_dir} holds no task head ({TASK_CONFIG_NAME} is missing): give a "
             "model directory that experiments.finetune trained."
         )
-    task_config = finetuning._read_task_config(teacher_dir)
+    task_config = read_task_config(teacher_dir)
     if task_config.get("task") not in DISTILLABLE_TASKS:
         raise JobArgumentError(
             f"--teacher_dir={teacher_dir} holds a {task_config.get('task')!r} model; distillation takes "
@@ -283,7 +290,7 @@ def _read_teacher(config: DistillationConfig) -> _Teacher:
         raise JobArgumentError(f"--teacher_dir={teacher_dir}: {e}") from None
     from bert_tf.checkpoints import weights_file
 
-    if finetuning._latest_checkpoint(teacher_dir) is None and not os.path.exists(
+    if checkpoints.latest_checkpoint(teacher_dir) is None and not os.path.exists(
         weights_file.weights_path(teacher_dir)
     ):
         raise JobArgumentError(f"--teacher_dir={teacher_dir} holds no trained weights (no checkpoint).")
@@ -409,11 +416,12 @@ def _load_teacher_model(task_object, teacher: _Teacher):
     return model
 
 
-def _write_model_files(output_dir, student: _Student, teacher: _Teacher, task_object, settings) -> None:
+def _write_model_files(output_dir, student: _Student, teacher: _Teacher, task_object, data, settings) -> None:
     from bert_tf.checkpoints.model_dir import write_model_files
 
     write_model_files(output_dir, student.config, teacher.source.vocab_file, keep_existing=True)
-    file_io.write_json(os.path.join(output_dir, finetuning.TASK_CONFIG_NAME), task_object.config())
+    record = finetuning.task_record(task_object, teacher.source.do_lower_case, data)
+    file_io.write_json(os.path.join(output_dir, TASK_CONFIG_NAME), record)
     file_io.write_json(os.path.join(output_dir, DISTILLATION_CONFIG_NAME), settings)
 
 

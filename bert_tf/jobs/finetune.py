@@ -607,12 +607,17 @@ def _write_model_files(output_dir, source: ResolvedModel, task_object, data: Fin
     from bert_tf.checkpoints.model_dir import write_model_files
 
     write_model_files(output_dir, source.config, source.vocab_file)
-    recorded = dict(
+    file_io.write_json(os.path.join(output_dir, TASK_CONFIG_NAME), task_record(task_object, source.do_lower_case, data))
+
+
+def task_record(task_object, do_lower_case: bool, data: FinetuningDataConfig) -> dict:
+    """What a fine-tuned directory's task_config.json holds: the task's own config (labels, lengths), the
+    casing and the data settings, so a later evaluation, prediction or export needs only the directory."""
+    return dict(
         task_object.config(),
-        do_lower_case=source.do_lower_case,
+        do_lower_case=do_lower_case,
         data={name: getattr(data, name) for name in RECORDED_DATA_SETTINGS},
     )
-    file_io.write_json(os.path.join(output_dir, TASK_CONFIG_NAME), recorded)
 
 
 def _check_no_earlier_predictions(output_dir: str) -> None:
