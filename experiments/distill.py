@@ -21,7 +21,7 @@ See docs/distillation.md.
 
 from absl import flags
 
-from bert_tf import cli
+from bert_tf import cli, errors
 from experiments import job_flags
 
 FLAGS = flags.FLAGS
@@ -119,7 +119,7 @@ def data_config_from_flags():
     columns = ("text_a_column", "text_b_column", "label_column")
     data = job_flags.config_from_flags(FinetuningDataConfig, **{name: _column(FLAGS[name].value) for name in columns})
     if not (data.train_file or data.tfds_name):
-        raise cli.BadInputError("--train_file (or --tfds_name) is required.")
+        raise errors.BadInputError("--train_file (or --tfds_name) is required.")
     return data
 
 

@@ -14,7 +14,7 @@ task and schedule flags are experiments.distill's (and experiments.finetune's). 
 
 from absl import flags
 
-from bert_tf import cli
+from bert_tf import cli, errors
 from experiments import distill, job_flags
 
 FLAGS = flags.FLAGS
@@ -47,7 +47,7 @@ def main(argv):
     try:
         layers = tuple(int(n) for n in FLAGS.student_layers)
     except ValueError:
-        raise cli.BadInputError(f"--student_layers: expected integers, got {FLAGS.student_layers}.") from None
+        raise errors.BadInputError(f"--student_layers: expected integers, got {FLAGS.student_layers}.") from None
     config = job_flags.config_from_flags(FrontierConfig, student_layers=layers, forms=tuple(FLAGS.forms))
     data = distill.data_config_from_flags()
     schedule = job_flags.config_from_flags(TrainingConfig)

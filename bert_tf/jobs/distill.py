@@ -430,7 +430,7 @@ def _write_model_files(output_dir, student: _Student, teacher: _Teacher, task_ob
 
 def _read_unlabeled(path: str, reader: FinetuningDataSource, task_type: str) -> list:
     """Examples without labels: a `.txt` file has one text (tagging: one sentence of words) per line."""
-    from bert_tf.tasks.examples import TaggingExample, TextExample
+    from bert_tf.data.examples import TaggingExample, TextExample
 
     if not path.endswith(".txt"):
         return [finetuning._without_label(e) for e in reader.read("predict", path)]
@@ -558,10 +558,10 @@ def _hidden_state_forward(teacher_model, teacher_layers):
     from keras import ops
 
     from bert_tf.distillation.students import task_head
-    from bert_tf.tasks.base import ENCODER_INPUT_KEYS
+    from bert_tf.models import ENCODER_INPUT_NAMES
 
     def forward(model, batch, training):
-        encoder_inputs = {name: batch[name] for name in ENCODER_INPUT_KEYS}
+        encoder_inputs = {name: batch[name] for name in ENCODER_INPUT_NAMES}
         student_outputs = model.encoder(encoder_inputs, training=training)
         head_input = "sequence_output" if hasattr(model, "token_classifier") else "pooled_output"
         logits = task_head(model)(student_outputs[head_input], training=training)

@@ -229,7 +229,7 @@ def _export(model, export_dir, vocab_file):
 
 def _speed_batches(task_object, features, num_examples, batch_size) -> list:
     """Length-bucketed batches (encoder inputs, numpy) of the first `num_examples` evaluation features."""
-    from bert_tf.tasks.base import ENCODER_INPUT_KEYS
+    from bert_tf.models import ENCODER_INPUT_NAMES
 
     if isinstance(features, dict):
         subset = {k: v[:num_examples] for k, v in features.items()}
@@ -243,7 +243,7 @@ def _speed_batches(task_object, features, num_examples, batch_size) -> list:
     batches = []
     for batch in task_object.dataset(subset, batch_size, training=False):
         keep = batch["feature_index"].numpy() >= 0  # the rows that fill up the last batch are not timed
-        batches.append({k: batch[k].numpy()[keep] for k in ENCODER_INPUT_KEYS})
+        batches.append({k: batch[k].numpy()[keep] for k in ENCODER_INPUT_NAMES})
     return batches
 
 
