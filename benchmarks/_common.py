@@ -175,15 +175,38 @@ def write_section(name: str, title: str, body_lines: list, path: str | None = No
     replace_section(name, "\n".join([f"## {title}", ""] + list(body_lines)), path)
 
 
+def git_commit() -> str:
+    """The checkout's short commit hash, with `+changes` when tracked files differ from it; `unknown` outside git."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT, timeout=30
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=30,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (commit + ("+changes" if dirty else "")) if commit else "unknown"
+
+
 def header_lines(command: str, load_before: str, load_after: str, versions: dict) -> list:
-    return [
+    """The provenance lines of a RESULTS.md section: date, machine, load, commit, versions and command."""
+    versions = dict(versions)
+    commit = versions.pop("commit", None) or git_commit()
+    lines = [
         f"- Date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- Machine: {os.cpu_count()} CPU cores ({cpu_name()}), {gpu_note()}"
         + (f"; a contender ran on: {versions['device']}" if versions.get("device", "cpu").lower() != "cpu" else ""),
         f"- Load average (1/5/15 min) before: {load_before}; after: {load_after}",
-        "- Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
-        f"- Command: `{command}`",
+        f"- Commit: {commit}",
     ]
+    if versions:
+        lines.append("- Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    return lines + [f"- Command: `{command}`"]
 
 
 def _tree_memory(process) -> tuple[int, int, int]:

@@ -30,6 +30,23 @@ def test_the_gpu_note_follows_the_machine(monkeypatch):
     assert _common.gpu_note() == "1 NVIDIA GPU(s) present"
 
 
+def test_the_header_names_the_commit_once(monkeypatch):
+    monkeypatch.setattr(_common, "git_commit", lambda: "abc1234")
+    lines = _common.header_lines("cmd", "1", "1", {"tensorflow": "2.21.0"})
+    assert "- Commit: abc1234" in lines and "- Versions: tensorflow 2.21.0" in lines
+    # A script that found its commit itself passes it as a version: one Commit line, no empty Versions line.
+    lines = _common.header_lines("cmd", "1", "1", {"commit": "def5678"})
+    assert [line for line in lines if line.startswith(("- Commit", "- Versions"))] == ["- Commit: def5678"]
+    assert lines[-1] == "- Command: `cmd`"
+
+
+def test_git_commit_is_this_checkouts_head():
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=_common.ROOT, timeout=30
+    ).stdout.strip()
+    assert _common.git_commit().split("+")[0] == (head or "unknown")
+
+
 def test_model_garden_version_comes_from_the_installed_package(monkeypatch):
     from importlib import metadata
 
