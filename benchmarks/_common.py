@@ -176,7 +176,7 @@ def write_section(name: str, title: str, body_lines: list, path: str | None = No
 
 
 def git_commit() -> str:
-    """The checkout's short commit hash, with `+changes` when tracked files differ from it; `unknown` outside git."""
+    """The checkout's short commit hash, with `+changes` when the working tree differs from it."""
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT, timeout=30
@@ -188,21 +188,24 @@ def git_commit() -> str:
             cwd=ROOT,
             timeout=30,
         ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.TimeoutExpired):
         return "unknown"
-    return (commit + ("+changes" if dirty else "")) if commit else "unknown"
+    return (commit or "unknown") + ("+changes" if dirty else "")
 
 
-def header_lines(command: str, load_before: str, load_after: str, versions: dict) -> list:
-    """The provenance lines of a RESULTS.md section: date, machine, load, commit, versions and command."""
+def header_lines(command: str, load_before: str, load_after: str, versions: dict, commit: str | None = None) -> list:
+    """The lines that head a RESULTS.md table; `commit`: the one measured (default: the checkout's now).
+
+    A `commit` entry of `versions` (scripts that looked it up themselves) is the commit line, not a version.
+    """
     versions = dict(versions)
-    commit = versions.pop("commit", None) or git_commit()
+    commit = commit or versions.pop("commit", None) or git_commit()
     lines = [
         f"- Date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- Commit: {commit}",
         f"- Machine: {os.cpu_count()} CPU cores ({cpu_name()}), {gpu_note()}"
         + (f"; a contender ran on: {versions['device']}" if versions.get("device", "cpu").lower() != "cpu" else ""),
         f"- Load average (1/5/15 min) before: {load_before}; after: {load_after}",
-        f"- Commit: {commit}",
     ]
     if versions:
         lines.append("- Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))

@@ -31,39 +31,50 @@ import time
 import numpy as np
 
 from bert_tf import file_io
+from bert_tf.data import finetuning_readers
+from bert_tf.errors import DataError
 
 
-def read_labeled_tsv(path: str, limit: int = 0) -> tuple[list, np.ndarray]:
-    """`text<TAB>label` rows after a `text<TAB>label` header (the bundled reviews' format)."""
-    texts, labels = [], []
-    with open(path, encoding="utf-8", newline="\n") as f:
-        header = f.readline().rstrip("\n")
-        if header != "text\tlabel":
-            raise ValueError(f"{path}:1: expected the header 'text<TAB>label', found {header!r}.")
-        for line_number, line in enumerate(f, start=2):
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) != 2 or not fields[1].lstrip("-").isdigit():
-                raise ValueError(f"{path}:{line_number}: expected 'text<TAB>integer label'.")
-            texts.append(fields[0])
-            labels.append(int(fields[1]))
-            if limit and len(texts) >= limit:
-                break
-    if not texts:
-        raise ValueError(f"{path}: no examples.")
-    return texts, np.asarray(labels, np.int32)
+def read_labeled_tsv(path: str, limit: int = 0, label_list=None) -> tuple[list, np.ndarray, list]:
+    """(texts, label ids, label names) of a TSV with the columns `text` and `label` (the bundled reviews' format).
+
+    Read and labelled as `experiments.finetune` reads such files (`bert_tf.data.finetuning_readers`): without
+    `label_list`, the file's labels in sorted order; with it (the training file's), a label outside it counts
+    as an error (id -1, never predicted), and a warning says how many there were.
+    """
+    examples = finetuning_readers.read_text_examples(path, "text", None, "label", file_format="tsv")
+    examples = examples[:limit] if limit else examples
+    if not examples:
+        raise DataError(f"{path}: no examples.")
+    if label_list is None:
+        label_list = finetuning_readers.label_list_from_examples(examples)
+    ids = {label: i for i, label in enumerate(label_list)}
+    finetuning_readers.warn_unseen_labels(
+        finetuning_readers.count_unseen_labels((e.label for e in examples), ids), "examples"
+    )
+    return (
+        [e.text_a for e in examples],
+        np.asarray([ids.get(e.label, -1) for e in examples], np.int32),
+        list(label_list),
+    )
 
 
 def warmup_linear_decay(peak: float, num_steps: int, warmup_steps: int):
-    """BERT's schedule as a Keras 3 schedule (keras.ops, any backend): linear warm-up to `peak`, linear decay to 0."""
+    """BERT's schedule (`bert_tf.training.schedule`) as a Keras 3 schedule: keras.ops, any backend."""
     import keras
     from keras import ops
 
+    from bert_tf.training.schedule import warmup_polynomial_decay
+
     class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         def __call__(self, step):
-            step = ops.cast(step, "float32")
-            warmup = step / max(warmup_steps, 1)
-            decay = (num_steps - step) / max(num_steps - warmup_steps, 1)
-            return peak * ops.maximum(ops.minimum(warmup, decay), 0.0)
+            return warmup_polynomial_decay(
+                ops.cast(step, "float32"),
+                ops,
+                learning_rate=peak,
+                num_train_steps=num_steps,
+                num_warmup_steps=warmup_steps,
+            )
 
         def get_config(self):
             return {"peak": peak, "num_steps": num_steps, "warmup_steps": warmup_steps}
@@ -159,8 +170,8 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", default=None, help="Keras dtype policy, e.g. mixed_bfloat16")
     args = parser.parse_args(argv)
     try:
-        train = read_labeled_tsv(args.train_file, args.max_train_examples)
-        test = read_labeled_tsv(args.test_file) if args.test_file else None
+        *train, label_list = read_labeled_tsv(args.train_file, args.max_train_examples)
+        test = read_labeled_tsv(args.test_file, label_list=label_list)[:2] if args.test_file else None
     except (OSError, ValueError) as e:
         print(f"keras_fit: error: {e}", file=sys.stderr)
         return 2
@@ -169,6 +180,7 @@ def main(argv=None) -> int:
         train,
         test,
         output_dir=os.path.join(args.output_dir, "model"),
+        num_classes=len(label_list),
         seq_length=args.seq_length,
         epochs=args.epochs,
         batch_size=args.batch_size,

@@ -21,10 +21,10 @@ seq_length=)`, with a `seq_length` computed in the graph from the batch: the
 smallest multiple of `--bucket_width` that holds its longest text (at most
 `--seq_length`). Any TF Hub BERT preprocessor has that API, so no new export
 is needed, and the saved classifier keeps taking raw strings of any batch.
-The training batches are grouped by length (`bert_tf.data.length_buckets`:
-shuffled from `--seed`, sorted by length inside chunks of 50 batches, the
-batches shuffled), the held-out batches sorted by length, so nearly every
-position computed is a real token. Truncation at `--seq_length` is the same
+The training batches are random, drawn from `--seed` epoch by epoch
+(`bert_tf.data.length_buckets`; `--group_by_length` makes batches of
+near-equal lengths instead: less padding, slower learning on small data), the
+held-out batches sorted by length. Truncation at `--seq_length` is the same
 as the notebook's, so the model sees the same tokens.
 """
 
@@ -64,8 +64,14 @@ def define_flags():
     flags.DEFINE_integer(
         "bucket_width",
         16,
-        "Pack each batch to the smallest multiple of this that holds its longest text (at most --seq_length), "
-        "with training batches grouped by length; 0: the notebook's program (every batch at the exported length).",
+        "Pack each batch to the smallest multiple of this that holds its longest text (at most --seq_length); "
+        "0: the notebook's program (every batch at the exported length).",
+    )
+    flags.DEFINE_boolean(
+        "group_by_length",
+        False,
+        "With --bucket_width: training batches of near-equal lengths instead of random ones (less padding, "
+        "slower learning on small data).",
     )
     flags.DEFINE_integer(
         "seq_length", 0, "With --bucket_width: the longest packed length (0: the preprocessing model's default)."
@@ -180,7 +186,7 @@ def BucketedPreprocessing(preprocess_dir, bucket_width, seq_length=0, **kwargs):
     return _bucketed_preprocessing_class()(preprocess_dir, bucket_width, seq_length, **kwargs)
 
 
-def bucketed_datasets(preprocessing, texts, labels, test_texts, test_labels, batch_size, seed):
+def bucketed_datasets(preprocessing, texts, labels, test_texts, test_labels, batch_size, seed, group_by_length=False):
     """(training dataset (endless), steps per epoch, held-out dataset) with batches grouped by packed length."""
     import numpy as np
     import tensorflow as tf
@@ -193,7 +199,12 @@ def bucketed_datasets(preprocessing, texts, labels, test_texts, test_labels, bat
 
     columns = {"text": np.asarray(texts, dtype=str), "label": np.asarray(labels, np.float32)}
     indices = length_buckets.training_batch_indices(
-        lengths(columns["text"]), batch_size, preprocessing.seq_length, preprocessing.bucket_width, seed
+        lengths(columns["text"]),
+        batch_size,
+        preprocessing.seq_length,
+        preprocessing.bucket_width,
+        seed,
+        group_by_length=group_by_length,
     )
     train = length_buckets.gather_batches(indices, columns, (), training=True)
     train = prefetching.prefetched(train.map(lambda batch: (batch["text"], batch["label"])))
@@ -205,15 +216,20 @@ def bucketed_datasets(preprocessing, texts, labels, test_texts, test_labels, bat
 
 
 def warmup_linear_decay(peak, num_steps, warmup_steps):
-    """BERT's learning-rate schedule as a tf_keras schedule: linear warm-up to `peak`, then linear decay to 0."""
+    """BERT's schedule (`bert_tf.training.schedule`) as a tf_keras schedule."""
     import tensorflow as tf
+
+    from bert_tf.training.schedule import warmup_polynomial_decay
 
     class _Schedule(tf.keras.optimizers.schedules.LearningRateSchedule):
         def __call__(self, step):
-            step = tf.cast(step, tf.float32)
-            warmup = step / max(warmup_steps, 1)
-            decay = (num_steps - step) / max(num_steps - warmup_steps, 1)
-            return peak * tf.maximum(tf.minimum(warmup, decay), 0.0)
+            return warmup_polynomial_decay(
+                tf.cast(step, tf.float32),
+                tf,
+                learning_rate=peak,
+                num_train_steps=num_steps,
+                num_warmup_steps=warmup_steps,
+            )
 
         def get_config(self):
             return {"peak": peak, "num_steps": num_steps, "warmup_steps": warmup_steps}
@@ -256,6 +272,7 @@ def main(argv):
             y_test,
             FLAGS.batch_size,
             FLAGS.seed,
+            group_by_length=FLAGS.group_by_length,
         )
         fit_data = dict(x=train_data, steps_per_epoch=steps_per_epoch, validation_data=test_data)
     else:

@@ -27,19 +27,22 @@ The flags follow google-research/bert's `run_classifier.py` and
         --eval_file=dev.conll --model_dir=models/bert_base_cased --do_lower_case=false \\
         --output_dir=runs/ner --do_train --do_eval
 
-Differences from `run_classifier.py`: batches are grouped by length and each
-is padded to the smallest multiple of --bucket_width (16) that holds its
-longest sequence, instead of every batch to --max_seq_length (the same
-outputs to float rounding; far less padding on real text; at most
-max_seq_length / bucket_width compiled shapes); --bucket_width=0 pads every
-batch to --max_seq_length and changes nothing else. Training batches are drawn
-epoch by epoch from --seed (shuffled, sorted by length inside chunks of 50
-batches, the batches shuffled; the examples past the last full batch of an
-epoch sit that epoch out), with or without buckets, so a resumed run sees the
-same batches and a padded run trains on the same batches as a bucketed one
-(tests/test_finetune_buckets.py: without dropout, to the same weights). The
-original shuffles examples one by one, so its batches mix lengths more. SQuAD
-keeps fixed windows and that example-by-example shuffle.
+Differences from `run_classifier.py`: each batch is padded to the smallest
+multiple of --bucket_width (16) that holds its longest sequence, instead of to
+--max_seq_length (the same outputs to float rounding; far less padding on real
+text; at most max_seq_length / bucket_width compiled shapes); --bucket_width=0
+pads every batch to --max_seq_length and changes nothing else. Training batches
+are random, drawn epoch by epoch from --seed (the examples past the last full
+batch of an epoch sit that epoch out), with or without buckets, so a resumed
+run sees the same batches and a padded run trains on the same batches as a
+bucketed one (tests/test_finetune_buckets.py: without dropout, to the same
+weights). --group_by_length makes batches of near-equal lengths instead
+(HuggingFace's opt-in of that name): less padding, but slower learning on small
+data (benchmarks/RESULTS.md, finetune_accuracy). SQuAD keeps fixed windows and
+an example-by-example shuffle. The optimizer is the original's (no bias
+correction, epsilon 1e-6); --adam_bias_correction --adam_epsilon=1e-8 gives
+PyTorch's AdamW. Labels or tags of the evaluation data that the training data
+never had count as errors, and a warning and eval_results.json say how many.
 
 Outputs in --output_dir: checkpoints (training resumes from them), TensorBoard
 summaries, `eval_results.json`, `eval_predictions.*`, `predictions.*`, and
@@ -130,7 +133,7 @@ def define_flags():
     flags.DEFINE_integer(
         "bucket_width",
         16,
-        "Group batches by length and pad each to the smallest multiple of this that holds it (at most "
+        "Pad each batch to the smallest multiple of this that holds its longest sequence (at most "
         "max_seq_length / bucket_width compiled shapes); 0 = off, every batch at --max_seq_length. Ignored by squad.",
     )
     flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
@@ -148,6 +151,19 @@ def define_flags():
         "steps_per_loop", schedule["steps_per_loop"], "Steps per compiled loop call (and logging interval)."
     )
     job_flags.define_num_microbatches_flag()
+    job_flags.define_adam_flags()
+    flags.DEFINE_boolean(
+        "group_by_length",
+        False,
+        "Training batches of near-equal lengths (sorted inside chunks of 50 batches, as HuggingFace's "
+        "group_by_length) instead of random ones: less padding, but slower learning on small data.",
+    )
+    flags.DEFINE_integer(
+        "eval_every_steps",
+        0,
+        "With --do_eval: also evaluate every this many training steps (logged, in TensorBoard's summaries/eval); "
+        "0: only at the end.",
+    )
     flags.DEFINE_integer("save_checkpoints_steps", schedule["save_checkpoints_steps"], "Checkpoint interval.")
     flags.DEFINE_integer("keep_checkpoint_max", schedule["keep_checkpoint_max"], "Checkpoints kept.")
 

@@ -53,6 +53,16 @@ def define_num_microbatches_flag() -> None:
     )
 
 
+def define_adam_flags() -> None:
+    """Defines --adam_epsilon and --adam_bias_correction (`TrainingConfig`), which both training jobs take."""
+    flags.DEFINE_float("adam_epsilon", 1e-6, "Adam's epsilon (the original BERT: 1e-6; PyTorch's AdamW: 1e-8).")
+    flags.DEFINE_bool(
+        "adam_bias_correction",
+        False,
+        "Adam's bias correction of the moments, as PyTorch's and Keras' AdamW have it (the original BERT has none).",
+    )
+
+
 def config_from_flags(config_class, **overrides):
     """`config_class` with each field set from the parsed flag of the same name, or from `overrides`.
 

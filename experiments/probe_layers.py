@@ -48,6 +48,11 @@ def define_flags():
     flags.DEFINE_float("finetune_learning_rate", 1e-4, "Peak learning rate of the fine-tuned reference.")
     flags.DEFINE_integer("finetune_batch_size", 32, "Batch size of the fine-tuned reference.")
     flags.DEFINE_integer(
+        "finetune_min_steps",
+        300,
+        "The fine-tuned reference trains for at least this many steps (more epochs on a small training file).",
+    )
+    flags.DEFINE_integer(
         "finetune_microbatches",
         8,
         "The reference's batches run as this many pieces whose gradients are summed (less memory, slower).",
@@ -84,6 +89,7 @@ def main(argv):
         finetune_epochs=FLAGS.finetune_epochs,
         finetune_learning_rate=FLAGS.finetune_learning_rate,
         finetune_batch_size=FLAGS.finetune_batch_size,
+        finetune_min_steps=FLAGS.finetune_min_steps,
         finetune_microbatches=FLAGS.finetune_microbatches,
         dev_fraction=FLAGS.dev_fraction,
         seed=FLAGS.seed,

@@ -136,19 +136,18 @@ def test_regression_from_csv(tmp_path, model_dir):
     assert np.mean(np.abs(scores - labels)) < 0.5
 
 
-def test_unknown_eval_label_names_the_line(tmp_path, model_dir):
-    train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["text_a", "label"], [("good", "pos"), ("bad", "neg")])
-    dev = synthetic.write_tsv(str(tmp_path / "dev.tsv"), ["text_a", "label"], [("good", "pos"), ("fine", "neutral")])
-    with pytest.raises(DataError, match=r"dev.tsv:3: unknown label 'neutral'; the labels are \['neg', 'pos'\]"):
+def test_training_label_outside_the_label_list_names_the_line(tmp_path, model_dir):
+    rows = [("good", "pos"), ("bad", "neg"), ("fine", "neutral")]
+    train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["text_a", "label"], rows)
+    with pytest.raises(DataError, match=r"train.tsv:4: unknown label 'neutral'; the labels are \['neg', 'pos'\]"):
         finetune(
             "classification",
             str(tmp_path / "out"),
             train_file=train,
-            eval_file=dev,
+            label_list=["neg", "pos"],
             model_dir=model_dir,
             num_train_steps=1,
             do_train=True,
-            do_eval=True,
             max_seq_length=16,
             train_batch_size=2,
         )
@@ -184,3 +183,70 @@ def test_argument_errors_name_the_flag(tmp_path, model_dir):
         )
     with pytest.raises(ValueError, match="Give --model_dir"):
         finetune("classification", str(tmp_path / "c"), train_file=train, do_train=True)
+
+
+def _eval_event_steps(output_dir, tag):
+    """The steps at which the run wrote the TensorBoard scalar `tag` under summaries/eval."""
+    import glob
+
+    import tensorflow as tf
+
+    steps = []
+    for path in glob.glob(os.path.join(output_dir, "summaries", "eval", "events.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            steps += [event.step for value in event.summary.value if value.tag == tag]
+    return sorted(steps)
+
+
+def test_labels_only_in_the_evaluation_data_count_as_errors_and_eval_every_steps_logs_along_the_way(
+    tmp_path, model_dir, caplog
+):
+    train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["sentence", "label"], synthetic.sentiment_rows(320, 1))
+    # 12 of the 112 evaluation rows carry a label that no training row has.
+    dev_rows = synthetic.sentiment_rows(100, 2) + [(text, "mixed") for text, _ in synthetic.sentiment_rows(12, 4)]
+    dev = synthetic.write_tsv(str(tmp_path / "dev.tsv"), ["sentence", "label"], dev_rows)
+    output_dir = str(tmp_path / "out")
+    with caplog.at_level("INFO"):
+        results = finetune(
+            "classification",
+            output_dir,
+            train_file=train,
+            eval_file=dev,
+            text_a_column="sentence",
+            model_dir=model_dir,
+            num_train_steps=60,
+            eval_every_steps=20,
+            do_train=True,
+            do_eval=True,
+            **COMMON,
+        )
+    assert results["unseen_label_examples"] == 12 and results["num_examples"] == 112
+    # The 12 are errors: accuracy at most 100/112, while the 100 known rows are learned.
+    assert 0.8 <= results["accuracy"] <= 100 / 112
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "never had" in r.getMessage()]
+    assert warnings == [
+        "12 evaluation examples carry labels that the training data never had ('mixed': 12); they count as errors."
+    ]
+    # Evaluated at steps 20 and 40 along the way (the job's own evaluation follows the last step).
+    assert _eval_event_steps(output_dir, "accuracy") == [20, 40]
+    along_the_way = [r.getMessage() for r in caplog.records if r.getMessage().startswith("eval at step")]
+    assert [m.split(":")[0] for m in along_the_way] == ["eval at step 20", "eval at step 40"]
+
+
+def test_eval_every_steps_needs_evaluation(tmp_path, model_dir):
+    from bert_tf.errors import JobArgumentError
+
+    train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["sentence", "label"], synthetic.sentiment_rows(40, 1))
+    with pytest.raises(JobArgumentError, match="--eval_every_steps needs --do_train and --do_eval"):
+        finetune(
+            "classification",
+            str(tmp_path / "out"),
+            train_file=train,
+            text_a_column="sentence",
+            model_dir=model_dir,
+            num_train_steps=4,
+            eval_every_steps=2,
+            do_train=True,
+            **COMMON,
+        )
+    assert not os.path.exists(tmp_path / "out")

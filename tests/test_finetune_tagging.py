@@ -94,7 +94,25 @@ def test_tagging_learns_names_and_places(tmp_path):
     assert len(first_line) == 3  # word, gold tag, predicted tag
 
 
-def test_unknown_tag_names_the_sentence_and_word(tokenizer):
+def test_unknown_tag_names_the_sentence_and_word_in_training_data(tokenizer):
     task = TaggingTask(tokenizer, seq_length=12, tag_list=TAGS)
-    with pytest.raises(DataError, match=r"dev.conll:7: word 2 \('Rome'\) has unknown tag 'B-GPE'"):
-        task.featurize([TaggingExample("dev.conll:7", ("in", "Rome"), ("O", "B-GPE"))], training=False)
+    with pytest.raises(DataError, match=r"train.conll:7: word 2 \('Rome'\) has unknown tag 'B-GPE'"):
+        task.featurize([TaggingExample("train.conll:7", ("in", "Rome"), ("O", "B-GPE"))], training=True)
+
+
+def test_tags_only_in_the_evaluation_data_count_as_errors(tokenizer, caplog):
+    task = TaggingTask(tokenizer, seq_length=12, tag_list=TAGS)
+    examples = [
+        TaggingExample("dev.conll:7", ("in", "Rome"), ("O", "B-GPE")),
+        TaggingExample("dev.conll:10", ("Alice", "&", "Bob"), ("B-PER", "SYM", "B-PER")),
+    ]
+    with caplog.at_level("WARNING"):
+        features = task.featurize(examples, training=False)
+    assert [r.getMessage() for r in caplog.records] == [
+        "2 evaluation words carry labels that the training data never had ('B-GPE': 1, 'SYM': 1); they count as errors."
+    ]
+    # Left out of the loss; every known tag keeps its id.
+    assert sorted(set(features.inputs["label_ids"][0].tolist())) == [IGNORED_LABEL, 0]
+    # A tagger right on every known tag scores 3 of 5 words.
+    results = task.evaluate(examples, [("O", "B-LOC"), ("B-PER", "O", "B-PER")])
+    assert results["token_accuracy"] == pytest.approx(3 / 5) and results["unseen_label_words"] == 2

@@ -290,7 +290,7 @@ def test_keras_fit_command_line_on_tensorflow(tiny_dir, tmp_path, capsys):
     bad.write_text("sentence\tlabel\nx\t1\n", encoding="utf-8")
     assert keras_fit.main([f"--model_dir={path}", f"--train_file={bad}", f"--output_dir={tmp_path / 'x'}"]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        f"keras_fit: error: {bad}:1: expected the header 'text<TAB>label', found 'sentence\\tlabel'."
+        f"keras_fit: error: {bad}: no text_a column 'text'; the header has ['sentence', 'label']."
     ]
 
 

@@ -117,6 +117,17 @@ def test_schedule_warms_up_linearly_then_decays_linearly_to_zero():
     assert WarmupPolynomialDecay.from_config(schedule.get_config()).get_config() == schedule.get_config()
 
 
+def test_every_training_path_uses_the_one_schedule():
+    # The custom loop's schedule, the Keras 3 `fit` path's and the hub job's wrap one function of the step.
+    from bert_tf.keras_fit import warmup_linear_decay as keras_schedule
+    from experiments.classify_with_hub import warmup_linear_decay as hub_schedule
+
+    loop = WarmupPolynomialDecay(1e-3, num_train_steps=100, num_warmup_steps=10)
+    for other in (keras_schedule(1e-3, 100, 10), hub_schedule(1e-3, 100, 10)):
+        for step in (0, 5, 10, 55, 99, 100, 150):
+            assert float(other(step)) == pytest.approx(float(loop(step)), abs=1e-12), step
+
+
 def test_schedule_rejects_impossible_settings():
     with pytest.raises(ValueError, match="num_warmup_steps"):
         WarmupPolynomialDecay(1e-4, num_train_steps=10, num_warmup_steps=11)

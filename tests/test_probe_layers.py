@@ -97,14 +97,15 @@ def probe_inputs(tmp_path_factory):
     root = tmp_path_factory.mktemp("probe")
     model_dir = synthetic.make_model_dir(str(root / "model"), num_hidden_layers=NUM_LAYERS)
     sentences = {split: synthetic.tagging_sentences(n, seed) for split, n, seed in (("train", 60, 1), ("test", 30, 2))}
+    # As in real data, the test files hold a tag and a label that their training files never have.
+    sentences["test"].append([("Alice", "B-PER"), ("&", "SYM"), ("Bob", "B-PER")])
     for split, rows in sentences.items():
         with open(root / f"tokens_{split}.conll", "w", encoding="utf-8") as f:
             f.write("".join("".join(f"{w}\t{t}\n" for w, t in s) + "\n" for s in rows))
-        synthetic.write_tsv(
-            str(root / f"sentences_{split}.tsv"),
-            ["text", "label"],
-            synthetic.sentiment_rows(80 if split == "train" else 40, 3 if split == "train" else 4),
-        )
+        texts = synthetic.sentiment_rows(80 if split == "train" else 40, 3 if split == "train" else 4)
+        if split == "test":
+            texts.append(("good but bad", "mixed"))
+        synthetic.write_tsv(str(root / f"sentences_{split}.tsv"), ["text", "label"], texts)
     flags = [
         f"--model_dir={model_dir}",
         f"--token_train_file={root / 'tokens_train.conll'}",
@@ -122,9 +123,16 @@ def test_command_line_writes_the_report(probe_inputs, capsys):
 
     root, flags, sentences = probe_inputs
     output_dir = root / "report"
-    code = run_main(tool, flags + [f"--output_dir={output_dir}", "--finetune_epochs=2"])
-    assert code == 0, capsys.readouterr().err[-3000:]
+    code = run_main(tool, flags + [f"--output_dir={output_dir}", "--finetune_epochs=2", "--finetune_min_steps=6"])
+    err = capsys.readouterr().err
+    assert code == 0, err[-3000:]
     report = json.loads((output_dir / "report.json").read_text())
+    # The tag and the label found only in the test files are counted and reported, once each.
+    assert report["data"]["token"]["unseen_test_labels"] == {"SYM": 1}
+    assert report["data"]["sentence"]["unseen_test_labels"] == {"mixed": 1}
+    assert err.count("carry labels that the training data never had") == 2
+    # 60 sentences are 4 steps of 32 an epoch: the reference row trains for its minimum of 6 steps instead.
+    assert "token 6 steps (3.2 epochs)" in report["recipe"]["fine_tuned"]
     layer_rows = [f"layer_{i}" for i in range(NUM_LAYERS + 1)]
     expected_rows = set(layer_rows) | set(COMBINATION_ROWS) | {"fine_tuned"}
     for key in ("token", "sentence_mean", "sentence_cls"):
@@ -152,6 +160,7 @@ def test_command_line_writes_the_report(probe_inputs, capsys):
     markdown = (output_dir / "report.md").read_text()
     for title in ("## Token level", "## Sentence level: mean", "## Sentence level: [CLS]", "scalar mix of all layers"):
         assert title in markdown
+    assert "1 test words carry labels that the training file never has (SYM 1)" in markdown
     assert (output_dir / "layers.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+from collections import Counter
 from collections.abc import Sequence
 
 from absl import logging
@@ -207,6 +208,29 @@ def label_list_from_examples(examples: Sequence[TextExample]) -> list[str]:
 
 
 # --- CoNLL-style tagging files ----------------------------------------------
+
+
+def count_unseen_labels(labels, known) -> dict:
+    """{label: count} of the `labels` that are not in `known`, most frequent first."""
+    return dict(Counter(label for label in labels if label not in known).most_common())
+
+
+def warn_unseen_labels(unseen: dict, items: str, split: str = "evaluation") -> None:
+    """Logs, once per data set, the rule for labels that the training data never had (`count_unseen_labels`).
+
+    No model can predict a class it never saw, so evaluation or test data carrying such a label is kept and
+    those `items` (examples, words) count as errors; the metrics and reports say how many there were.
+    """
+    if unseen:
+        shown = ", ".join(f"{label!r}: {count}" for label, count in list(unseen.items())[:10])
+        logging.warning(
+            "%d %s %s carry labels that the training data never had (%s%s); they count as errors.",
+            sum(unseen.values()),
+            split,
+            items,
+            shown,
+            ", ..." if len(unseen) > 10 else "",
+        )
 
 
 def read_conll(

@@ -9,8 +9,14 @@ positions do not depend on the padded length (to float rounding); `tests/test_le
 `length_batches`/`bucketed_dataset` serve inference (feature extraction, layer probing),
 where the order of the batches does not matter because every row goes back to its own index. The fine-tuning
 tasks' tf.data pipelines (`bert_tf.tasks.base.length_bucketed_dataset`) use `training_batch_indices` (training:
-shuffled from the seed, grouped by length inside chunks of batches, endless and checkpointable) and
-`inference_batch_indices` with `gather_batches`. TensorFlow is imported only by the tf.data functions.
+random batches from the seed, each padded to its own bucket, endless and checkpointable; grouping by length is
+opt-in) and `inference_batch_indices` with `gather_batches`. TensorFlow is imported only by the tf.data
+functions.
+
+Training batches are random by default, as in HuggingFace's Trainer: grouping examples of near-equal length
+into a batch (`group_by_length`, HuggingFace's opt-in `group_by_length`) saves more padding, but its batches are
+not samples of the data and on small labelled sets it learns more slowly and ends less accurate
+(benchmarks/finetune_accuracy.py measures both orders).
 """
 
 from __future__ import annotations
@@ -93,10 +99,9 @@ def bucketed_dataset(
 
 # --- tf.data pipelines of the fine-tuning tasks ------------------------------------------------------------
 
-#: Training batches are formed inside chunks of this many batches of shuffled examples, sorted by length (as
-#: HuggingFace's `group_by_length` does with its "megabatches" of 50): batches stay random in which examples
-#: they hold, while most of a batch's rows have about the same length.
-TRAIN_CHUNK_BATCHES = 50
+#: With `group_by_length`, training batches are formed inside chunks of this many batches of shuffled examples,
+#: sorted by length (as HuggingFace's `group_by_length` does with its "megabatches" of 50).
+GROUP_BY_LENGTH_CHUNK_BATCHES = 50
 
 
 def _bucket_lengths_tf(max_lengths, bucket_width: int, max_seq_length: int):
@@ -115,14 +120,16 @@ def training_batch_indices(
     bucket_width: int | None,
     seed: int,
     input_context=None,
-    chunk_batches: int = TRAIN_CHUNK_BATCHES,
+    group_by_length: bool = False,
+    chunk_batches: int = GROUP_BY_LENGTH_CHUNK_BATCHES,
 ):
     """An endless tf.data pipeline of training batches as (indices [batch_size] int64, seq_length int64).
 
     Epoch `e` is a permutation of the examples drawn from (`seed`, `e`) with stateless random ops; its first
-    `len // batch_size * batch_size` examples (the rest sit out this epoch) are cut into chunks of
-    `chunk_batches` batches, sorted by length inside each chunk (stably), cut into batches, and the batches of
-    the epoch shuffled, again from (`seed`, `e`). Each batch is padded to the bucket length of its longest row.
+    `len // batch_size * batch_size` examples (the rest sit out this epoch) are cut into batches in that random
+    order. With `group_by_length`, they are first cut into chunks of `chunk_batches` batches and sorted by
+    length inside each chunk (stably), and the batches of the epoch are shuffled, again from (`seed`, `e`).
+    Each batch is padded to the bucket length of its longest row.
     Data too small for one batch per input pipeline is repeated within each epoch until it fills them.
     Everything is a pure function of the seed and the epoch number, built from `Dataset.counter` and
     `from_tensor_slices`, so the iterator state is a position that a checkpoint saves and restores exactly.
@@ -155,11 +162,13 @@ def training_batch_indices(
             ]
             % size
         )
-        key = chunk_ids * (max_seq_length + 1) + tf.gather(lengths_t, order)
-        order = tf.gather(order, tf.argsort(key, stable=True))
-        batches = tf.random.experimental.stateless_shuffle(
-            tf.reshape(order, [num_batches, batch_size]), seed=tf.stack([seed, 2 * epoch + 1])
-        )
+        batches = tf.reshape(order, [num_batches, batch_size])
+        if group_by_length:
+            key = chunk_ids * (max_seq_length + 1) + tf.gather(lengths_t, order)
+            order = tf.gather(order, tf.argsort(key, stable=True))
+            batches = tf.random.experimental.stateless_shuffle(
+                tf.reshape(order, [num_batches, batch_size]), seed=tf.stack([seed, 2 * epoch + 1])
+            )
         batches = tf.ensure_shape(batches, [num_batches, batch_size])  # a static batch size, as TPUs need
         seq_lengths = _bucket_lengths_tf(
             tf.reduce_max(tf.gather(lengths_t, batches), axis=1), bucket_width, max_seq_length

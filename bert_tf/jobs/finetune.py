@@ -84,11 +84,12 @@ class FinetuningTaskConfig:
       task_type: one of `TASKS` (the flag `--task`): which plug-in (`bert_tf.tasks`) the job runs.
       max_seq_length: packed sequence length (WordPieces incl. [CLS]/[SEP]).
       dropout_rate: dropout before the output layer; None: the model's hidden_dropout_prob.
-      bucket_width: training, evaluation and prediction batches are grouped by length and padded to the
-        smallest multiple of it that holds their longest sequence (capped at max_seq_length), so a batch
-        costs its tokens rather than max_seq_length, with at most max_seq_length / bucket_width compiled
-        shapes; 0 turns it off (the same batches, every one at max_seq_length). Not for SQuAD, whose windows
-        are fixed.
+      bucket_width: training, evaluation and prediction batches are padded to the smallest multiple of it
+        that holds their longest sequence (capped at max_seq_length), so a batch costs its tokens rather than
+        max_seq_length, with at most max_seq_length / bucket_width compiled shapes; 0 turns it off (the same
+        batches, every one at max_seq_length). Not for SQuAD, whose windows are fixed.
+      group_by_length: training batches of near-equal lengths instead of random ones (less padding, slower
+        learning on small data; `bert_tf.data.length_buckets`).
       doc_stride, max_query_length, max_answer_length, n_best_size,
       version_2_with_negative, null_score_diff_threshold: SQuAD's options.
     """
@@ -97,6 +98,7 @@ class FinetuningTaskConfig:
     max_seq_length: int = 128
     dropout_rate: float | None = None
     bucket_width: int = 16
+    group_by_length: bool = False
     doc_stride: int = 128
     max_query_length: int = 64
     max_answer_length: int = 30
@@ -233,6 +235,8 @@ def run_finetuning(
             f"--tfds_name is supported for classification and regression, not --task={task.task_type}; "
             "use --train_file/--eval_file/--predict_file."
         )
+    if schedule.eval_every_steps and not (do_train and do_eval):
+        raise JobArgumentError("--eval_every_steps needs --do_train and --do_eval (with --eval_file or --tfds_name).")
     _check_data_sources(data, do_train, do_eval, do_predict)
     # Nothing is written to output_dir before every check passed.
     inputs = _read_inputs(task, os.path.abspath(output_dir), model, data, do_train, do_eval, do_predict)
@@ -249,7 +253,7 @@ def run_finetuning(
             if is_chief:
                 # Written first, so a run stopped during training can be evaluated or resumed as it is.
                 _write_model_files(inputs.output_dir, inputs.source, inputs.task_object)
-            trained, step = _train(inputs, strategy, schedule, data.train_batch_size, runtime)
+            trained, step = _train(inputs, strategy, schedule, data, runtime)
             if is_chief:
                 # The backend-neutral copy of the trained weights (bert_tf/checkpoints/weights_file.py).
                 from bert_tf.checkpoints import weights_file
@@ -263,8 +267,7 @@ def run_finetuning(
         results = {}
         if not is_chief:
             return results
-        # Multi-worker runs evaluate on the chief alone, outside the collective strategy.
-        eval_strategy = strategy if training.num_workers(strategy) == 1 else tf_default_strategy()
+        eval_strategy = _evaluation_strategy(strategy)
         if do_eval:
             results = _evaluate(inputs, trained, step, data.eval_batch_size, eval_strategy, runtime.jit_compile)
         if do_predict:
@@ -355,10 +358,13 @@ def _predict_and_write(inputs: _Inputs, model, batch_size, strategy, jit_compile
     logging.info("Wrote predictions for %d examples to %s.", len(examples), ", ".join(paths))
 
 
-def tf_default_strategy():
+def _evaluation_strategy(strategy):
+    """Multi-worker runs evaluate on the chief alone, outside the collective strategy."""
     import tensorflow as tf
 
-    return tf.distribute.get_strategy()
+    from bert_tf import training
+
+    return strategy if training.num_workers(strategy) == 1 else tf.distribute.get_strategy()
 
 
 # --- arguments -----------------------------------------------------------------
@@ -463,12 +469,18 @@ def _build_task(task: FinetuningTaskConfig, tokenizer, labels, sentence_pair):
             sentence_pair=sentence_pair,
             dropout_rate=task.dropout_rate,
             bucket_width=task.bucket_width,
+            group_by_length=task.group_by_length,
         )
     if task.task_type == "token_classification":
         from bert_tf.tasks.tagging import TaggingTask
 
         return TaggingTask(
-            tokenizer, task.max_seq_length, labels, dropout_rate=task.dropout_rate, bucket_width=task.bucket_width
+            tokenizer,
+            task.max_seq_length,
+            labels,
+            dropout_rate=task.dropout_rate,
+            bucket_width=task.bucket_width,
+            group_by_length=task.group_by_length,
         )
     from bert_tf.tasks.squad import SquadTask
 
@@ -497,11 +509,13 @@ def _num_features(features) -> int:
     return len(features["text_a"]) if isinstance(features, dict) else len(features)
 
 
-def _train(inputs: _Inputs, strategy, schedule: TrainingConfig, batch_size: int, runtime: RuntimeConfig):
+def _train(inputs: _Inputs, strategy, schedule: TrainingConfig, data: FinetuningDataConfig, runtime: RuntimeConfig):
+    from bert_tf import training
     from bert_tf.checkpoints.model_dir import restore
     from bert_tf.training import train
 
     task_object, features, source = inputs.task_object, inputs.train_features, inputs.source
+    batch_size = data.train_batch_size
     num_features = _num_features(features)
     config = dataclasses.replace(schedule.in_steps(num_features, batch_size), jit_compile=runtime.jit_compile)
     num_train_steps = config.num_train_steps
@@ -521,6 +535,25 @@ def _train(inputs: _Inputs, strategy, schedule: TrainingConfig, batch_size: int,
         restore(model.encoder, source.checkpoint)
         logging.info("Initialised the encoder from %s.", source.checkpoint)
 
+    eval_fn = None
+    if inputs.eval_features is not None and config.eval_every_steps:
+        is_chief, eval_strategy = training.is_chief(strategy), _evaluation_strategy(strategy)
+
+        def eval_fn(model):
+            # The task's own metrics on its predictions, as the final evaluation computes them.
+            if not is_chief:
+                return {}
+            predictions = _predict(
+                task_object,
+                model,
+                inputs.eval_examples,
+                inputs.eval_features,
+                data.eval_batch_size,
+                eval_strategy,
+                runtime.jit_compile,
+            )
+            return task_object.evaluate(inputs.eval_examples, predictions)
+
     # The loop checkpoints the task model's own items (Task.checkpoint_items, holding "encoder"), so output_dir
     # is also a model directory for load_encoder().
     result = train(
@@ -530,6 +563,7 @@ def _train(inputs: _Inputs, strategy, schedule: TrainingConfig, batch_size: int,
         dataset_fn,
         inputs.output_dir,
         config,
+        eval_fn=eval_fn,
         init_fn=init_fn,
     )
     return result.model, result.step

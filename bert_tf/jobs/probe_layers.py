@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import time
 
@@ -28,6 +29,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf.checkpoints.model_source import ModelSource
+from bert_tf.data.finetuning_readers import count_unseen_labels, warn_unseen_labels
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.errors import DataError, check_int
 from bert_tf.jobs import DEFAULT_SEED
@@ -53,6 +55,8 @@ class ProbeLayersConfig:
       random_control: also probe the randomly initialised twin.
       finetune: add the fine-tuned reference row; finetune_epochs, finetune_learning_rate,
         finetune_batch_size its recipe (BERT's schedule: 10% warm-up, then linear decay);
+        finetune_min_steps: at least this many steps however small the training file (more epochs), so that
+        the reference row is a fine-tuned model rather than one barely past its warm-up;
         finetune_microbatches: each batch runs as this many pieces with summed gradients (the loop's
         `num_microbatches`), which keeps the default run within 2 GB.
       dev_fraction: the training file's share held out to choose each probe's strength.
@@ -76,6 +80,7 @@ class ProbeLayersConfig:
     finetune_epochs: float = 1.0
     finetune_learning_rate: float = 1e-4
     finetune_batch_size: int = 32
+    finetune_min_steps: int = 300
     finetune_microbatches: int = 8
     dev_fraction: float = 0.1
     seed: int = DEFAULT_SEED
@@ -90,6 +95,7 @@ class ProbeLayersConfig:
         check_int("batch_size", self.batch_size)
         check_int("finetune_batch_size", self.finetune_batch_size)
         check_int("finetune_microbatches", self.finetune_microbatches)
+        check_int("finetune_min_steps", self.finetune_min_steps, minimum=0)
         if self.finetune_batch_size % self.finetune_microbatches:
             raise ValueError(
                 f"--finetune_microbatches={self.finetune_microbatches} must divide "
@@ -137,6 +143,7 @@ def run_probe_layers(config: ProbeLayersConfig) -> dict:
     if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or os.listdir(output_dir)):
         raise FileExistsError(f"--output_dir={output_dir} exists and is not empty.")
     model = config.model.resolve(config.max_seq_length)
+    finetune_environment = _fine_tuning_environment() if config.finetune else {}
     files = config.files()
     data = {}
     for task in config.tasks:
@@ -146,10 +153,15 @@ def run_probe_layers(config: ProbeLayersConfig) -> dict:
         labels = _labels(task, data[task][0])
         if len(set(labels)) < 2:
             raise DataError(f"--{prefix}_train_file: {train_path}: needs at least two distinct labels.")
+        # No probe can predict a label it never saw: such test items stay, as errors in every row.
+        warn_unseen_labels(
+            count_unseen_labels(_labels(task, data[task][1]), set(labels)),
+            "words" if task == data_lib.TOKEN else "texts",
+            split=f"test ({test_path})",
+        )
 
     from bert_tf.probing import report as report_lib
 
-    finetune_environment = _fine_tuning_environment() if config.finetune else {}
     features, feature_seconds = _all_features(config, model, data, output_dir)
     fine_tuned, finetune_seconds = {}, None
     if config.finetune:
@@ -163,6 +175,7 @@ def run_probe_layers(config: ProbeLayersConfig) -> dict:
                 _fine_tuned_accuracy,
                 task,
                 files[task],
+                _finetune_steps(config, _num_train_items(task, data[task][0])),
                 config,
                 output_dir,
                 description=f"fine-tuning ({task})",
@@ -177,7 +190,7 @@ def run_probe_layers(config: ProbeLayersConfig) -> dict:
             "num_hidden_layers": model.config.num_hidden_layers,
             "hidden_size": model.config.hidden_size,
         },
-        "recipe": _recipe(config),
+        "recipe": _recipe(config, {task: _num_train_items(task, data[task][0]) for task in config.tasks}),
         "data": {},
         "seconds": {"features": round(feature_seconds, 1)},
     }
@@ -202,8 +215,25 @@ def _labels(task, split_data):
     return list(split_data.labels)
 
 
-def _recipe(config: ProbeLayersConfig) -> dict:
+def _num_train_items(task, train) -> int:
+    return len(train.sentences) if task == data_lib.TOKEN else len(train.texts)
+
+
+def _finetune_steps(config: ProbeLayersConfig, num_train_items: int) -> int:
+    """The reference row's steps: `finetune_epochs` over the training file, at least `finetune_min_steps`."""
+    epoch_steps = math.ceil(config.finetune_epochs * num_train_items / config.finetune_batch_size)
+    return max(1, epoch_steps, config.finetune_min_steps)
+
+
+def _recipe(config: ProbeLayersConfig, num_train_items: dict) -> dict:
     from bert_tf.probing import probes
+
+    def fine_tuned_steps():
+        return "; ".join(
+            f"{task} {steps} steps ({steps * config.finetune_batch_size / n:.1f} epochs)"
+            for task, n in num_train_items.items()
+            for steps in [_finetune_steps(config, n)]
+        )
 
     return {
         "linear_probe": "standardised features, multinomial logistic regression (scikit-learn, L2, lbfgs); "
@@ -217,7 +247,8 @@ def _recipe(config: ProbeLayersConfig) -> dict:
         "sentence_mean": "mean over real tokens ([CLS] and [SEP] included)",
         "sentence_cls": "the [CLS] position",
         "fine_tuned": (
-            f"bert_tf.tasks.run_finetuning, {config.finetune_epochs:g} epoch(s), peak learning rate "
+            f"bert_tf.jobs.finetune.run_finetuning, {config.finetune_epochs:g} epoch(s) and at least "
+            f"{config.finetune_min_steps} steps ({fine_tuned_steps()}), peak learning rate "
             f"{config.finetune_learning_rate:g}, batch {config.finetune_batch_size} (as {config.finetune_microbatches} "
             "micro-batches), 10% warm-up then linear decay"
             if config.finetune
@@ -230,6 +261,9 @@ def _recipe(config: ProbeLayersConfig) -> dict:
 
 def _data_summary(task, train, test, files) -> dict:
     summary = {"train_file": files[1], "test_file": files[2]}
+    unseen = count_unseen_labels(_labels(task, test), set(_labels(task, train)))
+    if unseen:
+        summary["unseen_test_labels"] = unseen
     if task == data_lib.TOKEN:
         summary.update(
             train_sentences=len(train.sentences),
@@ -536,7 +570,7 @@ def _fine_tuning_environment() -> dict:
     return environment
 
 
-def _fine_tuned_accuracy(task, files, config, output_dir) -> float:
+def _fine_tuned_accuracy(task, files, num_train_steps, config, output_dir) -> float:
     """Test accuracy of the whole encoder fine-tuned on the task's training file (the reference row)."""
     from bert_tf.tensorflow_startup import load_tensorflow_lean
 
@@ -560,7 +594,7 @@ def _fine_tuned_accuracy(task, files, config, output_dir) -> float:
     )
     schedule = TrainingConfig(
         learning_rate=config.finetune_learning_rate,
-        num_train_epochs=config.finetune_epochs,
+        num_train_steps=num_train_steps,
         warmup_proportion=0.1,
         num_microbatches=config.finetune_microbatches,
         save_checkpoints_steps=1_000_000,

@@ -96,6 +96,13 @@ def markdown(report: dict) -> str:
     for task, summary in data.items():
         counts = ", ".join(f"{k} {v}" for k, v in summary.items() if isinstance(v, int))
         lines.append(f"- {task}: `{summary['train_file']}` / `{summary['test_file']}`: {counts}.")
+        unseen = summary.get("unseen_test_labels")
+        if unseen:
+            shown = ", ".join(f"{label} {count}" for label, count in unseen.items())
+            lines.append(
+                f"  {sum(unseen.values())} test {'words' if task == 'token' else 'texts'} carry labels that the "
+                f"training file never has ({shown}): no probe can predict them, so they count as errors in every row."
+            )
     for name, recipe in report["recipe"].items():
         if recipe is not None:
             lines.append(f"- {name}: {recipe}")

@@ -108,12 +108,18 @@ def with_feature_index(columns: dict, batch_size: int, training: bool) -> dict:
 
 
 def numpy_dataset(
-    arrays: dict, batch_size: int, training: bool, seed=None, input_context=None, bucket_width: int | None = None
+    arrays: dict,
+    batch_size: int,
+    training: bool,
+    seed=None,
+    input_context=None,
+    bucket_width: int | None = None,
+    group_by_length: bool = False,
 ):
     """A batched tf.data pipeline over equal-length numpy arrays, with `feature_index` added.
 
-    `bucket_width` a number (the arrays must have `input_mask`): the batches of `length_bucketed_dataset`,
-    grouped by length and, for a width > 0, cut to the smallest multiple of it that holds their longest row
+    `bucket_width` a number (the arrays must have `input_mask`): the batches of `length_bucketed_dataset`
+    (`group_by_length` there) and, for a width > 0, cut to the smallest multiple of it that holds their longest row
     (0: the same batches at the arrays' full length); None: every batch at the arrays' full length, in input
     order or, for training, shuffled example by example (SQuAD's windows).
     """
@@ -132,6 +138,7 @@ def numpy_dataset(
             seed=seed,
             input_context=input_context,
             bucket_width=bucket_width,
+            group_by_length=group_by_length,
             sequence_keys=sequence_keys,
         )
     size = len(next(iter(arrays.values())))
@@ -152,17 +159,19 @@ def length_bucketed_dataset(
     seed=None,
     input_context=None,
     bucket_width: int | None = 16,
+    group_by_length: bool = False,
     sequence_keys=(),
     transform=None,
 ):
-    """Batches of `columns` grouped by `lengths` and cut to a few bucket lengths (`bert_tf.data.length_buckets`).
+    """Batches of `columns`, each cut to the bucket length of its longest row (`bert_tf.data.length_buckets`).
 
-    Training: endless, shuffled from `seed` epoch by epoch and resumable from a saved iterator
-    (`training_batch_indices`); otherwise one pass, shortest batches first, every batch full (filled up with
-    `feature_index` -1 rows). `transform` runs on each gathered batch before `sequence_keys` are cut (e.g.
-    the tokenizer's packer, which pads to `max_seq_length`). `bucket_width` 0: the same batches, uncut, so
-    every batch keeps the static shape [batch_size, max_seq_length] (TPUs); the width changes the padding
-    and nothing else, which is what makes `--bucket_width=0` a like-for-like comparison.
+    Training: endless, random batches drawn from `seed` epoch by epoch (with `group_by_length`, batches of
+    near-equal lengths) and resumable from a saved iterator (`training_batch_indices`); otherwise one pass,
+    shortest batches first, every batch full (filled up with `feature_index` -1 rows). `transform` runs on each
+    gathered batch before `sequence_keys` are cut (e.g. the tokenizer's packer, which pads to
+    `max_seq_length`). `bucket_width` 0: the same batches, uncut, so every batch keeps the static shape
+    [batch_size, max_seq_length] (TPUs); the width changes the padding and nothing else, which is what makes
+    `--bucket_width=0` a like-for-like comparison.
     """
 
     from bert_tf.data import length_buckets
@@ -172,7 +181,7 @@ def length_bucketed_dataset(
             seed = int(np.random.default_rng().integers(2**31))
         columns = with_feature_index(columns, batch_size, training=True)
         indices = length_buckets.training_batch_indices(
-            lengths, batch_size, max_seq_length, bucket_width, seed, input_context
+            lengths, batch_size, max_seq_length, bucket_width, seed, input_context, group_by_length=group_by_length
         )
     else:
         indices = sharded(

@@ -17,6 +17,7 @@ import numpy as np
 from keras import ops
 
 from bert_tf.data import prefetching
+from bert_tf.data.finetuning_readers import count_unseen_labels, warn_unseen_labels
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.errors import DataError
 from bert_tf.models import BertClassifier
@@ -41,6 +42,8 @@ class ClassificationTask(FinetuningTask):
       dropout_rate: before the output layer; None = the encoder's.
       bucket_width: batches grouped by length and padded to a multiple of it (`bert_tf.data.length_buckets`);
         0 or None: the same batches, every one padded to `seq_length`.
+      group_by_length: training batches of near-equal lengths instead of random ones (less padding; see
+        `bert_tf.data.length_buckets` for what it costs in accuracy).
     """
 
     label_keys = ("label",)
@@ -53,9 +56,11 @@ class ClassificationTask(FinetuningTask):
         sentence_pair: bool = False,
         dropout_rate: float | None = None,
         bucket_width: int | None = DEFAULT_BUCKET_WIDTH,
+        group_by_length: bool = False,
     ):
         self.tokenizer = tokenizer
         self.bucket_width = bucket_width or 0
+        self.group_by_length = group_by_length
         self._lengths_cache = (None, None)
         self.seq_length = seq_length
         self.label_list = list(label_list) if label_list is not None else None
@@ -124,8 +129,12 @@ class ClassificationTask(FinetuningTask):
         if labelled:
             if self.is_regression:
                 features["label"] = np.array([float(e.label) for e in examples], dtype=np.float32)
-            else:
+            elif training:
                 features["label"] = np.array([self._label_id(e) for e in examples], dtype=np.int32)
+            else:
+                # Evaluation keeps labels the model was not trained on (`warn_unseen_labels`); id -1.
+                warn_unseen_labels(self._unseen_labels(examples), "examples")
+                features["label"] = np.array([self.label_ids.get(str(e.label), -1) for e in examples], np.int32)
         return features
 
     def _label_id(self, example: TextExample) -> int:
@@ -135,6 +144,9 @@ class ClassificationTask(FinetuningTask):
             raise DataError(
                 f"{example.guid}: unknown label {example.label!r}; the labels are {self.label_list}."
             ) from None
+
+    def _unseen_labels(self, examples) -> dict:
+        return count_unseen_labels((str(e.label) for e in examples), self.label_ids)
 
     def dataset(self, features, batch_size, training, seed=None, input_context=None):
         columns = {k: (v.astype(str) if v.dtype == object else v) for k, v in features.items()}
@@ -147,6 +159,7 @@ class ClassificationTask(FinetuningTask):
             seed=seed,
             input_context=input_context,
             bucket_width=self.bucket_width,
+            group_by_length=self.group_by_length,
             sequence_keys=ENCODER_INPUT_KEYS,
             transform=self.tokenizer.pack_fn(self.seq_length),
         )
@@ -184,8 +197,15 @@ class ClassificationTask(FinetuningTask):
             raise DataError(f"{next(e.guid for e in examples if e.label is None)}: evaluation example without a label.")
         if self.is_regression:
             return metrics_lib.regression_metrics([float(e.label) for e in examples], predictions["scores"])
-        labels = [self._label_id(e) for e in examples]
-        return metrics_lib.classification_metrics(labels, predictions["label_ids"], len(self.label_list))
+        # A label the model was not trained on gets an id of its own that no prediction has: an error.
+        ids = dict(self.label_ids)
+        unseen = self._unseen_labels(examples)
+        ids.update((label, len(ids) + i) for i, label in enumerate(unseen))
+        labels = [ids[str(e.label)] for e in examples]
+        results = metrics_lib.classification_metrics(labels, predictions["label_ids"], len(self.label_list))
+        if unseen:
+            results["unseen_label_examples"] = sum(unseen.values())
+        return results
 
     def write_predictions(self, examples, predictions, output_dir, prefix):
         """`{prefix}predictions.tsv`: guid, (label,) prediction, then one probability column per class."""

@@ -17,6 +17,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from bert_tf.data.finetuning_readers import count_unseen_labels, warn_unseen_labels
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.errors import DataError
 from bert_tf.models import BertTokenClassifier
@@ -52,6 +53,8 @@ class TaggingTask(FinetuningTask):
       dropout_rate: before the output layer; None = the encoder's.
       bucket_width: batches grouped by length and padded to a multiple of it (`bert_tf.data.length_buckets`);
         0 or None: the same batches, every one padded to `seq_length`.
+      group_by_length: training batches of near-equal lengths instead of random ones (less padding; see
+        `bert_tf.data.length_buckets` for what it costs in accuracy).
     """
 
     name = "token_classification"
@@ -64,6 +67,7 @@ class TaggingTask(FinetuningTask):
         tag_list: Sequence[str],
         dropout_rate: float | None = None,
         bucket_width: int | None = DEFAULT_BUCKET_WIDTH,
+        group_by_length: bool = False,
     ):
         if seq_length < 3:
             raise ValueError(f"max_seq_length must be at least 3 for tagging, got {seq_length}.")
@@ -77,6 +81,7 @@ class TaggingTask(FinetuningTask):
         self.tag_ids = {tag: i for i, tag in enumerate(self.tag_list)}
         self.dropout_rate = dropout_rate
         self.bucket_width = bucket_width or 0
+        self.group_by_length = group_by_length
         # Words without any piece (only deleted characters) get the "outside" tag.
         self.default_tag = "O" if "O" in self.tag_ids else self.tag_list[0]
 
@@ -104,6 +109,8 @@ class TaggingTask(FinetuningTask):
         labelled = all(e.labels is not None for e in examples)
         if training and not labelled:
             raise DataError(f"{next(e.guid for e in examples if e.labels is None)}: training sentence without tags.")
+        if labelled and not training:
+            warn_unseen_labels(self._unseen_tags(examples), "words")
         flat_words = [w for e in examples for w in e.words]
         flat_pieces = self.tokenizer.word_pieces(flat_words)
         room = self.seq_length - 2
@@ -111,7 +118,11 @@ class TaggingTask(FinetuningTask):
         rows = {"input_word_ids": [], "label_ids": [], "word_index": [], "example_index": []}
         position = 0
         for example_index, example in enumerate(examples):
-            tag_ids = [self._tag_id(example, i) for i in range(len(example.words))] if labelled else None
+            tag_ids = None
+            if labelled and training:
+                tag_ids = [self._tag_id(example, i) for i in range(len(example.words))]
+            elif labelled:  # a tag the model was not trained on is left out of the loss (IGNORED_LABEL)
+                tag_ids = [self.tag_ids.get(tag, IGNORED_LABEL) for tag in example.labels]
             chunk_ids, chunk_labels, chunk_words = [], [], []
             for word_number in range(len(example.words)):
                 pieces = self.tokenizer.flat_pieces(flat_pieces[position])[:room]
@@ -146,6 +157,9 @@ class TaggingTask(FinetuningTask):
             )
         return self.tag_ids[tag]
 
+    def _unseen_tags(self, examples) -> dict:
+        return count_unseen_labels((tag for e in examples for tag in e.labels), self.tag_ids)
+
     def _append(self, rows, example_index, piece_ids, labels, words):
         """Adds `[CLS] pieces [SEP] [PAD]...`; word_index -2 marks padding (turned into the mask)."""
         padding = self.seq_length - len(piece_ids) - 2
@@ -158,7 +172,9 @@ class TaggingTask(FinetuningTask):
         rows["example_index"].append(example_index)
 
     def dataset(self, features, batch_size, training, seed=None, input_context=None):
-        return numpy_dataset(features.inputs, batch_size, training, seed, input_context, self.bucket_width)
+        return numpy_dataset(
+            features.inputs, batch_size, training, seed, input_context, self.bucket_width, self.group_by_length
+        )
 
     # --- predictions and metrics -------------------------------------------
 
@@ -175,7 +191,12 @@ class TaggingTask(FinetuningTask):
     def evaluate(self, examples, predictions):
         if any(e.labels is None for e in examples):
             raise DataError(f"{next(e.guid for e in examples if e.labels is None)}: evaluation sentence without tags.")
-        return metrics_lib.tagging_metrics([e.labels for e in examples], predictions)
+        # A tag the model was not trained on is never predicted: those words count as errors.
+        results = metrics_lib.tagging_metrics([e.labels for e in examples], predictions)
+        unseen = self._unseen_tags(examples)
+        if unseen:
+            results["unseen_label_words"] = sum(unseen.values())
+        return results
 
     def write_predictions(self, examples, predictions, output_dir, prefix):
         """`{prefix}predictions.txt` in CoNLL form: word, (gold tag,) predicted tag; blank line between sentences."""

@@ -5,27 +5,42 @@ checkpoint and evaluation intervals) that both jobs take; `RuntimeConfig` is whe
 TensorFlow-specific (tf.distribute, tf.data, tf.train.Checkpoint); the models it trains are backend-independent
 Keras, and it knows nothing of BERT: a model names its own checkpoint items, a job passes its loss and data.
 The optimizer is the AdamW of BERT's recipe, which any model may use.
+
+Importing the package loads no TensorFlow (its names are imported on first use), so the backend-free
+`bert_tf.training.schedule` serves the Keras `fit` paths too.
 """
 
-from bert_tf.training.determinism import enable_determinism
-from bert_tf.training.distribution import (
-    STRATEGIES,
-    TPUNotFoundError,
-    get_strategy,
-    is_chief,
-    num_workers,
-    worker_index,
-)
-from bert_tf.training.loop import (
-    EVAL_RESULTS_NAME,
-    SUMMARIES_DIR,
-    NonFiniteLossError,
-    TrainingConfig,
-    TrainingResult,
-    check_microbatches,
-    default_forward,
-    train,
-)
-from bert_tf.training.optimization import AdamWeightDecay, WarmupPolynomialDecay, create_optimizer
-from bert_tf.training.precision import PRECISION_POLICIES, DynamicLossScale, needs_loss_scaling, set_precision_policy
-from bert_tf.training.runtime import JobArgumentError, RuntimeConfig, training_runtime
+from bert_tf.lazy_namespace import lazy_names
+
+# name -> the module that defines it, imported on first access.
+_LAZY = {
+    "AdamWeightDecay": "bert_tf.training.optimization",
+    "DynamicLossScale": "bert_tf.training.precision",
+    "EVAL_RESULTS_NAME": "bert_tf.training.loop",
+    "JobArgumentError": "bert_tf.training.runtime",
+    "NonFiniteLossError": "bert_tf.training.loop",
+    "PRECISION_POLICIES": "bert_tf.training.precision",
+    "RuntimeConfig": "bert_tf.training.runtime",
+    "STRATEGIES": "bert_tf.training.distribution",
+    "SUMMARIES_DIR": "bert_tf.training.loop",
+    "TPUNotFoundError": "bert_tf.training.distribution",
+    "TrainingConfig": "bert_tf.training.loop",
+    "TrainingResult": "bert_tf.training.loop",
+    "WarmupPolynomialDecay": "bert_tf.training.optimization",
+    "check_microbatches": "bert_tf.training.loop",
+    "create_optimizer": "bert_tf.training.optimization",
+    "default_forward": "bert_tf.training.loop",
+    "enable_determinism": "bert_tf.training.determinism",
+    "get_strategy": "bert_tf.training.distribution",
+    "is_chief": "bert_tf.training.distribution",
+    "needs_loss_scaling": "bert_tf.training.precision",
+    "num_workers": "bert_tf.training.distribution",
+    "set_precision_policy": "bert_tf.training.precision",
+    "train": "bert_tf.training.loop",
+    "training_runtime": "bert_tf.training.runtime",
+    "worker_index": "bert_tf.training.distribution",
+}
+
+__all__ = sorted(_LAZY)
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -17,7 +17,56 @@ from bert_tf import file_io
 from bert_tf.training.summaries import format_metrics, write_scalars
 
 
-class Evaluator:
+class _RecordedEvaluation:
+    """Where evaluation metrics go: the log, TensorBoard (`open_summaries`) and, on the chief, a results JSON."""
+
+    #: whether the loop evaluates once more after its last step.
+    evaluates_at_end = True
+    writer = None
+    results_path: str | None = None
+    is_chief = True
+
+    def evaluate(self) -> dict:
+        raise NotImplementedError
+
+    def open_summaries(self, directory: str) -> None:
+        """Writes the eval scalars to a TensorBoard log in `directory` from now on."""
+        self.writer = tf.summary.create_file_writer(directory)
+
+    def record(self, step: int, metrics: dict) -> None:
+        """Logs `metrics`; on the chief, writes them as TensorBoard scalars and to the eval results JSON."""
+        logging.info("eval at step %d: %s", step, format_metrics(metrics))
+        if not self.is_chief:
+            return
+        scalars = {k: v for k, v in metrics.items() if k != "num_examples" and isinstance(v, (int, float))}
+        write_scalars(self.writer or tf.summary.create_noop_writer(), step, scalars)
+        if self.results_path:
+            # Sorted keys, and a non-finite metric written as NaN/Infinity (as json.dumps does by default).
+            file_io.write_json(self.results_path, dict(metrics, step=step), sort_keys=True, allow_nan=True)
+
+    def evaluate_and_record(self, step: int) -> dict:
+        metrics = self.evaluate()
+        self.record(step, metrics)
+        return metrics
+
+
+class MetricsFunctionEvaluator(_RecordedEvaluation):
+    """The caller's evaluation along the way: `metrics_fn(model) -> dict` of numbers (see `loop.train`'s
+    `eval_fn`), e.g. a fine-tuning task's metrics on its predictions. The loop does not call it after the last
+    step: the caller evaluates the final model itself (and writes its own results)."""
+
+    evaluates_at_end = False
+
+    def __init__(self, model, metrics_fn, *, is_chief: bool):
+        self.model = model
+        self.metrics_fn = metrics_fn
+        self.is_chief = is_chief
+
+    def evaluate(self) -> dict:
+        return {k: v for k, v in self.metrics_fn(self.model).items() if isinstance(v, (int, float))}
+
+
+class Evaluator(_RecordedEvaluation):
     """Evaluates `model` on `dataset_fn`'s data with `loss_fn`'s metrics `metric_names` (see `loop.train`)."""
 
     def __init__(
@@ -40,12 +89,7 @@ class Evaluator:
         self.loss_fn = loss_fn
         self.results_path = results_path
         self.is_chief = is_chief
-        self.writer = tf.summary.create_noop_writer()
         self._evaluate_all = self._build(dataset_fn, metric_names, jit_compile, max_steps)
-
-    def open_summaries(self, directory: str) -> None:
-        """Writes the eval scalars to a TensorBoard log in `directory` from now on."""
-        self.writer = tf.summary.create_file_writer(directory)
 
     def _build(self, eval_dataset_fn, names, jit, max_steps):
         """The `tf.function` that runs one whole evaluation; returns (metric sums, examples)."""
@@ -105,18 +149,4 @@ class Evaluator:
             raise ValueError("The evaluation dataset yielded no examples.")
         metrics = {name: float(value) / weight for name, value in totals.items()}
         metrics["num_examples"] = int(round(weight))
-        return metrics
-
-    def record(self, step: int, metrics: dict) -> None:
-        """Logs `metrics`; on the chief, writes them as TensorBoard scalars and to the eval results JSON."""
-        logging.info("eval at step %d: %s", step, format_metrics(metrics))
-        if not self.is_chief:
-            return
-        write_scalars(self.writer, step, {k: v for k, v in metrics.items() if k != "num_examples"})
-        # Sorted keys, and a non-finite metric written as NaN/Infinity (as json.dumps does by default).
-        file_io.write_json(self.results_path, dict(metrics, step=step), sort_keys=True, allow_nan=True)
-
-    def evaluate_and_record(self, step: int) -> dict:
-        metrics = self.evaluate()
-        self.record(step, metrics)
         return metrics

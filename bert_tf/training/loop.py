@@ -7,7 +7,7 @@ API
 ---
 
     result = train(strategy, model_fn, loss_fn, train_dataset_fn, model_dir, config,
-                   eval_dataset_fn=None, checkpoint_items_fn=model_checkpoint_items,
+                   eval_dataset_fn=None, eval_fn=None, checkpoint_items_fn=model_checkpoint_items,
                    forward_fn=default_forward, init_fn=None, loop_callback=None)
 
 * `strategy`: a `tf.distribute.Strategy` (see `distribution.get_strategy`).
@@ -34,6 +34,10 @@ API
   tracing time): use `keras.ops`/`tf.cond` rather than Python `if` on tensors.
 * `init_fn(model)`: called once when `model_dir` holds no checkpoint yet (e.g.
   restore pretrained weights); not called on resume.
+* `eval_fn(model) -> dict`: instead of `eval_dataset_fn`, the caller's own
+  evaluation (say, a fine-tuning task's metrics on its predictions), run every
+  `config.eval_every_steps` steps before the last and recorded as the loop's
+  evaluations are; the caller evaluates the final model itself.
 * `loop_callback(step, metrics)`: called after every inner loop (after that step's
   checkpoint and evaluation, if any) with the loop's mean metrics.
 
@@ -135,7 +139,7 @@ from absl import logging
 from bert_tf.errors import JobArgumentError, check_int
 from bert_tf.training import distribution
 from bert_tf.training.data_position import ITERATOR_ITEM, TrainingInput
-from bert_tf.training.evaluation import Evaluator
+from bert_tf.training.evaluation import Evaluator, MetricsFunctionEvaluator
 from bert_tf.training.optimization import create_optimizer
 from bert_tf.training.precision import DynamicLossScale, needs_loss_scaling
 from bert_tf.training.summaries import format_metrics, write_scalars
@@ -158,7 +162,9 @@ class TrainingConfig:
       num_warmup_steps: linear warm-up steps; then linear decay to 0.
       weight_decay_rate: decoupled weight decay (not on LayerNorm and biases).
       clip_norm: global-norm gradient clipping; None (or 0) to not clip.
-      adam_epsilon: Adam's epsilon.
+      adam_epsilon: Adam's epsilon, added to sqrt(v) (original BERT: 1e-6; PyTorch's AdamW: 1e-8).
+      adam_bias_correction: Adam's bias correction of the moments (the original BERT has none; PyTorch's and
+        Keras' AdamW have it). Without it the first updates after the warm-up's start are smaller.
       steps_per_loop: steps per `tf.function` call (logging interval too).
       num_microbatches: split each replica's batch into this many equal pieces whose gradients are summed
         before the one optimizer update (see "Micro-batches" in the module docstring); it must divide the
@@ -182,6 +188,7 @@ class TrainingConfig:
     weight_decay_rate: float = 0.01
     clip_norm: float | None = 1.0
     adam_epsilon: float = 1e-6
+    adam_bias_correction: bool = False
     steps_per_loop: int = 100
     num_microbatches: int = 1
     save_checkpoints_steps: int = 1000
@@ -219,6 +226,8 @@ class TrainingConfig:
             raise JobArgumentError(f"--learning_rate must be positive, got {self.learning_rate!r}.")
         if self.weight_decay_rate < 0:
             raise JobArgumentError(f"--weight_decay_rate must be >= 0, got {self.weight_decay_rate!r}.")
+        if not self.adam_epsilon > 0:
+            raise JobArgumentError(f"--adam_epsilon must be positive, got {self.adam_epsilon!r}.")
         if self.clip_norm is not None and not self.clip_norm > 0:
             raise JobArgumentError(f"--clip_norm must be positive or None, got {self.clip_norm!r}.")
 
@@ -279,6 +288,7 @@ def train(
     config: TrainingConfig,
     *,
     eval_dataset_fn: Callable | None = None,
+    eval_fn: Callable | None = None,
     checkpoint_items_fn: Callable = model_checkpoint_items,
     forward_fn: Callable = default_forward,
     init_fn: Callable | None = None,
@@ -287,6 +297,8 @@ def train(
     """Trains (or resumes training) until `config.num_train_steps`; see the module docstring."""
     if config.num_train_steps is None:
         raise ValueError("The loop takes a TrainingConfig in steps: call config.in_steps(num_examples, batch_size).")
+    if eval_dataset_fn is not None and eval_fn is not None:
+        raise ValueError("Give eval_dataset_fn or eval_fn, not both.")
     trainer = _Trainer(
         strategy,
         model_fn,
@@ -295,6 +307,7 @@ def train(
         model_dir,
         config,
         eval_dataset_fn,
+        eval_fn,
         checkpoint_items_fn,
         forward_fn,
         init_fn,
@@ -338,6 +351,7 @@ class _Trainer:
         model_dir,
         config,
         eval_dataset_fn,
+        eval_fn,
         checkpoint_items_fn,
         forward_fn,
         init_fn,
@@ -346,6 +360,7 @@ class _Trainer:
         self.strategy = strategy
         self.loss_fn = loss_fn
         self.eval_dataset_fn = eval_dataset_fn
+        self.eval_fn = eval_fn
         self.model_dir = model_dir
         self.config = config
         self.forward_fn = forward_fn
@@ -373,6 +388,7 @@ class _Trainer:
                 weight_decay_rate=config.weight_decay_rate,
                 clip_norm=config.clip_norm,
                 epsilon=config.adam_epsilon,
+                bias_correction=config.adam_bias_correction,
             )
             self.step = tf.Variable(
                 0, dtype=tf.int64, trainable=False, name="step", aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA
@@ -564,6 +580,8 @@ class _Trainer:
     # --- the run -------------------------------------------------------------------
 
     def _make_evaluator(self):
+        if self.eval_fn is not None:
+            return MetricsFunctionEvaluator(self.model, self.eval_fn, is_chief=self.is_chief)
         if self.eval_dataset_fn is None:
             return None
         return Evaluator(
@@ -647,7 +665,7 @@ class _Trainer:
 
         if last_saved != step:
             self._save(manager, step)
-        if evaluator is not None:
+        if evaluator is not None and evaluator.evaluates_at_end:
             eval_metrics = evaluator.evaluate_and_record(step)
         return step, train_metrics, eval_metrics
 

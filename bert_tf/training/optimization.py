@@ -37,19 +37,15 @@ from collections.abc import Callable, Sequence
 import keras
 import tensorflow as tf
 
+from bert_tf.training.schedule import warmup_polynomial_decay
+
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("layer_norm", "LayerNorm", "bias")
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warm-up from 0, then polynomial decay to `end_learning_rate`.
-
-    lr(step) = learning_rate * step / num_warmup_steps            if step < num_warmup_steps
-             = (learning_rate - end) * (1 - min(step, N) / N) ** power + end   otherwise,
-    with N = num_train_steps and `step` the number of updates already applied
-    (so the first update of a run with warm-up uses a learning rate of 0, as
-    in the original BERT).
-    """
+    """Linear warm-up from 0, then polynomial decay to `end_learning_rate`: `bert_tf.training.schedule`'s
+    `warmup_polynomial_decay` as a Keras schedule, `step` being the number of updates already applied."""
 
     def __init__(
         self,
@@ -74,15 +70,15 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         self.power = float(power)
 
     def __call__(self, step):
-        step = tf.cast(step, tf.float32)
-        progress = tf.minimum(step, float(self.num_train_steps)) / float(self.num_train_steps)
-        decayed = (self.learning_rate - self.end_learning_rate) * tf.pow(
-            1.0 - progress, self.power
-        ) + self.end_learning_rate
-        if self.num_warmup_steps == 0:
-            return decayed
-        warmup = self.learning_rate * step / float(self.num_warmup_steps)
-        return tf.where(step < float(self.num_warmup_steps), warmup, decayed)
+        return warmup_polynomial_decay(
+            tf.cast(step, tf.float32),
+            tf,
+            learning_rate=self.learning_rate,
+            num_train_steps=self.num_train_steps,
+            num_warmup_steps=self.num_warmup_steps,
+            end_learning_rate=self.end_learning_rate,
+            power=self.power,
+        )
 
     def get_config(self):
         return {

@@ -51,7 +51,9 @@ def main(export_dir, work_dir):
     result["saved_max_difference"] = float(np.abs(np.asarray(loaded(short)) - reference[order[:3]]).max())
 
     labels = np.array([1, 0, 1, 0, 1, 0, 1], np.float32)
-    train, steps, test = bucketed_datasets(layer, TEXTS * 4, np.tile(labels, 4), TEXTS, labels, 4, seed=3)
+    train, steps, test = bucketed_datasets(
+        layer, TEXTS * 4, np.tile(labels, 4), TEXTS, labels, 4, seed=3, group_by_length=True
+    )
     result["train_batch_lengths"] = sorted({int(layer(x)["input_word_ids"].shape[1]) for x, _ in train.take(steps)})
     result["test_covers_all"] = sorted(t.decode() for x, _ in test for t in x.numpy().tolist()) == sorted(TEXTS)
     bucketed.compile(optimizer=tf.keras.optimizers.Adam(1e-3), loss="binary_crossentropy", metrics=["accuracy"])
