@@ -11,16 +11,21 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import _common  # noqa: E402
 
 
+def _machine_line(lines):
+    (machine,) = [line for line in lines if line.startswith("- Machine: ")]
+    return machine
+
+
 def test_the_gpu_note_follows_the_machine(monkeypatch):
     monkeypatch.setattr(_common.glob, "glob", lambda pattern: [])
     assert _common.gpu_note() == "no GPU"
-    assert "no GPU" in _common.header_lines("cmd", "1", "1", {})[1]
+    assert "no GPU" in _machine_line(_common.header_lines("cmd", "1", "1", {}, commit="abc1234"))
 
     monkeypatch.setattr(_common.glob, "glob", lambda pattern: ["/dev/nvidia0"] if "nvidia" in pattern else [])
     smi = types.SimpleNamespace(stdout="NVIDIA H100 80GB HBM3\n")
     monkeypatch.setattr(_common.subprocess, "run", lambda *args, **kwargs: smi)
     assert _common.gpu_note() == "1 NVIDIA GPU(s) (NVIDIA H100 80GB HBM3) present"
-    machine = _common.header_lines("cmd", "1", "1", {"device": "cpu"})[1]
+    machine = _machine_line(_common.header_lines("cmd", "1", "1", {"device": "cpu"}, commit="abc1234"))
     assert "NVIDIA H100" in machine and "no GPU" not in machine
 
     def no_smi(*args, **kwargs):
