@@ -51,14 +51,6 @@ CONSOLE_SCRIPTS = [
     "bert_tf_inspect_tfrecords=tfrecords_tools.inspect_tfrecords:run",
     "bert_tf_make_vocab=tfrecords_tools.make_vocab:run",
 ]
-# Deprecated aliases: the data tools' names before they took the prefix, kept for one release and removed
-# after it. Run under one of these names, a tool says so on stderr (bert_tf.cli.DEPRECATED_COMMANDS).
-DEPRECATED_ALIASES = [
-    "create_pretraining_data=tfrecords_tools.create_pretraining_data:run",
-    "inspect_tfrecords=tfrecords_tools.inspect_tfrecords:run",
-    "make_vocab=tfrecords_tools.make_vocab:run",
-]
-
 setuptools.setup(
     name="bert_tf",
     version="0.1.0",
@@ -75,5 +67,5 @@ setuptools.setup(
     ),
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS_REQUIRE,
-    entry_points={"console_scripts": CONSOLE_SCRIPTS + DEPRECATED_ALIASES},
+    entry_points={"console_scripts": CONSOLE_SCRIPTS},
 )

@@ -141,6 +141,74 @@ def summarize(step_seconds: list, batch_size: int) -> dict:
     }
 
 
+def step_rows(results: dict, batch_size: int, timed_steps: int) -> dict:
+    """One table row per contender that has timed steps, from `run_child` results gathered over the rounds.
+
+    `results[label]` holds "step_s" (every round's timed steps, in round order) and "first_step_s" (one per
+    round). A row is `summarize` of all its steps, the median first step, and "per_round": sequences/s of each
+    round's median step (so a drifting machine shows).
+    """
+    rows = {}
+    for label, result in results.items():
+        steps = result["step_s"]
+        if not steps:
+            continue
+        rows[label] = summarize(steps, batch_size)
+        rows[label]["first_step_s"] = statistics.median(result["first_step_s"])
+        rows[label]["per_round"] = [
+            batch_size / statistics.median(steps[i : i + timed_steps]) for i in range(0, len(steps), timed_steps)
+        ]
+    return rows
+
+
+def ours_and_peers(rates: dict) -> tuple[dict, dict]:
+    """Splits {contender: sequences/s} into ours (labels starting "ours") and the peers'."""
+    ours = {label: rate for label, rate in rates.items() if label.startswith("ours")}
+    return ours, {label: rate for label, rate in rates.items() if label not in ours}
+
+
+def table_lines(columns: list, rows: list) -> list:
+    """A Markdown table: `columns` are (header, "<" or ">") pairs, the alignment of each; `rows` lists of cells."""
+    lines = [
+        "| " + " | ".join(header for header, _ in columns) + " |",
+        "|" + "|".join("---:" if align == ">" else "---" for _, align in columns) + "|",
+    ]
+    return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+
+
+def per_round_cell(rates: list) -> str:
+    return ", ".join(f"{rate:.1f}" for rate in rates)
+
+
+def failure_lines(errors: dict) -> list:
+    """One line per contender that failed in a round: {label: [error text, ...]} -> its last error's last line."""
+    return [
+        f"\n{label} failed: `{texts[-1].strip().splitlines()[-1][:200]}`" for label, texts in errors.items() if texts
+    ]
+
+
+def closing_lines(errors: dict, ours: dict, peers: dict, target: float) -> list:
+    """Below a comparison table: `failure_lines(errors)`, then the best of ours, the fastest peer (sequences/s)
+    and their ratio against `target` (when both sides have a figure)."""
+    lines = failure_lines(errors)
+    if ours and peers:
+        best, fastest = max(ours, key=ours.get), max(peers, key=peers.get)
+        lines += [
+            "",
+            f"Best of ours: {best}, {ours[best]:.1f} sequences/s; fastest peer: {fastest}, {peers[fastest]:.1f}; "
+            f"ratio {ours[best] / peers[fastest]:.2f}x (target {target:g}x).",
+        ]
+    return lines
+
+
+def publish(section: str, title: str, lines: list, write: bool, path: str | None = None) -> None:
+    """Prints a benchmark's section and, when `write`, puts it in RESULTS.md between its markers (`write_section`)."""
+    print("\n".join(lines))
+    if write:
+        write_section(section, title, lines, path)
+        print(f"Updated {path or RESULTS}")
+
+
 def replace_section(name: str, section: str, path: str | None = None) -> None:
     """Puts `section` between `<!-- name:start -->` and `<!-- name:end -->` in `path` (default RESULTS.md).
 

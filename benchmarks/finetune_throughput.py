@@ -113,9 +113,9 @@ def child_ours(args):
     from bert_tf import training
     from bert_tf.checkpoints.model_dir import restore
     from bert_tf.config import BertConfig
+    from bert_tf.data.examples import TextExample
     from bert_tf.models import BertEncoder
     from bert_tf.tasks.classification import ClassificationTask
-    from bert_tf.tasks.examples import TextExample
     from bert_tf.tasks.task_tokenizer import TaskTokenizer
 
     model_dir = args.model_dir
@@ -408,9 +408,8 @@ def main():
     load_after = _common.load_average()
 
     rates = {label: r["sequences"] / r["seconds"] for label, r in totals.items() if r["seconds"]}
-    ours = {label: rate for label, rate in rates.items() if label.startswith("ours")}
-    peers = {label: rate for label, rate in rates.items() if not label.startswith("ours")}
-    best_ours = max(ours, key=ours.get) if ours else None
+    ours, peers = _common.ours_and_peers(rates)
+    best_ours = max(ours.values()) if ours else None
     lines = [
         f"all-MiniLM-L6-v2 (L=6, H=384) sentence classifier on the bundled reviews (`data/fine_foods_train.tsv`, "
         f"truncated at {args.max_seq_length}), batch {args.batch_size}, AdamW + clipping, dropout 0.1, float32; "
@@ -421,32 +420,23 @@ def main():
     ]
     command = "python benchmarks/finetune_throughput.py " + " ".join(sys.argv[1:])
     lines += _common.header_lines(command.strip(), load_before, load_after, versions)
-    lines += [
-        "",
-        "| contender | sequences/s | per round | real tokens | best ours / this |",
-        "|---|---:|---|---:|---:|",
-    ]
-    for label, rate in rates.items():
-        row = totals[label]
-        ratio = f"{ours[best_ours] / rate:.2f}x" if best_ours else "-"
-        lines.append(
-            f"| {label} | {rate:.1f} | {', '.join(f'{x:.1f}' for x in row['rounds'])} | "
-            f"{100 * row['real'] / max(row['positions'], 1):.0f}% | {ratio} |"
-        )
-    for label, row in totals.items():
-        if row.get("errors"):
-            lines.append(f"\n{label} failed: `{row['errors'][-1].strip().splitlines()[-1][:200]}`")
-    if peers and best_ours:
-        fastest = max(peers, key=peers.get)
-        lines += [
-            "",
-            f"Best of ours: {best_ours}, {ours[best_ours]:.1f} sequences/s; fastest peer: {fastest}, "
-            f"{peers[fastest]:.1f}; ratio {ours[best_ours] / peers[fastest]:.2f}x (target 1.25x).",
-        ]
-    print("\n".join(lines))
-    if args.write:
-        _common.write_section(SECTION, "finetune_throughput: fine-tuning on real text, ours vs peers", lines)
-        print(f"Updated {_common.RESULTS}")
+    columns = [("contender", "<"), ("sequences/s", ">"), ("per round", "<"), ("real tokens", ">")]
+    columns += [("best ours / this", ">")]
+    lines += [""] + _common.table_lines(
+        columns,
+        [
+            [
+                label,
+                f"{rate:.1f}",
+                _common.per_round_cell(totals[label]["rounds"]),
+                f"{100 * totals[label]['real'] / max(totals[label]['positions'], 1):.0f}%",
+                f"{best_ours / rate:.2f}x" if best_ours else "-",
+            ]
+            for label, rate in rates.items()
+        ],
+    )
+    lines += _common.closing_lines({label: row.get("errors") for label, row in totals.items()}, ours, peers, 1.25)
+    _common.publish(SECTION, "finetune_throughput: fine-tuning on real text, ours vs peers", lines, args.write)
 
 
 if __name__ == "__main__":

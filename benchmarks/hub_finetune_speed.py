@@ -159,10 +159,9 @@ def main():
             f"| {label} | {step:.0f} | {fit:.0f} | {', '.join(f'{a:.3f}' for a in accuracies)} | "
             f"{statistics.mean(accuracies):.4f} | {base_step / step:.2f}x | {base_fit / fit:.2f}x |"
         )
-    print("\n".join(lines))
-    if args.write:
-        _common.write_section(SECTION, "hub_finetune_speed: the main job's fine-tuning step, padded vs bucketed", lines)
-        print(f"Updated {_common.RESULTS}")
+    _common.publish(
+        SECTION, "hub_finetune_speed: the main job's fine-tuning step, padded vs bucketed", lines, args.write
+    )
 
 
 if __name__ == "__main__":

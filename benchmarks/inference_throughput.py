@@ -247,19 +247,9 @@ def main():
                 )
     load_after = _common.load_average()
 
-    rows = {}
-    for label, *_ in contenders:
-        steps = results[label]["step_s"]
-        if steps:
-            rows[label] = _common.summarize(steps, args.batch_size)
-            rows[label]["first_step_s"] = statistics.median(results[label]["first_step_s"])
-            rows[label]["per_round"] = [
-                args.batch_size / statistics.median(steps[i : i + args.timed_steps])
-                for i in range(0, len(steps), args.timed_steps)
-            ]
-    ours = {k: v for k, v in rows.items() if k.startswith("ours")}
-    peers = {k: v for k, v in rows.items() if not k.startswith("ours")}
-    fastest = max(peers, key=lambda k: peers[k]["sequences_per_s"]) if peers else None
+    rows = _common.step_rows(results, args.batch_size, args.timed_steps)
+    ours, peers = _common.ours_and_peers({label: row["sequences_per_s"] for label, row in rows.items()})
+    fastest = max(peers, key=peers.get) if peers else None
 
     lines = [
         f"`{args.preset}` encoder forward, seq {args.seq_length}, batch {args.batch_size}, float32, random "
@@ -269,33 +259,24 @@ def main():
     ]
     command = "python benchmarks/inference_throughput.py " + " ".join(sys.argv[1:])
     lines += _common.header_lines(command.strip(), load_before, load_after, versions)
-    lines += [
-        "",
-        "| contender | sequences/s (median) | per round | ms/call | first call s | vs fastest peer |",
-        "|---|---:|---|---:|---:|---:|",
-    ]
-    for label, row in rows.items():
-        ratio = f"{row['sequences_per_s'] / peers[fastest]['sequences_per_s']:.2f}x" if fastest else "-"
-        lines.append(
-            f"| {label} | {row['sequences_per_s']:.1f} | {', '.join(f'{x:.1f}' for x in row['per_round'])} "
-            f"| {1000 * row['median_step_s']:.0f} | {row['first_step_s']:.1f} | {ratio} |"
-        )
-    for label in results:
-        if results[label].get("errors"):
-            lines.append(f"\n{label} failed: `{results[label]['errors'][-1].strip().splitlines()[-1][:200]}`")
-    if fastest:
-        lines += [
-            "",
-            f"Fastest peer: {fastest}, {peers[fastest]['sequences_per_s']:.1f} sequences/s. "
-            + "; ".join(
-                f"{k}: {v['sequences_per_s'] / peers[fastest]['sequences_per_s']:.2f}x" for k, v in ours.items()
-            )
-            + " (target 1.1x).",
-        ]
-    print("\n".join(lines))
-    if args.write:
-        _common.write_section(SECTION, "inference_throughput: encoder forward, ours vs peers", lines)
-        print(f"Updated {_common.RESULTS}")
+    columns = [("contender", "<"), ("sequences/s (median)", ">"), ("per round", "<"), ("ms/call", ">")]
+    columns += [("first call s", ">"), ("vs fastest peer", ">")]
+    lines += [""] + _common.table_lines(
+        columns,
+        [
+            [
+                label,
+                f"{row['sequences_per_s']:.1f}",
+                _common.per_round_cell(row["per_round"]),
+                f"{1000 * row['median_step_s']:.0f}",
+                f"{row['first_step_s']:.1f}",
+                f"{row['sequences_per_s'] / peers[fastest]:.2f}x" if fastest else "-",
+            ]
+            for label, row in rows.items()
+        ],
+    )
+    lines += _common.closing_lines({label: result.get("errors") for label, result in results.items()}, ours, peers, 1.1)
+    _common.publish(SECTION, "inference_throughput: encoder forward, ours vs peers", lines, args.write)
 
 
 if __name__ == "__main__":

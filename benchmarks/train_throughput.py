@@ -660,19 +660,9 @@ def main():
     shape, vocab = model_shape(args)
     flops = training_flops_per_sequence(shape, args.seq_length, args.predictions, vocab)
     matmul_rate = max(matmul.values()) if matmul else None
-    rows = {}
-    for label, *_ in contenders:
-        steps = results[label]["step_s"]
-        if steps:
-            rows[label] = _common.summarize(steps, args.batch_size)
-            rows[label]["first_step_s"] = statistics.median(results[label]["first_step_s"])
-            rows[label]["per_round"] = [
-                args.batch_size / statistics.median(steps[i : i + args.timed_steps])
-                for i in range(0, len(steps), args.timed_steps)
-            ]
-    ours = {label: row for label, row in rows.items() if label.startswith("ours")}
-    best_ours_label = max(ours, key=lambda k: ours[k]["sequences_per_s"]) if ours else None
-    peers = {label: row for label, row in rows.items() if not label.startswith("ours")}
+    rows = _common.step_rows(results, args.batch_size, args.timed_steps)
+    ours, peers = _common.ours_and_peers({label: row["sequences_per_s"] for label, row in rows.items()})
+    best_ours = max(ours.values()) if ours else None
 
     model_name = f"`{args.model_dir}` (L={shape['L']}, H={shape['H']})" if args.model_dir else f"`{args.preset}`"
     lines = [
@@ -697,39 +687,34 @@ def main():
             "- float32 2048x2048 matmul rate (best of 10): "
             + ", ".join(f"{k.split('_')[1]} {v / 1e9:.0f} GFLOP/s" for k, v in matmul.items())
         )
-    lines += [
-        "",
-        "| contender | sequences/s (median) | per round | ms/step | first step s | model GFLOP/s "
-        "| % of matmul rate | best ours / this |",
-        "|---|---:|---|---:|---:|---:|---:|---:|",
-    ]
+    columns = [("contender", "<"), ("sequences/s (median)", ">"), ("per round", "<"), ("ms/step", ">")]
+    columns += [("first step s", ">"), ("model GFLOP/s", ">"), ("% of matmul rate", ">"), ("best ours / this", ">")]
+    table = []
     for label, row in rows.items():
         rate = row["sequences_per_s"]
         model_flops = rate * flops
-        fraction = f"{100 * model_flops / matmul_rate:.0f}%" if matmul_rate else "-"
-        ratio = f"{ours[best_ours_label]['sequences_per_s'] / rate:.2f}x" if best_ours_label else "-"
-        lines.append(
-            f"| {label} | {rate:.1f} | {', '.join(f'{x:.1f}' for x in row['per_round'])} | "
-            f"{1000 * row['median_step_s']:.0f} | {row['first_step_s']:.1f} | {model_flops / 1e9:.1f} | "
-            f"{fraction} | {ratio} |"
+        table.append(
+            [
+                label,
+                f"{rate:.1f}",
+                _common.per_round_cell(row["per_round"]),
+                f"{1000 * row['median_step_s']:.0f}",
+                f"{row['first_step_s']:.1f}",
+                f"{model_flops / 1e9:.1f}",
+                f"{100 * model_flops / matmul_rate:.0f}%" if matmul_rate else "-",
+                f"{best_ours / rate:.2f}x" if best_ours else "-",
+            ]
         )
-    for label in results:
-        if results[label].get("tensorflow_imported"):
-            lines.append(f"\n{label}: TensorFlow was imported in its process.")
-        if results[label].get("errors"):
-            lines.append(f"\n{label} failed: `{results[label]['errors'][-1].strip().splitlines()[-1][:200]}`")
-    if peers and best_ours_label:
-        fastest = max(peers, key=lambda k: peers[k]["sequences_per_s"])
-        lines += [
-            "",
-            f"Best of ours: {best_ours_label}, {ours[best_ours_label]['sequences_per_s']:.1f} sequences/s; "
-            f"fastest peer: {fastest}, {peers[fastest]['sequences_per_s']:.1f}; ratio "
-            f"{ours[best_ours_label]['sequences_per_s'] / peers[fastest]['sequences_per_s']:.2f}x (target 1.25x).",
-        ]
-    print("\n".join(lines))
-    if args.write:
-        _common.write_section(SECTION, "train_throughput: pretraining step, ours vs peers", lines)
-        print(f"Updated {_common.RESULTS}")
+    lines += [""] + _common.table_lines(columns, table)
+    lines += [
+        f"\n{label}: TensorFlow was imported in its process."
+        for label in results
+        if results[label].get("tensorflow_imported")
+    ]
+    lines += _common.closing_lines(
+        {label: result.get("errors") for label, result in results.items()}, ours, peers, 1.25
+    )
+    _common.publish(SECTION, "train_throughput: pretraining step, ours vs peers", lines, args.write)
 
 
 if __name__ == "__main__":

@@ -14,15 +14,13 @@ TensorFlow-only parts (TF2 checkpoints, tf.data, tf.distribute, SavedModel
 export, the in-graph tokenizer) load only when used (tests/test_jax_model_dir.py
 blocks TensorFlow to check it).
 
-Whatever loads TensorFlow first in this process (Keras' TensorFlow backend, a
-`tf.data` module, the caller) loads it without its C++ start-up notes on stderr
-(`bert_tf/tensorflow_startup.py`).
+Importing the package changes nothing in the importing process: no import
+hooks, no file descriptors. The command-line tools quiet TensorFlow's C++
+start-up notes in their own processes (`bert_tf/tensorflow_startup.py`); a
+notebook may ask for the same with `bert_tf.tensorflow_startup.quiet_first_import()`.
 """
 
-from bert_tf import tensorflow_startup
 from bert_tf.lazy_namespace import lazy_names
-
-tensorflow_startup.quiet_first_import()
 
 __version__ = "0.1.0"
 

@@ -21,25 +21,15 @@ Tests call the decorated `main` in-process after parsing flags and catch
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from collections.abc import Callable, Sequence
 
 from absl import app, flags
 
-# The library's error type and checks live below it (bert_tf.errors); tools may import them from here.
-from bert_tf.errors import BadInputError, check_utf8  # noqa: F401
-from bert_tf.tokenization.vocab import load_vocab_for_flag as load_vocab  # noqa: F401
+from bert_tf import tensorflow_startup
+from bert_tf.errors import BadInputError
 
 BAD_INPUT_EXIT_CODE = 2
-
-# Old command name -> its name now: the data tools' console scripts before every command took the `bert_tf_`
-# prefix. setup.py keeps them as deprecated aliases for one release; run under one, a tool says so (one line).
-DEPRECATED_COMMANDS = {
-    "create_pretraining_data": "bert_tf_create_pretraining_data",
-    "inspect_tfrecords": "bert_tf_inspect_tfrecords",
-    "make_vocab": "bert_tf_make_vocab",
-}
 
 
 class BadInputExit(SystemExit):
@@ -119,20 +109,20 @@ def parse_flags(prog: str, argv: Sequence[str]) -> list:
         exit_bad_input(prog, e)
 
 
-def warn_if_deprecated_command(command: str) -> None:
-    """One stderr line when the program was started under a deprecated alias (see DEPRECATED_COMMANDS)."""
-    name = os.path.basename(command)
-    if name in DEPRECATED_COMMANDS:
-        sys.stderr.write(
-            f"{name}: warning: this command name is deprecated and will be removed; "
-            f"use {DEPRECATED_COMMANDS[name]} (same flags)\n"
-        )
-        sys.stderr.flush()
+def run(
+    main: Callable,
+    define_flags: Callable[[], None],
+    argv: Sequence[str] | None = None,
+    *,
+    lean_tensorflow: bool = False,
+) -> None:
+    """Defines the tool's flags and runs `main` (decorated by `main_function`) under absl.
 
-
-def run(main: Callable, define_flags: Callable[[], None], argv: Sequence[str] | None = None) -> None:
-    """Defines the tool's flags and runs `main` (decorated by `main_function`) under absl."""
-    if argv is None:
-        warn_if_deprecated_command(sys.argv[0])
+    A tool owns its process, so TensorFlow's C++ start-up notes are kept off its console from here on, whatever
+    loads TensorFlow first (`bert_tf.tensorflow_startup`). A tool's module therefore loads no TensorFlow at import.
+    `lean_tensorflow=True`: TensorFlow loads without `tensorflow_startup.OPTIONAL_PACKAGES`, for a tool that
+    uses none of them.
+    """
+    tensorflow_startup.quiet_first_import(lean=lean_tensorflow)
     define_flags()
     app.run(main, argv=argv, flags_parser=functools.partial(parse_flags, main.prog))

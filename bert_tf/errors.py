@@ -30,19 +30,20 @@ def check_int(flag: str, value, minimum: int = 1) -> None:
 
 
 def check_utf8(path: str, flag: str) -> None:
-    """Raises `BadInputError` naming the file and line of the first line of `path` that is not UTF-8.
+    """Raises `DataError` naming `--flag` and the file: missing, or the line of its first line that is not UTF-8.
 
-    Missing files are left to the reader (its OSError names the file).
+    Python's decode errors name a byte offset, not a line; input files are checked with this before they are
+    read. An empty `path` (an optional flag left out) is not checked.
     """
     import os
 
-    if not path or not os.path.isfile(path):
+    if not path:
         return
+    if not os.path.isfile(path):
+        raise DataError(f"--{flag}: file not found: {path}")
     with open(path, "rb") as f:
         for number, line in enumerate(f, start=1):
             try:
                 line.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise BadInputError(
-                    f"--{flag}: {path}:{number}: not valid UTF-8 (byte {e.start} of the line)"
-                ) from None
+                raise DataError(f"--{flag}: {path}:{number}: not valid UTF-8 (byte {e.start} of the line)") from None

@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from bert_tf import file_io
+from bert_tf import file_io, tensorflow_startup
 from bert_tf.data import finetuning_readers
 from bert_tf.errors import DataError
 
@@ -197,4 +197,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    tensorflow_startup.quiet_first_import()  # run as a program, it owns the process (as bert_tf.cli.run)
     sys.exit(main())

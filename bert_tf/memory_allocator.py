@@ -1,12 +1,12 @@
 """jemalloc for a child process that must give its freed memory back: where to find it, and how to start one.
 
 TensorFlow's CPU kernels (oneDNN) take their tensors from a pool that grows by regions of doubling size and
-never shrinks: a training step whose tensors peak at 0.8 GB leaves the process holding a pool of about 1 GB
-for the rest of its life. With `TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1` they call `malloc` instead, and jemalloc,
+never shrinks: after its largest training step the process holds a pool larger than that step's tensors for
+the rest of its life. With `TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1` they call `malloc` instead, and jemalloc,
 preloaded, returns freed pages to the system after a second (`dirty_decay_ms:1000`), where glibc keeps them
-in its arenas. Measured on the fine-tuning reference of `probe_layers` (all-MiniLM-L6-v2 on the 4,000
-bundled reviews, benchmarks/RESULTS.md `probe_layers_cost`): the child's peak falls from 2.37 to 1.85 GB, at
-about a quarter more time; glibc's own settings that return memory as eagerly cost twice the time.
+in its arenas. So a child that fine-tunes and exits (the fine-tuning reference of `probe_layers`) peaks lower,
+at some more time; glibc's own settings that return memory as eagerly cost more time still (the figures:
+benchmarks/RESULTS.md, `probe_layers_cost`).
 
 jemalloc is no Python package: `scripts/setup.sh` uses the system's library where there is one and otherwise
 unpacks Debian's `libjemalloc2` into `.venv/lib/jemalloc/`. Without it, everything works the same, with the

@@ -4,18 +4,21 @@ On a machine without a GPU, TensorFlow 2.21 prints "Could not find cuda
 drivers", "failed call to cuInit: ... UNKNOWN ERROR (303)" and oneDNN notes
 while it loads and enumerates devices. They read like failures, and
 `TF_CPP_MIN_LOG_LEVEL` cannot hide them: they are logged before TensorFlow
-initialises absl logging, which then ignores thresholds. So the package loads
+initialises absl logging, which then ignores thresholds. So a program loads
 TensorFlow once with stderr captured at the file-descriptor level and passes
 on every captured line except these known notes.
 
-`import bert_tf` does not load TensorFlow: it calls `quiet_first_import()`,
-which puts a one-shot import hook on `sys.meta_path`. Whatever imports
-TensorFlow first afterwards (Keras with its TensorFlow backend, `tf.data` code,
-tensorflow_text, a user's own `import tensorflow`) loads it through
-`load_tensorflow_quietly`; the hook then removes itself, and the `tensorflow`
-module is the one a plain import would have made. So every module that needs
-TensorFlow may simply `import tensorflow`, in any import order, and the
-package stays importable where TensorFlow is not installed.
+Only a program that owns its process does this: every command-line tool, through
+`bert_tf.cli.run`, calls `quiet_first_import()` before it loads anything else,
+and the worker processes the package starts call `load_tensorflow_lean`.
+`import bert_tf` changes nothing in its importer's process. `quiet_first_import()`
+puts a one-shot import hook on `sys.meta_path`: whatever imports TensorFlow first
+afterwards (Keras with its TensorFlow backend, `tf.data` code, tensorflow_text, a
+user's own `import tensorflow`) loads it through `load_tensorflow_quietly`; the
+hook then removes itself, and the `tensorflow` module is the one a plain import
+would have made. So every module that needs TensorFlow may simply `import
+tensorflow`, in any import order, and the package stays importable where
+TensorFlow is not installed.
 
 The CUDA lines are hidden only where they are noise: on a machine with no
 NVIDIA GPU (no `/dev/nvidia<N>` device node, no `/proc/driver/nvidia/gpus/*`),
@@ -135,7 +138,10 @@ class _QuietTensorFlowLoader(importlib.abc.Loader):
         # Off sys.meta_path first: the plain import of TensorFlow nested in this one (the module lock is
         # re-entrant) must not come back here.
         _remove_hook(self._finder)
-        load_tensorflow_quietly()
+        if self._finder.lean:
+            load_tensorflow_lean()
+        else:
+            load_tensorflow_quietly()
         module = importlib.import_module("tensorflow")
         self._spec = module.__spec__
         return module
@@ -151,6 +157,9 @@ class _QuietTensorFlowFinder(importlib.abc.MetaPathFinder):
     A mere look-up (`importlib.util.find_spec("tensorflow")`, which some code uses to ask whether
     TensorFlow is installed) gets a spec with TensorFlow's location and leaves the hook in place.
     """
+
+    def __init__(self, lean: bool = False):
+        self.lean = lean
 
     def find_spec(self, name, path=None, target=None):
         if name != "tensorflow":
@@ -178,21 +187,29 @@ def _remove_hook(finder) -> None:
             sys.meta_path.remove(finder)
 
 
-def quiet_first_import() -> None:
+def quiet_first_import(lean: bool = False) -> None:
     """Makes the first `import tensorflow` of this process go through `load_tensorflow_quietly`.
 
-    Does nothing when TensorFlow is already loaded or the hook is in place. Costs
-    nothing at call time: TensorFlow is neither imported nor looked for.
+    For a program's own process only (`bert_tf.cli.run` calls it for every tool). With `lean=True`
+    TensorFlow loads through `load_tensorflow_lean`, without `OPTIONAL_PACKAGES`. Does nothing when
+    TensorFlow is already loaded; with the hook already in place, `lean=True` makes it lean. Costs nothing
+    at call time: TensorFlow is neither imported nor looked for.
     """
     with _HOOK_LOCK:
-        if "tensorflow" in sys.modules or any(isinstance(f, _QuietTensorFlowFinder) for f in sys.meta_path):
+        if "tensorflow" in sys.modules:
             return
-        sys.meta_path.insert(0, _QuietTensorFlowFinder())
+        for finder in sys.meta_path:
+            if isinstance(finder, _QuietTensorFlowFinder):
+                finder.lean = finder.lean or lean
+                return
+        sys.meta_path.insert(0, _QuietTensorFlowFinder(lean))
 
 
 # Installed packages that `import tensorflow` imports although TensorFlow runs without them: tf.lite's
-# converter imports jax, Keras (loaded by TensorFlow) its scikit-learn wrappers and visualization utilities.
-OPTIONAL_PACKAGES = ("jax", "jaxlib", "sklearn", "matplotlib")
+# converter imports jax, Keras (loaded by TensorFlow) its scikit-learn wrappers (with SciPy), its plots
+# (matplotlib), its notebook file editor (IPython) and legacy HDF5 files (h5py). The one list of the
+# packages a lean TensorFlow process keeps out.
+OPTIONAL_PACKAGES = ("jax", "jaxlib", "sklearn", "scipy", "matplotlib", "IPython", "h5py")
 
 
 class _OptionalPackageBlocker(importlib.abc.MetaPathFinder):
@@ -203,12 +220,12 @@ class _OptionalPackageBlocker(importlib.abc.MetaPathFinder):
 
 
 def load_tensorflow_lean() -> None:
-    """Imports TensorFlow (quietly) without `OPTIONAL_PACKAGES`: for worker processes that use none of them.
+    """Imports TensorFlow (quietly) without `OPTIONAL_PACKAGES`: for processes that use none of them.
 
-    With jax, scikit-learn and matplotlib installed, they cost a TensorFlow process about 190 MB resident and
-    a second of start-up (TensorFlow 2.21, measured in `benchmarks/probe_layers_cost.py`'s children). Each
-    import guards them, so TensorFlow and Keras load without; what stays off in this process is what needs
-    them at import time (tf.lite's JAX converter, Keras' scikit-learn wrappers and image-gallery plots).
+    Loaded, they add resident memory and start-up time to every TensorFlow process for features that a
+    worker or data tool never uses (benchmarks/RESULTS.md, `probe_layers_cost`). Each import guards them,
+    so TensorFlow and Keras load without; what stays off in this process is what needs them at import time
+    (tf.lite's JAX converter, Keras' scikit-learn wrappers, image-gallery plots and legacy HDF5 files).
     Afterwards the packages import as usual. Does nothing when TensorFlow is already loaded.
     """
     if "tensorflow" in sys.modules:

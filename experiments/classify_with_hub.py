@@ -36,7 +36,7 @@ import time
 
 from absl import flags, logging
 
-from bert_tf import cli, file_io
+from bert_tf import cli, errors, file_io
 
 FLAGS = flags.FLAGS
 
@@ -243,15 +243,15 @@ def main(argv):
     import numpy as np
     import tensorflow as tf
 
-    cli.check_utf8(FLAGS.train_file, "train_file")
-    cli.check_utf8(FLAGS.test_file, "test_file")
+    errors.check_utf8(FLAGS.train_file, "train_file")
+    errors.check_utf8(FLAGS.test_file, "test_file")
     tf.keras.utils.set_random_seed(FLAGS.seed)
     for name in ("encoder", "preprocess"):
         if not os.path.isdir(os.path.join(FLAGS.export_dir, name)):
-            raise cli.BadInputError(f"--export_dir={FLAGS.export_dir} has no '{name}' SavedModel.")
+            raise errors.BadInputError(f"--export_dir={FLAGS.export_dir} has no '{name}' SavedModel.")
     for flag in ("bucket_width", "seq_length"):
         if FLAGS[flag].value < 0:
-            raise cli.BadInputError(f"--{flag} must be >= 0, got {FLAGS[flag].value}.")
+            raise errors.BadInputError(f"--{flag} must be >= 0, got {FLAGS[flag].value}.")
     train_texts, train_labels = read_labeled_tsv(FLAGS.train_file, FLAGS.max_train_examples)
     test_texts, test_labels = read_labeled_tsv(FLAGS.test_file, FLAGS.max_test_examples)
     x_train, y_train = tf.constant(train_texts), np.array(train_labels, "float32")

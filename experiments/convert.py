@@ -8,7 +8,7 @@ The output directory holds `bert_config.json`, `vocab.txt` and a TF2
 checkpoint: a `BertPretrainer` one when the source has the masked-LM and
 next-sentence heads, else a `BertEncoder` one. Read it back with
 `bert_tf.load_encoder(OUT)` / `bert_tf.load_pretrainer(OUT)`. The library half is
-`bert_tf.checkpoints.conversion.convert`. `python -m bert_tf.convert` still runs this program for one release.
+`bert_tf.checkpoints.conversion.convert`.
 """
 
 from __future__ import annotations

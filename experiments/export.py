@@ -21,7 +21,7 @@ with --overwrite.
 from absl import flags
 
 from bert_tf import cli
-from bert_tf.cli import BadInputError
+from bert_tf.errors import BadInputError
 
 FLAGS = flags.FLAGS
 

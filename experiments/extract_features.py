@@ -22,7 +22,7 @@ Transformer layer indices, `embeddings` (the embedding layer's output) and
 
 from absl import flags
 
-from bert_tf import cli
+from bert_tf import cli, errors
 
 FLAGS = flags.FLAGS
 
@@ -69,7 +69,7 @@ def main(argv):
 
     cli.require_flags("input_file", "output_file")
     if FLAGS.pooling == "pooled" and FLAGS["layers"].present:
-        raise cli.BadInputError("--layers does not apply to --pooling=pooled (the pooler reads the last layer).")
+        raise errors.BadInputError("--layers does not apply to --pooling=pooled (the pooler reads the last layer).")
     path = extract_features(
         FLAGS.input_file,
         FLAGS.output_file,

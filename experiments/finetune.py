@@ -188,13 +188,14 @@ def _column(value):
 @cli.main_function("finetune", bad_input=(ValueError, FileNotFoundError, FileExistsError))
 def main(argv):
     del argv  # Checked by cli.main_function.
+    from bert_tf.checkpoints.model_source import ModelSource
     from bert_tf.jobs import finetune as job
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
     cli.require_flags("task", "output_dir")
     # Each config checks its flags as it is built; run_finetuning checks the files, data and model.
     task = job_flags.config_from_flags(job.FinetuningTaskConfig, task_type=FLAGS.task)
-    model = job_flags.config_from_flags(job.FinetuningModelConfig)
+    model = job_flags.config_from_flags(ModelSource)
     columns = ("text_a_column", "text_b_column", "label_column")
     data = job_flags.config_from_flags(
         job.FinetuningDataConfig, **{name: _column(FLAGS[name].value) for name in columns}

@@ -46,9 +46,6 @@ import sys
 from absl import app, flags, logging
 
 from bert_tf import cli
-from bert_tf.jobs import pretrain as pretraining
-from bert_tf.training import RuntimeConfig, TrainingConfig
-from bert_tf.training.loop import NonFiniteLossError
 from experiments import job_flags
 
 FLAGS = flags.FLAGS
@@ -56,6 +53,9 @@ FLAGS = flags.FLAGS
 
 def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
+    # The job's modules load TensorFlow: imported here, after `cli.run` has quieted its start-up.
+    from bert_tf.jobs import pretrain as pretraining
+
     job_flags.define_runtime_flags()
     schedule = pretraining.DEFAULT_SCHEDULE
     flags.DEFINE_string("input_file", None, "Input TFRecord files: comma-separated globs.")
@@ -114,6 +114,9 @@ def _steps_per_loop() -> int:
 @cli.main_function("pretrain")
 def main(argv):
     del argv  # Checked by cli.main_function.
+    from bert_tf.jobs import pretrain as pretraining
+    from bert_tf.training import NonFiniteLossError, RuntimeConfig, TrainingConfig
+
     steps_per_loop = _steps_per_loop()
     # Each config checks its flags as it is built; run_pretraining checks the files and the model.
     model = pretraining.resolve_bert_config(FLAGS.bert_config_file, FLAGS.preset)

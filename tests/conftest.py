@@ -10,6 +10,12 @@ os.environ.pop("TF_USE_LEGACY_KERAS", None)
 
 import pytest
 
+from bert_tf import tensorflow_startup
+
+# The test process owns its stderr as a tool does (bert_tf.cli.run): tests that run a tool's `main` in-process and
+# read all of fd 2 (tests/test_cli_bad_input.py) see no TensorFlow start-up notes, whichever test loads it first.
+tensorflow_startup.quiet_first_import()
+
 
 @pytest.fixture
 def tiny_config():

@@ -155,3 +155,43 @@ def test_measure_command_sees_a_childs_memory_and_fails_on_a_bad_exit():
     assert result["peak_pss"] >= 300 * 2**20 and result["peak_process_rss"] >= 300 * 2**20
     with pytest.raises(RuntimeError, match="failed \\(3\\)"):
         _common.measure_command([sys.executable, "-c", "raise SystemExit(3)"], timeout=60)
+
+
+def test_step_rows_summarize_each_contender_and_each_round():
+    results = {
+        "ours": {"step_s": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], "first_step_s": [2.0, 4.0]},
+        "peer": {"step_s": [], "first_step_s": []},  # failed in every round: no row
+    }
+    rows = _common.step_rows(results, batch_size=8, timed_steps=3)
+    assert list(rows) == ["ours"]
+    row = rows["ours"]
+    assert row["median_step_s"] == pytest.approx(0.35) and row["sequences_per_s"] == pytest.approx(8 / 0.35)
+    assert row["first_step_s"] == 3.0
+    assert row["per_round"] == pytest.approx([8 / 0.2, 8 / 0.5])
+
+
+def test_the_table_the_failures_and_the_comparison_lines():
+    columns = [("contender", "<"), ("sequences/s", ">"), ("per round", "<")]
+    assert _common.table_lines(columns, [["ours", "12.5", _common.per_round_cell([12.0, 13.04])]]) == [
+        "| contender | sequences/s | per round |",
+        "|---|---:|---|",
+        "| ours | 12.5 | 12.0, 13.0 |",
+    ]
+    errors = {"ours": None, "peer": ["first\n", "Traceback ...\nValueError: boom\n"]}
+    ours, peers = _common.ours_and_peers({"ours_tf": 30.0, "ours_jax": 40.0, "hf": 20.0, "keras_hub": 25.0})
+    assert (ours, peers) == ({"ours_tf": 30.0, "ours_jax": 40.0}, {"hf": 20.0, "keras_hub": 25.0})
+    assert _common.closing_lines(errors, ours, peers, target=1.25) == [
+        "\npeer failed: `ValueError: boom`",
+        "",
+        "Best of ours: ours_jax, 40.0 sequences/s; fastest peer: keras_hub, 25.0; ratio 1.60x (target 1.25x).",
+    ]
+    assert _common.closing_lines({}, ours, {}, target=1.25) == []
+
+
+def test_publish_prints_the_section_and_writes_it_only_when_asked(tmp_path, capsys):
+    path = _results(tmp_path)
+    _common.publish("alpha", "Alpha", ["| a |", "|---|"], write=False, path=str(path))
+    assert capsys.readouterr().out == "| a |\n|---|\n" and path.read_text(encoding="utf-8") == RESULTS_TEXT
+    _common.publish("alpha", "Alpha", ["| a |", "|---|"], write=True, path=str(path))
+    assert capsys.readouterr().out == f"| a |\n|---|\nUpdated {path}\n"
+    assert "<!-- alpha:start -->\n## Alpha\n\n| a |\n|---|\n<!-- alpha:end -->" in path.read_text(encoding="utf-8")

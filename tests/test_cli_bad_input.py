@@ -497,7 +497,7 @@ ROWS = [
             kind,
         )
         for case, extra, expected, kind in [
-            ("missing_file", ["--token_train_file={missing}"], "--token_train_file: {missing} not found", None),
+            ("missing_file", ["--token_train_file={missing}"], "--token_train_file: file not found: {missing}", None),
             ("empty_file", ["--token_test_file={empty}"], "empty.txt: no sentences", None),
             ("binary_garbage", ["--sentence_train_file={garbage}"], "garbage.bin:1: not valid UTF-8", None),
             ("non_utf8_line", ["--token_train_file={latin1}"], "latin1.txt:3: not valid UTF-8", None),

@@ -5,7 +5,8 @@ Fix a style failure with `.venv/bin/ruff format . && .venv/bin/ruff check --fix 
 Layering: the library (`bert_tf/`) sits below the programs. Only programs (`experiments/`, `tfrecords_tools/`)
 import the command-line helpers `bert_tf/cli.py`; the library's error types are in `bert_tf/errors.py` and its
 vocabulary helpers in `bert_tf/tokenization/vocab.py`. Nothing in `bert_tf/` imports the programs, the tests or the
-benchmarks.
+benchmarks. Inside the library the rooms keep their order: `data/` sits below `tasks/` (the examples and readers
+are in `data/`), and `jobs/` is the top floor, which nothing else in the package imports.
 """
 
 import ast
@@ -69,13 +70,9 @@ def _is_within(module: str, prefix: str) -> bool:
     return module == prefix or module.startswith(prefix + ".")
 
 
-# Programs inside the package, which may import the command-line helpers: none (`bert_tf_convert` is
-# experiments/convert.py; bert_tf/convert.py is its deprecated alias and imports only the library half).
-PROGRAMS_IN_THE_PACKAGE = ()
-
-
 def test_only_the_programs_import_the_command_line_helpers():
-    allowed = ("bert_tf/cli.py", *PROGRAMS_IN_THE_PACKAGE)
+    # Every program is in experiments/ or tfrecords_tools/; inside the package only cli.py itself.
+    allowed = ("bert_tf/cli.py",)
     offenders = [
         f"{path}:{line}: {module}"
         for path, line, module in _library_imports()
@@ -92,6 +89,28 @@ def test_the_library_imports_no_program_test_or_benchmark():
         if any(_is_within(module, top) for top in above)
     ]
     assert not offenders, "bert_tf/ imports a program, a test or a benchmark:\n" + "\n".join(offenders)
+
+
+# (room, the rooms it must not import, why): the rooms of the library in their order, checked by parsing imports.
+ROOM_ORDER = [
+    ("bert_tf/data/", ("bert_tf.tasks",), "data/ sits below tasks/: move what both need into data/"),
+    (
+        "bert_tf/",
+        ("bert_tf.jobs",),
+        "jobs/ is the top floor: move what a lower room needs out of bert_tf/jobs/ into that room (or below it)",
+    ),
+]
+
+
+def test_the_rooms_import_only_downwards():
+    offenders = {}  # (path, line) -> message: one per import statement
+    for room, forbidden, why in ROOM_ORDER:
+        for path, line, module in _library_imports():
+            if not path.startswith(room) or path.startswith("bert_tf/jobs/"):
+                continue
+            if any(_is_within(module, above) for above in forbidden):
+                offenders.setdefault((path, line), f"{path}:{line}: imports {module} ({why})")
+    assert not offenders, "imports against the room order:\n" + "\n".join(offenders[key] for key in sorted(offenders))
 
 
 def test_the_import_walk_sees_every_form_of_import(tmp_path):

@@ -119,20 +119,6 @@ def _run_cli(*args):
     )
 
 
-def test_the_old_module_name_still_runs_the_program(tmp_path):
-    # `python -m bert_tf.convert` is experiments.convert's alias for one release.
-    result = subprocess.run(
-        [sys.executable, "-m", "bert_tf.convert", "--from=hf", f"--input={tmp_path / 'missing'}", "--output_dir=x"],
-        cwd=REPO,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 2, result.stderr[-3000:]
-    assert result.stderr.startswith("convert: error: ") and "missing" in result.stderr, result.stderr[-3000:]
-
-
 def test_cli_converts_huggingface_directory(tmp_path, tiny_reference):
     output_dir = tmp_path / "out"
     result = _run_cli("--from=hf", f"--input={TINY_HF}", f"--output_dir={output_dir}")

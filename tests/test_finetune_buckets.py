@@ -9,10 +9,10 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.data import length_buckets
+from bert_tf.data.examples import TaggingExample, TextExample
 from bert_tf.models import BertEncoder
 from bert_tf.tasks.base import FEATURE_INDEX_KEY, length_bucketed_dataset
 from bert_tf.tasks.classification import ClassificationTask
-from bert_tf.tasks.examples import TaggingExample, TextExample
 from bert_tf.tasks.inference import predict_outputs
 from bert_tf.tasks.tagging import TaggingTask
 from bert_tf.tasks.task_tokenizer import TaskTokenizer

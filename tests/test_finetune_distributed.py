@@ -104,7 +104,7 @@ def test_mixed_bfloat16_and_xla(tmp_path, monkeypatch):
         max_seq_length=16,
         train_batch_size=32,
         learning_rate=1e-3,
-        num_train_steps=40,
+        num_train_steps=60,
         steps_per_loop=20,
         do_train=True,
         do_eval=True,

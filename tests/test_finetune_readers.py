@@ -5,8 +5,8 @@ import json
 import pytest
 
 from bert_tf.data import finetuning_readers as readers
+from bert_tf.data.examples import TaggingExample, TextExample
 from bert_tf.errors import DataError
-from bert_tf.tasks.examples import TaggingExample, TextExample
 from bert_tf.tasks.word_alignment import piece_char_spans, split_on_whitespace
 
 

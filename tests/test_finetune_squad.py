@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf.tasks.examples import SquadAnswer, SquadExample
+from bert_tf.data.examples import SquadAnswer, SquadExample
 from bert_tf.tasks.squad_features import featurize_squad
 from bert_tf.tasks.squad_postprocessing import postprocess_squad
 from bert_tf.tasks.task_tokenizer import TaskTokenizer

@@ -5,8 +5,8 @@ import os
 import numpy as np
 import pytest
 
+from bert_tf.data.examples import TaggingExample
 from bert_tf.errors import DataError
-from bert_tf.tasks.examples import TaggingExample
 from bert_tf.tasks.tagging import IGNORED_LABEL, TaggingTask
 from bert_tf.tasks.task_tokenizer import TaskTokenizer
 from tests.fixtures.finetune import synthetic

@@ -1,4 +1,5 @@
-"""`import bert_tf` is light; TensorFlow loads later without its CPU start-up notes, and real warnings stay."""
+"""`import bert_tf` is light and leaves its importer's process alone; a tool loads TensorFlow without its CPU start-up
+notes, and real warnings stay."""
 
 import json
 import os
@@ -45,15 +46,61 @@ def test_import_bert_tf_loads_neither_tensorflow_nor_keras():
     assert result.stdout.strip() == "[]", result.stdout
 
 
-def test_the_first_import_of_tensorflow_after_bert_tf_is_quiet_and_plain():
+# Run as a script by the test below: records every os.dup2 and sys.meta_path around `import bert_tf` and
+# `import bert_tf.models` (Keras, which loads TensorFlow: the default backend).
+LEAVES_THE_PROCESS_ALONE = """
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+dup2_targets = []
+real_dup2 = os.dup2
+def recording_dup2(fd, fd2, *args, **kwargs):
+    dup2_targets.append(fd2)
+    return real_dup2(fd, fd2, *args, **kwargs)
+os.dup2 = recording_dup2
+def stderr_file():
+    status = os.fstat(2)
+    return [status.st_dev, status.st_ino]
+meta_path, stderr_before = list(sys.meta_path), stderr_file()
+import bert_tf
+unchanged_by_package = sys.meta_path == meta_path
+import bert_tf.models
+print(json.dumps({
+    "unchanged_by_package": unchanged_by_package,
+    "tensorflow_loaded": "tensorflow" in sys.modules,
+    # TensorFlow and its dependencies (absl, six) add finders of their own; none may be the package's.
+    "package_finders": [type(f).__module__ for f in sys.meta_path if type(f).__module__.startswith("bert_tf")],
+    "dup2_targets": dup2_targets,
+    "same_stderr": stderr_file() == stderr_before,
+}))
+"""
+
+
+def test_import_bert_tf_changes_neither_the_import_system_nor_stderr():
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND")}
+    command = [sys.executable, "-I", "-c", LEAVES_THE_PROCESS_ALONE, REPO_ROOT]
+    result = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report == {
+        "unchanged_by_package": True,
+        "tensorflow_loaded": True,
+        "package_finders": [],
+        "dup2_targets": [],
+        "same_stderr": True,
+    }
+
+
+def test_after_quiet_first_import_the_first_import_of_tensorflow_is_quiet_and_plain():
+    # What bert_tf.cli.run does for every tool, and what a notebook may ask for.
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND")}
     code = (
         "import importlib.util, bert_tf; "
+        "from bert_tf import tensorflow_startup; "
+        "tensorflow_startup.quiet_first_import(); "
         # A look-up (as model_dir does to ask whether TensorFlow is installed) keeps the hook in place.
         "assert importlib.util.find_spec('tensorflow') is not None; "
         "from bert_tf import BertConfig, BertEncoder; "  # Keras, which loads TensorFlow (the default backend)
         "import tensorflow as tf; "
-        "from bert_tf import tensorflow_startup; "
         "assert not any(isinstance(f, tensorflow_startup._QuietTensorFlowFinder) for f in sys.meta_path); "
         "assert type(tf.__spec__.loader).__name__ == 'SourceFileLoader', tf.__spec__; "
         "assert tf.constant(2).numpy() == 2 and BertEncoder.__module__.startswith('bert_tf.models'); "
@@ -68,11 +115,12 @@ def test_the_first_import_of_tensorflow_after_bert_tf_is_quiet_and_plain():
 
 def test_lean_load_skips_the_optional_packages_tensorflow_would_import():
     # A plain `import tensorflow` imports jax (tf.lite), scikit-learn and matplotlib (Keras) when installed.
+    # The lean hook (create_pretraining_data's) loads TensorFlow through load_tensorflow_lean (the workers').
     code = (
         "import importlib.util, json; "
-        "from bert_tf.tensorflow_startup import OPTIONAL_PACKAGES, load_tensorflow_lean; "
+        "from bert_tf.tensorflow_startup import OPTIONAL_PACKAGES, quiet_first_import; "
         "installed = [p for p in OPTIONAL_PACKAGES if importlib.util.find_spec(p)]; "
-        "load_tensorflow_lean(); import tensorflow as tf, keras; "
+        "quiet_first_import(lean=True); import tensorflow as tf, keras; "
         "loaded = sorted({m.split('.')[0] for m in sys.modules} & set(OPTIONAL_PACKAGES)); "
         "assert tf.constant(2).numpy() == 2; "
         "import sklearn; "  # importable afterwards
@@ -83,6 +131,22 @@ def test_lean_load_skips_the_optional_packages_tensorflow_would_import():
     installed, loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert {"jax", "sklearn"} <= set(installed)  # there was something to skip
     assert loaded == []
+
+
+def test_every_tool_quiets_tensorflow_and_create_pretraining_data_loads_it_lean(monkeypatch):
+    from bert_tf import cli
+    from experiments import convert
+    from tfrecords_tools import create_pretraining_data
+
+    # What `run` hands over, recorded instead of done (no flags defined, no TensorFlow loaded).
+    calls = []
+    monkeypatch.setattr(tensorflow_startup, "quiet_first_import", lambda lean=False: calls.append(("quiet", lean)))
+    monkeypatch.setattr(cli.app, "run", lambda main, argv, flags_parser: calls.append(("main", main.prog)))
+    for tool in (create_pretraining_data, convert):
+        monkeypatch.setattr(tool, "define_flags", lambda: None)
+    create_pretraining_data.run(["create_pretraining_data"])
+    convert.run(["convert"])
+    assert calls == [("quiet", True), ("main", "create_pretraining_data"), ("quiet", False), ("main", "convert")]
 
 
 def test_startup_filter_drops_the_cpu_notes_and_nothing_else():

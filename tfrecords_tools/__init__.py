@@ -2,8 +2,6 @@
 
 Thin absl mains (flags -> one library call). The library behind them is in the package: the writer in
 `bert_tf.pretraining_data`, the inspector in `bert_tf.pretraining_data.inspection`, the vocabulary learner in
-`bert_tf.tokenization.vocab_learning`. Importing `bert_tf` here, before any tool's own imports, makes the first
-import of TensorFlow quiet (bert_tf/tensorflow_startup.py); it loads neither TensorFlow nor Keras.
+`bert_tf.tokenization.vocab_learning`. Each tool's `run` goes through `bert_tf.cli.run`, which keeps TensorFlow's
+start-up notes off the console (bert_tf/tensorflow_startup.py).
 """
-
-import bert_tf  # noqa: F401

@@ -44,17 +44,6 @@ Differences from the original:
   piece across [SEP].
 """
 
-import sys
-
-if __name__ == "__main__":
-    # Run as a program, this process tokenizes (TensorFlow) and writes, nothing else. TensorFlow and
-    # Keras import JAX, matplotlib, IPython, SciPy and h5py whenever they are installed, for features
-    # this tool never uses (TF Lite's JAX converter, Keras' plots and notebook file editor, legacy
-    # Keras' HDF5 files): 160 MB of the process's resident memory. Imported as a module (by tests, by a
-    # notebook), it leaves them alone.
-    for _unused in ("jax", "jaxlib", "matplotlib", "IPython", "scipy", "h5py"):
-        sys.modules.setdefault(_unused, None)
-
 from absl import flags, logging
 
 from bert_tf import cli
@@ -161,7 +150,10 @@ def main(argv):
 
 def run(argv=None):
     """Console-script entry point."""
-    cli.run(main, define_flags, argv)
+    # This process tokenizes (TensorFlow) and writes, nothing else: TensorFlow loads without the packages it
+    # would import for features this tool never uses. Imported as a module (by tests, by a notebook), the
+    # tool leaves them alone.
+    cli.run(main, define_flags, argv, lean_tensorflow=True)
 
 
 if __name__ == "__main__":

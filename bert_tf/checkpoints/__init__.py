@@ -13,6 +13,7 @@ _NAMES = {
         "checkpoint_items",
         "find_checkpoint",
         "has_pretraining_heads",
+        "latest_checkpoint",
         "load_config",
         "load_encoder",
         "load_pretrainer",

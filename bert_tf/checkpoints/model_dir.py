@@ -27,6 +27,8 @@ from bert_tf.models.bert_pretrainer import MASKED_LM_KEY, NEXT_SENTENCE_KEY
 from bert_tf.models.task import ENCODER_KEY
 
 CHECKPOINT_PREFIX = "ckpt"
+# The files of one checkpoint prefix; a path to one of them names the checkpoint.
+CHECKPOINT_SUFFIXES = (".index", ".meta", ".data-00000-of-00001")
 
 
 def checkpoint_items(model: BertEncoder | Task) -> dict:
@@ -42,14 +44,38 @@ def checkpoint_items(model: BertEncoder | Task) -> dict:
     raise TypeError(f"Expected a BertEncoder or a task model, got {type(model).__name__}.")
 
 
-def find_checkpoint(path: str) -> str:
-    """Resolves a checkpoint prefix, or the latest checkpoint of a directory."""
+def latest_checkpoint(directory: str) -> str | None:
+    """The prefix of the checkpoint that `directory/checkpoint` names last (TF1 or TF2), or None."""
     import tensorflow as tf
 
+    return tf.train.latest_checkpoint(directory)
+
+
+def find_checkpoint(path: str, *, kind: str = "TF2", default_name: str | None = None) -> str:
+    """Resolves a checkpoint prefix, one of its files, or a directory's checkpoint, to the prefix.
+
+    Args:
+      path: a prefix (`runs/ckpt-100`), one of its files (`runs/ckpt-100.index`) or a directory.
+      kind: what the error messages call the checkpoint ("TF2", "TF1").
+      default_name: the prefix a directory's checkpoint has when its directory has no `checkpoint` file
+        (google-research/bert's downloads ship `bert_model.ckpt` without one); preferred when present.
+
+    Raises:
+      FileNotFoundError: naming the path, when no checkpoint is there.
+    """
+    import tensorflow as tf
+
+    for suffix in CHECKPOINT_SUFFIXES:
+        if path.endswith(suffix):
+            path = path[: -len(suffix)]
+            break
     if tf.io.gfile.isdir(path):
-        latest = tf.train.latest_checkpoint(path)
+        if default_name and tf.io.gfile.exists(os.path.join(path, default_name + ".index")):
+            return os.path.join(path, default_name)
+        latest = latest_checkpoint(path)
         if latest is None:
-            raise FileNotFoundError(f"No TF2 checkpoint found in directory {path}.")
+            either = f" ({default_name}.index or a 'checkpoint' file)" if default_name else ""
+            raise FileNotFoundError(f"No {kind} checkpoint{either} found in directory {path}.")
         return latest
     if not tf.io.gfile.exists(path + ".index"):
         raise FileNotFoundError(f"Checkpoint not found: {path} (no {path}.index).")

@@ -12,7 +12,7 @@ import os
 
 import tensorflow as tf
 
-from bert_tf.checkpoints.model_dir import CONFIG_NAME, VOCAB_NAME
+from bert_tf.checkpoints.model_dir import CONFIG_NAME, VOCAB_NAME, find_checkpoint
 from bert_tf.checkpoints.weight_mapping import SourceTensors, convert_weights
 from bert_tf.config import BertConfig
 from bert_tf.models import BertEncoder, BertPretrainer
@@ -20,25 +20,13 @@ from bert_tf.models import BertEncoder, BertPretrainer
 # Optimizer state and the step counter: saved beside the weights, never model weights.
 _OPTIMIZER_SLOT_SUFFIXES = ("/adam_m", "/adam_v")
 _NON_WEIGHT_NAMES = ("global_step",)
-_CHECKPOINT_SUFFIXES = (".index", ".meta", ".data-00000-of-00001")
+# The checkpoint prefix of google-research/bert's downloads.
+TF1_CHECKPOINT_NAME = "bert_model.ckpt"
 
 
 def resolve_tf1_checkpoint(path: str) -> str:
     """The checkpoint prefix for `path`: a prefix, one of its files, or a directory holding one."""
-    for suffix in _CHECKPOINT_SUFFIXES:
-        if path.endswith(suffix):
-            path = path[: -len(suffix)]
-            break
-    if tf.io.gfile.isdir(path):
-        if tf.io.gfile.exists(os.path.join(path, "bert_model.ckpt.index")):
-            return os.path.join(path, "bert_model.ckpt")
-        latest = tf.train.latest_checkpoint(path)
-        if latest is None:
-            raise FileNotFoundError(f"No TF1 checkpoint (bert_model.ckpt.index or a 'checkpoint' file) in {path}.")
-        return latest
-    if not tf.io.gfile.exists(path + ".index"):
-        raise FileNotFoundError(f"TF1 checkpoint not found: {path} (no {path}.index).")
-    return path
+    return find_checkpoint(path, kind="TF1", default_name=TF1_CHECKPOINT_NAME)
 
 
 def is_non_weight(name: str) -> bool:

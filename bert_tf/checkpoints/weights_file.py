@@ -39,7 +39,7 @@ import sys
 
 import numpy as np
 
-from bert_tf import file_io
+from bert_tf import file_io, tensorflow_startup
 
 WEIGHTS_NAME = "weights.safetensors"
 FORMAT = "bert_tf.weights.v1"
@@ -197,4 +197,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    tensorflow_startup.quiet_first_import()  # run as a program, it owns the process (as bert_tf.cli.run)
     sys.exit(main())

@@ -1,6 +1,6 @@
 """Readers of fine-tuning data: local TSV/CSV/JSONL, CoNLL columns, SQuAD JSON, and TFDS.
 
-Every reader returns a list of examples (`bert_tf.tasks.examples`) and
+Every reader returns a list of examples (`bert_tf.data.examples`) and
 raises `DataError` naming the file and line (or record) of bad input: a
 missing column, a short row, an invalid JSON line, a SQuAD record without its
 `question`. TFDS datasets are read with `download=False` from a given
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 from absl import logging
 
+from bert_tf.data.examples import SquadAnswer, SquadExample, TaggingExample, TextExample
 from bert_tf.errors import DataError
-from bert_tf.tasks.examples import SquadAnswer, SquadExample, TaggingExample, TextExample
 
 Column = str | int | None
 

@@ -2,11 +2,10 @@
 
 With autotuning on, each iterator runs a thread that re-optimises the pipeline between sleeps. Destroying the
 iterator (the end of `fit` or of an evaluation, a training loop or a tool finishing) waits for that thread,
-which does not always wake up for the cancellation: measured on the main job's
-fine-tuning through `hub.KerasLayer` (TensorFlow 2.21, 2-core CPU), 2.0-2.7 s after 10 training steps, 15 s
-in one run, against 0.0 s with the model off (`benchmarks/RESULTS.md`, "tf.data autotuning"). The pipelines
-here need no tuning: each has one parallel map (or interleave), and with the model off `AUTOTUNE` parallelism
-resolves to the machine's core count (cycle length for interleave), which is what it would settle on.
+which does not always wake up for the cancellation, so the end of a pipeline can stall for seconds where
+it should take none (`benchmarks/RESULTS.md`, "tf.data autotuning"). The pipelines here need no tuning: each
+has one parallel map (or interleave), and with the model off `AUTOTUNE` parallelism resolves to the machine's
+core count (cycle length for interleave), which is what it would settle on.
 """
 
 from __future__ import annotations

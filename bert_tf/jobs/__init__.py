@@ -1,6 +1,7 @@
 """The jobs as library functions that take configs; `experiments/` holds their command lines.
 
-    from bert_tf.jobs import FinetuningDataConfig, FinetuningModelConfig, FinetuningTaskConfig, run_finetuning
+    from bert_tf.checkpoints.model_source import ModelSource
+    from bert_tf.jobs import FinetuningDataConfig, FinetuningTaskConfig, run_finetuning
 
 Modules: `finetune` (`run_finetuning`: train, evaluate and predict with a task plug-in of `bert_tf.tasks`),
 `pretrain` (`run_pretraining`: masked LM + next sentence prediction from TFRecords), `extract_features`
@@ -13,19 +14,17 @@ use, so `import bert_tf.jobs` loads no TensorFlow.
 
 from bert_tf.lazy_namespace import lazy_names
 
-DEFAULT_SEED = 42  # every job's default --seed (pretraining used 12345 before; no documented figure depends on it)
+DEFAULT_SEED = 42  # every job's default --seed: one default, so runs of different jobs are reproducible alike
 
 _LAZY = {
     "run_finetuning": "bert_tf.jobs.finetune",
     "TASKS": "bert_tf.jobs.finetune",
     "FinetuningTaskConfig": "bert_tf.jobs.finetune",
-    "FinetuningModelConfig": "bert_tf.jobs.finetune",
     "FinetuningDataConfig": "bert_tf.jobs.finetune",
     "NonFiniteMetricError": "bert_tf.jobs.finetune",
     "run_pretraining": "bert_tf.jobs.pretrain",
     "resolve_bert_config": "bert_tf.jobs.pretrain",
     "PretrainingDataConfig": "bert_tf.jobs.pretrain",
-    "PretrainingArgumentError": "bert_tf.jobs.pretrain",
     "TrainingConfig": "bert_tf.training",
     "RuntimeConfig": "bert_tf.training",
 }

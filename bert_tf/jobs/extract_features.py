@@ -45,11 +45,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from bert_tf import file_io
-from bert_tf.data import prefetching
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
+from bert_tf.data.text_inputs import pack_texts
 from bert_tf.errors import DataError, check_int
 from bert_tf.features.layer_selection import parse_layers
-from bert_tf.tasks.base import ENCODER_INPUT_KEYS
+from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES
 
 OUTPUT_FORMATS = (".jsonl", ".npy", ".npz")
 POOLINGS = ("cls", "mean", "max", "pooled")
@@ -78,21 +78,6 @@ def read_lines(input_file: str) -> tuple[list[str], list[str | None]]:
         texts_a.append(match.group(1) if match else line)
         texts_b.append(match.group(2) if match else None)
     return texts_a, texts_b
-
-
-def pack_texts(tokenizer, texts_a: Sequence[str], texts_b: Sequence[str | None], max_seq_length: int) -> dict:
-    """Tokenizes and packs texts (pairs where `texts_b` has one) into int32 [num_lines, max_seq_length] inputs."""
-    import tensorflow as tf
-
-    columns = {"text_a": np.array(texts_a, dtype=str)}
-    if any(b is not None for b in texts_b):
-        columns["text_b"] = np.array([b or "" for b in texts_b], dtype=str)
-        columns["has_text_b"] = np.array([b is not None for b in texts_b])
-    dataset = tf.data.Dataset.from_tensor_slices(columns).batch(1024).map(tokenizer.pack_fn(max_seq_length))
-    parts = [
-        {name: batch[name].numpy() for name in ENCODER_INPUT_KEYS} for batch in prefetching.without_autotuning(dataset)
-    ]
-    return {name: np.concatenate([part[name] for part in parts]) for name in ENCODER_INPUT_KEYS}
 
 
 def extract_features(
@@ -185,7 +170,7 @@ def extract_features(
         try:
             for batch in iterate_outputs(forward, dataset, strategy=strategy, jit_compile=jit_compile):
                 indices = batch[FEATURE_INDEX_KEY]
-                writer.write_inputs(indices, {name: packed[name][indices] for name in ENCODER_INPUT_KEYS})
+                writer.write_inputs(indices, {name: packed[name][indices] for name in ENCODER_INPUT_NAMES})
                 values = batch["layers"]
                 if per_token:  # back to max_seq_length: the padding beyond the bucket is zero
                     values = np.pad(values, ((0, 0), (0, max_seq_length - values.shape[1]), (0, 0), (0, 0)))
@@ -292,7 +277,7 @@ class _NpzWriter(_Writer):
             self._key(layer): self._memmap(self._key(layer), (self.num_lines,) + self.row_shape(), np.float32)
             for layer in self.layers
         }
-        for name in ENCODER_INPUT_KEYS:
+        for name in ENCODER_INPUT_NAMES:
             self.arrays[name] = self._memmap(name, (self.num_lines, self.seq_length), np.int32)
 
     @staticmethod
@@ -305,7 +290,7 @@ class _NpzWriter(_Writer):
     def write(self, indices, values):
         for i, layer in enumerate(self.layers):
             self.arrays[self._key(layer)][indices] = values[..., i, :]
-        for name in ENCODER_INPUT_KEYS:
+        for name in ENCODER_INPUT_NAMES:
             self.arrays[name][indices] = self.inputs[name]
         self.written += len(indices)
 

@@ -1,11 +1,12 @@
 """`run_finetuning`: the fine-tuning job (train, evaluate, predict) behind `experiments.finetune`.
 
-    from bert_tf.jobs.finetune import FinetuningDataConfig, FinetuningModelConfig, FinetuningTaskConfig, run_finetuning
+    from bert_tf.checkpoints.model_source import ModelSource
+    from bert_tf.jobs.finetune import FinetuningDataConfig, FinetuningTaskConfig, run_finetuning
     from bert_tf.training import TrainingConfig
 
     results = run_finetuning(
         FinetuningTaskConfig("classification", max_seq_length=128), "runs/sst",
-        FinetuningModelConfig(model_dir="models/bert_base"),
+        ModelSource(model_dir="models/bert_base"),
         FinetuningDataConfig(train_file="train.tsv", eval_file="dev.tsv", text_a_column="sentence"),
         TrainingConfig(learning_rate=2e-5, num_train_epochs=3.0, warmup_proportion=0.1),
         do_train=True, do_eval=True)
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from absl import logging
 
-from bert_tf import file_io
+from bert_tf import checkpoints, file_io
 from bert_tf.checkpoints.model_source import ModelSource, ResolvedModel, check_resumable
 from bert_tf.data import finetuning_readers
 from bert_tf.data.finetuning_data import FinetuningDataSource
@@ -64,7 +65,6 @@ DEFAULT_SCHEDULE = dict(
 
 TASKS = ("classification", "sentence_pair_classification", "regression", "token_classification", "squad")
 TASK_CONFIG_NAME = "task_config.json"
-EVAL_RESULTS_NAME = "eval_results.json"
 
 Column = str | int | None
 
@@ -116,12 +116,6 @@ class FinetuningTaskConfig:
                 f"--max_seq_length ({self.max_seq_length}) must exceed --max_query_length "
                 f"({self.max_query_length}) + 3."
             )
-
-
-# Where the pretrained model comes from (the flags --model_dir, --init_checkpoint, --bert_config_file,
-# --vocab_file, --do_lower_case): the model source that feature extraction, layer probing and export share.
-# Not needed to evaluate or predict with an `output_dir` that holds a fine-tuned model.
-FinetuningModelConfig = ModelSource
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,7 +191,7 @@ class _Inputs:
 def run_finetuning(
     task: FinetuningTaskConfig,
     output_dir: str,
-    model: FinetuningModelConfig,
+    model: ModelSource,
     data: FinetuningDataConfig,
     schedule: TrainingConfig | None = None,
     runtime: RuntimeConfig | None = None,
@@ -259,7 +253,7 @@ def run_finetuning(
                 from bert_tf.checkpoints import weights_file
 
                 weights_file.write_weights_file(
-                    inputs.output_dir, trained, checkpoint=_latest_checkpoint(inputs.output_dir)
+                    inputs.output_dir, trained, checkpoint=checkpoints.latest_checkpoint(inputs.output_dir)
                 )
         else:
             trained, step = _restore_finetuned(inputs.task_object, inputs.source, strategy, inputs.output_dir)
@@ -284,7 +278,7 @@ def run_finetuning(
 def _read_inputs(
     task: FinetuningTaskConfig,
     output_dir: str,
-    model: FinetuningModelConfig,
+    model: ModelSource,
     data: FinetuningDataConfig,
     do_train: bool,
     do_eval: bool,
@@ -293,7 +287,7 @@ def _read_inputs(
     """Reads the model's config and vocabulary and all the data, and checks them; writes nothing."""
     reader = FinetuningDataSource(task.task_type, data, task.version_2_with_negative)
     saved_task_config = _read_task_config(output_dir)
-    finetuned = _latest_checkpoint(output_dir)
+    finetuned = checkpoints.latest_checkpoint(output_dir)
     source = _model_source(model, output_dir, task.max_seq_length, need_init=do_train and finetuned is None)
     tokenizer = _tokenizer(source)
 
@@ -328,6 +322,8 @@ def _tokenizer(source: ResolvedModel):
 
 def _evaluate(inputs: _Inputs, model, step, batch_size, strategy, jit_compile) -> dict:
     """Evaluates, writes eval_predictions.* and eval_results.json; a non-finite metric fails the run."""
+    from bert_tf.training import EVAL_RESULTS_NAME
+
     task_object, examples = inputs.task_object, inputs.eval_examples
     predictions = _predict(task_object, model, examples, inputs.eval_features, batch_size, strategy, jit_compile)
     results = task_object.evaluate(examples, predictions)
@@ -380,17 +376,9 @@ def _check_data_sources(data: FinetuningDataConfig, do_train, do_eval, do_predic
     ):
         if wanted and not value:
             raise JobArgumentError(f"--do_{flag.split('_')[0]} needs --{flag} (or --tfds_name).")
-        if wanted and not os.path.isfile(value):
-            raise DataError(f"--{flag}: file not found: {value}")
         if wanted:
             # The readers' decode errors name no line; fine-tuning files are small enough to check first.
             check_utf8(value, flag)
-
-
-def _latest_checkpoint(directory: str) -> str | None:
-    import tensorflow as tf
-
-    return tf.train.latest_checkpoint(directory)
 
 
 def _check_resumable(output_dir, saved_task_config, source: ResolvedModel, task_object):
@@ -423,7 +411,7 @@ def _read_task_config(output_dir: str) -> dict | None:
 
 def _model_source(model: ModelSource, output_dir, max_seq_length, need_init) -> ResolvedModel:
     """The checked model; without --model_dir and --bert_config_file, the fine-tuned model in `output_dir`."""
-    if not (model.model_dir or model.bert_config_file) and _latest_checkpoint(output_dir) is not None:
+    if not (model.model_dir or model.bert_config_file) and checkpoints.latest_checkpoint(output_dir) is not None:
         # An output directory written by an earlier run is itself a model directory.
         model = dataclasses.replace(model, model_dir=output_dir)
     source = model.resolve(max_seq_length, need_checkpoint=need_init)
@@ -572,7 +560,7 @@ def _train(inputs: _Inputs, strategy, schedule: TrainingConfig, data: Finetuning
 def _restore_finetuned(task_object, source: ResolvedModel, strategy, output_dir):
     from bert_tf.checkpoints.model_dir import restore
 
-    latest = _latest_checkpoint(output_dir)
+    latest = checkpoints.latest_checkpoint(output_dir)
     if latest is None:
         raise JobArgumentError(
             f"--output_dir {output_dir} holds no fine-tuned checkpoint to evaluate or predict with; add --do_train."

@@ -34,9 +34,6 @@ from bert_tf.jobs import DEFAULT_SEED
 from bert_tf.tokenization.vocab import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN
 from bert_tf.training.runtime import RuntimeConfig, training_runtime
 
-# The old name of the jobs' one error type, kept for a release.
-PretrainingArgumentError = JobArgumentError
-
 
 def resolve_bert_config(bert_config_file: str | None = None, preset: str | None = None) -> BertConfig:
     """The `BertConfig` of `--bert_config_file` or `--preset` (exactly one of them)."""
@@ -355,7 +352,7 @@ def _train(
         where = _find_corrupt_record(train_files + (eval_files or []))
         if where is None:
             raise
-        latest = tf.train.latest_checkpoint(output_dir)
+        latest = model_dir_lib.latest_checkpoint(output_dir)
         raise JobArgumentError(
             f"{where}; training stopped, the latest checkpoint ({latest or 'none'}) is kept."
         ) from None

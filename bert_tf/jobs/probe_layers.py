@@ -7,7 +7,7 @@ BERT paper's Table 7 and the probing literature, and writes `report.md`, `report
 
 * rows: `layer_0` (the embeddings) to `layer_<L>` separately, `second_to_last`, `last`, `mean_last_four`,
   `concat_last_four` (the last min(4, L) Transformer layers), `scalar_mix` (a learned softmax mix of all
-  layers), and as a reference `fine_tuned` (the whole encoder fine-tuned with `bert_tf.tasks.run_finetuning`
+  layers), and as a reference `fine_tuned` (the whole encoder fine-tuned with `bert_tf.jobs.finetune.run_finetuning`
   on the same training file, scored on the test file);
 * controls: the same architecture randomly initialised (same probes, same rows), and a non-contextual
   baseline (each word's most frequent training tag, the most frequent tag for unseen words; the majority
@@ -20,7 +20,6 @@ words by their first WordPiece or the mean of their pieces (`word_piece`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import time
@@ -58,7 +57,7 @@ class ProbeLayersConfig:
         finetune_min_steps: at least this many steps however small the training file (more epochs), so that
         the reference row is a fine-tuned model rather than one barely past its warm-up;
         finetune_microbatches: each batch runs as this many pieces with summed gradients (the loop's
-        `num_microbatches`), which keeps the default run within 2 GB.
+        `num_microbatches`), so activation memory shrinks and the default run keeps its memory budget.
       dev_fraction: the training file's share held out to choose each probe's strength.
       seed: the development split, the random twin's weights, the probes and the fine-tuning.
       cache_dir: the features' cache; None: `<output_dir>/feature_cache`.
@@ -564,7 +563,7 @@ def _fine_tuning_environment() -> dict:
     else:
         logging.warning(
             "No jemalloc found (scripts/setup.sh installs it; %s names one): the fine-tuning reference rows keep "
-            "TensorFlow's memory pool and peak about 0.5 GB higher.",
+            "TensorFlow's memory pool, so their peak is higher.",
             memory_allocator.ENVIRONMENT_VARIABLE,
         )
     return environment
@@ -575,23 +574,10 @@ def _fine_tuned_accuracy(task, files, num_train_steps, config, output_dir) -> fl
     from bert_tf.tensorflow_startup import load_tensorflow_lean
 
     load_tensorflow_lean()  # this child needs none of jax, scikit-learn, matplotlib
-    from bert_tf.jobs.finetune import (
-        FinetuningDataConfig,
-        FinetuningModelConfig,
-        FinetuningTaskConfig,
-        run_finetuning,
-    )
+    from bert_tf.jobs.finetune import FinetuningDataConfig, FinetuningTaskConfig, run_finetuning
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
     _, train_file, test_file = files
-    source = config.model
-    model = FinetuningModelConfig(
-        model_dir=source.model_dir,
-        init_checkpoint=source.init_checkpoint,
-        bert_config_file=source.bert_config_file,
-        vocab_file=source.vocab_file,
-        do_lower_case=source.do_lower_case,
-    )
     schedule = TrainingConfig(
         learning_rate=config.finetune_learning_rate,
         num_train_steps=num_train_steps,
@@ -620,7 +606,7 @@ def _fine_tuned_accuracy(task, files, num_train_steps, config, output_dir) -> fl
     results = run_finetuning(
         task_config,
         os.path.join(output_dir, f"fine_tuned_{task}"),
-        model,
+        config.model,
         data,
         schedule,
         RuntimeConfig(seed=config.seed),
@@ -628,7 +614,3 @@ def _fine_tuned_accuracy(task, files, num_train_steps, config, output_dir) -> fl
         do_eval=True,
     )
     return float(results[metric])
-
-
-def report_json(report: dict) -> str:
-    return json.dumps(report, indent=2, sort_keys=True) + "\n"

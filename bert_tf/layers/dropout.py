@@ -1,17 +1,16 @@
 """Dropout with a cheaper mask: 16 random bits per element instead of a float draw.
 
 `keras.layers.Dropout` draws one float32 uniform number per element, then
-compares, selects and scales, forward and backward. On a CPU that mask was
-30-45% of BERT's training step. Here each 32-bit random word gives two 16-bit
+compares, selects and scales, forward and backward, which makes the masks a
+large share of BERT's CPU training step (benchmarks/RESULTS.md). Here each 32-bit random word gives two 16-bit
 numbers, compared with an integer threshold, and the mask is applied as one
 multiply by {0, scale} (whose gradient is the same multiply).
 
 On TensorFlow the words come from a counter-based hash rather than Philox:
 word i is `fmix32(fmix32(i * 0x9E3779B9 ^ k0) + k1)` (MurmurHash3's
 finalizer, twice, keyed by the layer's 64-bit stateless seed `(k0, k1)`),
-which is a few 32-bit multiplies and shifts per word where Philox's 10 rounds
-of 32x32->64-bit products made the masks 9% of the XLA CPU training step of
-bert_mini (55 ms of 600); the hash costs about 20 ms. A hash is ample for
+which is a few 32-bit multiplies and shifts per word where Philox runs 10 rounds
+of 32x32->64-bit products (the step times are in benchmarks/RESULTS.md). A hash is ample for
 dropout, which needs independent, evenly spread bits, not cryptographic
 strength (tests/test_layers_speed_paths.py checks the rate, the neighbour and
 call-to-call independence). JAX keeps `jax.random.bits`.

@@ -84,17 +84,11 @@ class TokenClassificationHead(ClassificationHead):
 
     Keras' `.keras` and `.weights.h5` files lay a model's layers out by class
     name (`layers/token_classification_head/dense/vars/0`), so the tagger keeps
-    this name and files saved by earlier versions still load; the old
-    `num_labels` argument is accepted for configs saved then. New code builds a
+    this name and files saved by earlier versions still load. New code builds a
     `ClassificationHead`. (TF2 checkpoints and `weights.safetensors` name the
     weights by attribute and variable path, e.g. `token_classifier/logits/kernel`,
     which both classes share.)
     """
-
-    def __init__(self, num_classes=None, dropout_rate=0.1, initializer_range=0.02, num_labels=None, **kwargs):
-        if (num_classes is None) == (num_labels is None):
-            raise ValueError("Give num_classes (or the older num_labels), not both.")
-        super().__init__(num_classes if num_labels is None else num_labels, dropout_rate, initializer_range, **kwargs)
 
 
 class _TwoLogitHead(keras.layers.Layer):

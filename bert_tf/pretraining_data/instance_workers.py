@@ -1,9 +1,9 @@
 """Token ids of a chunk -> serialized pretraining records, here or in helper processes without TensorFlow.
 
 `create_pretraining_data` tokenizes in its own process: the in-graph tokenizer
-needs TensorFlow, about 0.9 GB resident. Making the instances and serializing
+needs TensorFlow, the largest part of the tool's memory. Making the instances and serializing
 them needs numpy only, so the helpers that do it for the other cores are plain
-`python -I -c` subprocesses (about 60 MB each) that read pickled requests
+`python -I -c` subprocesses (a small fraction of that each) that read pickled requests
 and write pickled results on two pipes of their own (`HelperProcess`). multiprocessing's "spawn" and
 "forkserver" would re-import the parent's main module, and with it TensorFlow,
 in every helper; a forked helper counts the parent's TensorFlow pages in its

@@ -69,10 +69,6 @@ def _iter_line_blocks(path: str) -> Iterator[bytes]:
         yield carry + b"\n"
 
 
-def _is_blank(line: bytes) -> bool:
-    return not line.decode("utf-8", "ignore").strip()
-
-
 def scan_corpus(files: Sequence[str], skip_invalid_utf8: bool) -> CorpusScan:
     """Checks that the corpus is UTF-8 and not empty, before any work.
 

@@ -9,11 +9,11 @@ fine-food reviews (`data/fine_foods_*.tsv`).
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import numpy as np
 
 from bert_tf.data.finetuning_readers import DataError, read_conll, read_text_examples
+from bert_tf.errors import check_utf8
 
 TOKEN = "token"
 SENTENCE = "sentence"
@@ -37,18 +37,6 @@ class SentenceData:
     path: str
     texts: list
     labels: list
-
-
-def check_utf8(path: str, flag: str) -> None:
-    """Raises `DataError` naming the file and line of the first line that is not UTF-8 (or a missing file)."""
-    if not os.path.isfile(path):
-        raise DataError(f"--{flag}: {path} not found.")
-    with open(path, "rb") as f:
-        for number, line in enumerate(f, start=1):
-            try:
-                line.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise DataError(f"--{flag}: {path}:{number}: not valid UTF-8 (byte {e.start} of the line).") from None
 
 
 def read_token_file(path: str, flag: str) -> TokenData:

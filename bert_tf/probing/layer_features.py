@@ -99,8 +99,8 @@ def token_features(encoder, tokenizer, sentences, *, word_piece, max_seq_length,
 
     A word the tokenizer turns into no piece at all (only deleted characters) gets zeros.
     """
-    from bert_tf.tasks.base import ENCODER_INPUT_KEYS
-    from bert_tf.tasks.examples import TaggingExample
+    from bert_tf.data.examples import TaggingExample
+    from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES
     from bert_tf.tasks.tagging import TaggingTask
 
     if word_piece not in WORD_PIECE_MODES:
@@ -119,7 +119,7 @@ def token_features(encoder, tokenizer, sentences, *, word_piece, max_seq_length,
     dtype = np.float16 if word_piece == "first" else np.float32
     totals = np.zeros((offsets[-1], num_layers, encoder.config.hidden_size), dtype)
     counts = np.zeros(offsets[-1], np.float32)
-    inputs = {name: features.inputs[name] for name in ENCODER_INPUT_KEYS}
+    inputs = {name: features.inputs[name] for name in ENCODER_INPUT_NAMES}
     batches = _forward_batches(
         encoder,
         inputs,
@@ -159,8 +159,8 @@ def _piece_words(word_index: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 def sentence_features(encoder, tokenizer, texts, *, max_seq_length, batch_size, bucket_width, label):
     """{"cls", "mean"}: float32 [num_texts, L + 1, hidden], [CLS] and the mean over real tokens at every layer."""
+    from bert_tf.data.text_inputs import pack_texts
     from bert_tf.features.pooling import pool_tokens
-    from bert_tf.jobs.extract_features import pack_texts
 
     inputs = pack_texts(tokenizer, list(texts), [None] * len(texts), max_seq_length)
     num_layers = encoder.config.num_hidden_layers + 1

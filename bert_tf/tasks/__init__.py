@@ -5,16 +5,12 @@
     features = task.featurize(examples, training=True)
 
 A plug-in is a `FinetuningTask` (`base`): `classification` (single sentences, pairs, regression), `tagging`
-(token classification), `squad` (+ `squad_features`, `squad_postprocessing`); with `metrics`, `inference`
-and the examples they read (`examples`). The job that runs them is `bert_tf.jobs.finetune` and the data
-readers are `bert_tf.data.finetuning_readers`. Imported on first use, so that `bert_tf.tasks.metrics` does
-not load TensorFlow.
-
-The jobs' names (`run_finetuning`, `run_pretraining`, their configs, `DataError`) are still importable from
-here for one release; import them from `bert_tf.jobs` (and `bert_tf.errors`).
+(token classification), `squad` (+ `squad_features`, `squad_postprocessing`); with `metrics` and `inference`.
+The job that runs them is `bert_tf.jobs.finetune`; the examples they featurize (`bert_tf.data.examples`) and the
+readers that make them (`bert_tf.data.finetuning_readers`) are in `bert_tf.data`, below the tasks. Imported on
+first use, so that `bert_tf.tasks.metrics` does not load TensorFlow.
 """
 
-from bert_tf.jobs import _LAZY as _JOB_NAMES
 from bert_tf.lazy_namespace import lazy_names
 
 _LAZY = {
@@ -23,13 +19,6 @@ _LAZY = {
     "TaggingTask": "bert_tf.tasks.tagging",
     "SquadTask": "bert_tf.tasks.squad",
     "TaskTokenizer": "bert_tf.tasks.task_tokenizer",
-    "TextExample": "bert_tf.tasks.examples",
-    "TaggingExample": "bert_tf.tasks.examples",
-    "SquadExample": "bert_tf.tasks.examples",
-    "SquadAnswer": "bert_tf.tasks.examples",
-    # Aliases of the names that moved to bert_tf.jobs and bert_tf.errors; kept for one release.
-    **{name: module for name, module in _JOB_NAMES.items() if name != "TrainingConfig"},
-    "DataError": "bert_tf.errors",
 }
 
 __getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from bert_tf.data import prefetching
-from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES as ENCODER_INPUT_KEYS  # noqa: F401 (re-exported)
 
 FEATURE_INDEX_KEY = "feature_index"
 

@@ -16,19 +16,15 @@ import keras
 import numpy as np
 from keras import ops
 
+from bert_tf import file_io
 from bert_tf.data import prefetching
+from bert_tf.data.examples import TextExample
 from bert_tf.data.finetuning_readers import count_unseen_labels, warn_unseen_labels
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.errors import DataError
-from bert_tf.models import BertClassifier
+from bert_tf.models import ENCODER_INPUT_NAMES, BertClassifier
 from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks.base import (
-    ENCODER_INPUT_KEYS,
-    FinetuningTask,
-    length_bucketed_dataset,
-)
-from bert_tf.tasks.examples import TextExample
-from bert_tf.tasks.io_utils import write_text_atomic
+from bert_tf.tasks.base import FinetuningTask, length_bucketed_dataset
 
 
 class ClassificationTask(FinetuningTask):
@@ -160,7 +156,7 @@ class ClassificationTask(FinetuningTask):
             input_context=input_context,
             bucket_width=self.bucket_width,
             group_by_length=self.group_by_length,
-            sequence_keys=ENCODER_INPUT_KEYS,
+            sequence_keys=ENCODER_INPUT_NAMES,
             transform=self.tokenizer.pack_fn(self.seq_length),
         )
 
@@ -225,5 +221,5 @@ class ClassificationTask(FinetuningTask):
                 row += [f"{p:.6f}" for p in predictions["probabilities"][index]]
             writer.writerow(row)
         path = os.path.join(output_dir, f"{prefix}predictions.tsv")
-        write_text_atomic(path, buffer.getvalue())
+        file_io.write_text(path, buffer.getvalue())
         return [path]

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.tasks.base import ENCODER_INPUT_KEYS, FEATURE_INDEX_KEY
+from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES
+from bert_tf.tasks.base import FEATURE_INDEX_KEY
 
 
 def iterate_outputs(
@@ -35,7 +36,7 @@ def iterate_outputs(
     @tf.function(reduce_retracing=True)
     def step(features):
         def replica_step(batch):
-            outputs = forward({k: batch[k] for k in ENCODER_INPUT_KEYS})
+            outputs = forward({k: batch[k] for k in ENCODER_INPUT_NAMES})
             outputs[FEATURE_INDEX_KEY] = batch[FEATURE_INDEX_KEY]
             return outputs
 

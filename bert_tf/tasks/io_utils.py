@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 from bert_tf import file_io
-from bert_tf.file_io import write_text as write_text_atomic  # noqa: F401  (re-exported for the tasks)
 
 
 def _finite(value):

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 import keras
 from keras import ops
 
+from bert_tf.data.examples import SquadExample
 from bert_tf.models import BertSpanLabeler
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import FinetuningTask, numpy_dataset
-from bert_tf.tasks.examples import SquadExample
 from bert_tf.tasks.io_utils import write_json_atomic
 from bert_tf.tasks.squad_features import SquadFeatures, featurize_squad
 from bert_tf.tasks.squad_postprocessing import SquadPredictions, postprocess_squad

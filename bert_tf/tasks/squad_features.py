@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from absl import logging
 
-from bert_tf.tasks.examples import SquadExample
+from bert_tf.data.examples import SquadExample
 from bert_tf.tasks.word_alignment import split_on_whitespace
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bert_tf.tasks.examples import SquadExample
+from bert_tf.data.examples import SquadExample
 from bert_tf.tasks.squad_features import SquadFeatures
 
 

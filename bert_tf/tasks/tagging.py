@@ -17,14 +17,14 @@ import keras
 import numpy as np
 from keras import ops
 
+from bert_tf import file_io
+from bert_tf.data.examples import TaggingExample
 from bert_tf.data.finetuning_readers import count_unseen_labels, warn_unseen_labels
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.errors import DataError
 from bert_tf.models import BertTokenClassifier
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import FinetuningTask, numpy_dataset
-from bert_tf.tasks.examples import TaggingExample
-from bert_tf.tasks.io_utils import write_text_atomic
 
 IGNORED_LABEL = -1
 
@@ -207,5 +207,5 @@ class TaggingTask(FinetuningTask):
                 lines.append("\t".join([word] + gold + [tag]))
             lines.append("")
         path = os.path.join(output_dir, f"{prefix}predictions.txt")
-        write_text_atomic(path, "\n".join(lines) + "\n")
+        file_io.write_text(path, "\n".join(lines) + "\n")
         return [path]

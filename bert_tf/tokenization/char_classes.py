@@ -47,24 +47,6 @@ def is_removed(char):
     return char in "\x00\ufffd" or unicodedata.category(char).startswith("C")
 
 
-def is_whitespace(char):
-    """True for characters the tokenizer splits words on.
-
-    The original maps tab/newline/CR and category Zs to a space and then
-    splits with `str.split()`, which also breaks on the few other characters
-    Python considers space (U+2028, U+2029) that survive cleaning.
-    """
-    return char in " \t\n\r" or unicodedata.category(char) == "Zs" or (char.isspace() and not is_removed(char))
-
-
-def is_punctuation(char):
-    """ASCII non-alphanumeric symbols plus Unicode category P*."""
-    cp = ord(char)
-    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
-        return True
-    return unicodedata.category(char).startswith("P")
-
-
 def is_nonspacing_mark(char):
     """Category Mn: what accent stripping deletes after NFD."""
     return unicodedata.category(char) == "Mn"
@@ -119,7 +101,11 @@ def _masks():
     # str.isspace() is true for only a few dozen code points, all below U+3001.
     space = np.zeros(_NUM_CODE_POINTS, bool)
     space[:0x3001] = [chr(cp).isspace() for cp in range(0x3001)]
+    # What the tokenizer splits words on: the original maps tab/newline/CR and category Zs to a space, then
+    # splits with `str.split()`, which also breaks on the few other characters Python considers space
+    # (U+2028, U+2029) that survive cleaning.
     whitespace = np.isin(cps, [32, 9, 10, 13]) | (cats == "Zs") | (space & ~removed)
+    # Punctuation: ASCII non-alphanumeric symbols plus Unicode category P*.
     ascii_punct = (
         ((cps >= 33) & (cps <= 47))
         | ((cps >= 58) & (cps <= 64))
@@ -180,8 +166,3 @@ def char_class(name):
     if name not in masks:
         raise KeyError(f"Unknown character class {name!r}")
     return _regex_class(_mask_ranges(masks[name]))
-
-
-def unicode_version():
-    """The Unicode version the classes follow (that of Python's unicodedata)."""
-    return unicodedata.unidata_version

@@ -226,8 +226,8 @@ class AdamWeightDecay(tf.Module):
         conditional = () if apply_update is None else (apply_update,)
         # One variable after another: left to itself, the executor starts every variable's update at once and
         # holds their temporaries (clipped gradient, new moments, update) together, several times the model's
-        # size; in a chain they live one variable at a time (the fine-tuning of all-MiniLM-L6-v2 peaked at
-        # 1.04 GB in TensorFlow's allocator without it, 0.81 GB with it). The arithmetic is unchanged.
+        # size; in a chain they live one variable at a time, which lowers the step's memory peak (RESULTS.md,
+        # probe_layers_cost). The arithmetic is unchanged.
         previous = []
         for var, grad, m, v, decay in zip(self._variables.items, grads, self.m, self.v, self.decay_mask):
             with tf.control_dependencies(previous):

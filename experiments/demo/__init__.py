@@ -41,7 +41,7 @@ import time
 
 from absl import flags, logging
 
-from bert_tf import cli, file_io
+from bert_tf import cli, errors, file_io
 from experiments.demo.report import plot_curves, print_summary, summarize
 from experiments.demo.steps import (
     Recipe,
@@ -161,7 +161,7 @@ def define_flags():
 
 def _check_flags():
     if FLAGS.hidden_size % 64:
-        raise cli.BadInputError(f"--hidden_size={FLAGS.hidden_size} must be a multiple of 64 (heads of size 64).")
+        raise errors.BadInputError(f"--hidden_size={FLAGS.hidden_size} must be a multiple of 64 (heads of size 64).")
     for name in (
         "num_layers",
         "pretrain_steps",
@@ -174,16 +174,16 @@ def _check_flags():
         "tool_time_limit_minutes",
     ):
         if FLAGS[name].value < 1:
-            raise cli.BadInputError(f"--{name} must be positive, got {FLAGS[name].value}.")
+            raise errors.BadInputError(f"--{name} must be positive, got {FLAGS[name].value}.")
     if FLAGS.real_weights_dir and not os.path.isdir(FLAGS.real_weights_dir):
-        raise cli.BadInputError(f"--real_weights_dir: directory not found: {FLAGS.real_weights_dir}")
+        raise errors.BadInputError(f"--real_weights_dir: directory not found: {FLAGS.real_weights_dir}")
     if not FLAGS.real_weights_dir:
         from bert_tf.checkpoints import published
 
         try:
             published.minilm_l6_v2_dir()
         except published.PublishedWeightsNotInstalled as e:
-            raise cli.BadInputError(str(e)) from None
+            raise errors.BadInputError(str(e)) from None
 
 
 @cli.main_function("demo")

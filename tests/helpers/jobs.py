@@ -37,12 +37,13 @@ def pretrain(output_dir, **arguments):
 
 def finetune(task, output_dir, **arguments):
     """`bert_tf.jobs.finetune.run_finetuning` with the flags of `experiments.finetune` as keywords."""
+    from bert_tf.checkpoints.model_source import ModelSource
     from bert_tf.jobs import finetune as job
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
     arguments = dict(arguments)
     task_config = _take(job.FinetuningTaskConfig, arguments, task_type=task)
-    model = _take(job.FinetuningModelConfig, arguments)
+    model = _take(ModelSource, arguments)
     data = _take(job.FinetuningDataConfig, arguments)
     runtime = _take(RuntimeConfig, arguments, seed=job.DEFAULT_SEED)
     schedule = _take(TrainingConfig, arguments, **job.DEFAULT_SCHEDULE)

@@ -1,4 +1,6 @@
-"""The examples of the fine-tuning tasks: what the readers produce and the tasks featurize."""
+"""The examples of the fine-tuning tasks: what the readers (`finetuning_readers`) produce and the task plug-ins
+(`bert_tf.tasks`) featurize. Plain dataclasses, below both.
+"""
 
 from __future__ import annotations
 
