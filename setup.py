@@ -58,6 +58,12 @@ setuptools.setup(
     name="bert_tf",
     version="0.1.0",
     description="BERT for TensorFlow and Keras 3: encoder, pretraining, fine-tuning and TF Hub-style export.",
+    license="Apache-2.0",
+    classifiers=[
+        "License :: OSI Approved :: Apache Software License",
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
     python_requires=">=3.10",
     packages=setuptools.find_packages(
         include=["bert_tf", "bert_tf.*", "experiments", "experiments.*", "tfrecords_tools", "tfrecords_tools.*"]

@@ -262,16 +262,22 @@ def git_commit() -> str:
 
 
 def header_lines(command: str, load_before: str, load_after: str, versions: dict, commit: str | None = None) -> list:
-    """The lines that head a RESULTS.md table; `commit`: the one measured (default: the checkout's now)."""
-    return [
+    """The lines that head a RESULTS.md table; `commit`: the one measured (default: the checkout's now).
+
+    A `commit` entry of `versions` (scripts that looked it up themselves) is the commit line, not a version.
+    """
+    versions = dict(versions)
+    commit = commit or versions.pop("commit", None) or git_commit()
+    lines = [
         f"- Date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- Commit: {commit or git_commit()}",
+        f"- Commit: {commit}",
         f"- Machine: {os.cpu_count()} CPU cores ({cpu_name()}), {gpu_note()}"
         + (f"; a contender ran on: {versions['device']}" if versions.get("device", "cpu").lower() != "cpu" else ""),
         f"- Load average (1/5/15 min) before: {load_before}; after: {load_after}",
-        "- Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
-        f"- Command: `{command}`",
     ]
+    if versions:
+        lines.append("- Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    return lines + [f"- Command: `{command}`"]
 
 
 def _tree_memory(process) -> tuple[int, int, int]:

@@ -187,7 +187,7 @@ def main():
     lines = [
         f"Date: {datetime.date.today()}. Machine: {os.cpu_count()}-core CPU ({_common.cpu_name()}), "
         f"{_common.gpu_note()}. "
-        "Python " + platform.python_version() + ".",
+        "Python " + platform.python_version() + f". Commit: {_common.git_commit()}.",
         "",
         "Command: `python benchmarks/create_pretraining_data_speed.py --vocab_file=VOCAB "
         "--reference_dir=BERT_ORIGINAL`",

@@ -189,7 +189,8 @@ def main():
     command = "python benchmarks/tokenizer_throughput.py " + " ".join(sys.argv[1:])
     lines = [
         f"{datetime.date.today().isoformat()}, {os.cpu_count()}-core CPU ({_common.cpu_name()}), "
-        f"1-min load average {load:.1f} at the end, {_common.gpu_note()}. Command: `{command}`",
+        f"1-min load average {load:.1f} at the end, {_common.gpu_note()}, commit {_common.git_commit()}. "
+        f"Command: `{command}`",
         "",
         f"{n} sentences ({words} whitespace words, {n / max(1, len(set(texts))):.0f}x repeats of "
         f"real sentences), vocabulary `{os.path.relpath(args.vocab_file, ROOT)}`, "

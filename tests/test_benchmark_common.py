@@ -11,16 +11,21 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import _common  # noqa: E402
 
 
+def _machine_line(lines):
+    (machine,) = [line for line in lines if line.startswith("- Machine: ")]
+    return machine
+
+
 def test_the_gpu_note_follows_the_machine(monkeypatch):
     monkeypatch.setattr(_common.glob, "glob", lambda pattern: [])
     assert _common.gpu_note() == "no GPU"
-    assert "no GPU" in _common.header_lines("cmd", "1", "1", {})[1]
+    assert "no GPU" in _machine_line(_common.header_lines("cmd", "1", "1", {}, commit="abc1234"))
 
     monkeypatch.setattr(_common.glob, "glob", lambda pattern: ["/dev/nvidia0"] if "nvidia" in pattern else [])
     smi = types.SimpleNamespace(stdout="NVIDIA H100 80GB HBM3\n")
     monkeypatch.setattr(_common.subprocess, "run", lambda *args, **kwargs: smi)
     assert _common.gpu_note() == "1 NVIDIA GPU(s) (NVIDIA H100 80GB HBM3) present"
-    machine = _common.header_lines("cmd", "1", "1", {"device": "cpu"})[1]
+    machine = _machine_line(_common.header_lines("cmd", "1", "1", {"device": "cpu"}, commit="abc1234"))
     assert "NVIDIA H100" in machine and "no GPU" not in machine
 
     def no_smi(*args, **kwargs):
@@ -28,6 +33,23 @@ def test_the_gpu_note_follows_the_machine(monkeypatch):
 
     monkeypatch.setattr(_common.subprocess, "run", no_smi)
     assert _common.gpu_note() == "1 NVIDIA GPU(s) present"
+
+
+def test_the_header_names_the_commit_once(monkeypatch):
+    monkeypatch.setattr(_common, "git_commit", lambda: "abc1234")
+    lines = _common.header_lines("cmd", "1", "1", {"tensorflow": "2.21.0"})
+    assert "- Commit: abc1234" in lines and "- Versions: tensorflow 2.21.0" in lines
+    # A script that found its commit itself passes it as a version: one Commit line, no empty Versions line.
+    lines = _common.header_lines("cmd", "1", "1", {"commit": "def5678"})
+    assert [line for line in lines if line.startswith(("- Commit", "- Versions"))] == ["- Commit: def5678"]
+    assert lines[-1] == "- Command: `cmd`"
+
+
+def test_git_commit_is_this_checkouts_head():
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=_common.ROOT, timeout=30
+    ).stdout.strip()
+    assert _common.git_commit().split("+")[0] == (head or "unknown")
 
 
 def test_model_garden_version_comes_from_the_installed_package(monkeypatch):

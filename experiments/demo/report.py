@@ -2,6 +2,8 @@
 
 import os
 
+from bert_tf import text_table
+
 
 def read_scalars(summary_dir):
     """{tag: [(step, value)]} from the TensorBoard event files in `summary_dir`."""
@@ -111,9 +113,8 @@ def plot_curves(path, pretrain_dir, summary, classifiers):
 
 def print_summary(steps, summary, total_seconds, output_dir):
     print("\n== Summary")
-    print(f"   {'step':62s} {'time':>6s}  result")
-    for step in steps:
-        print(f"   {step.name:62s} {step.seconds:5.0f}s  {step.summary}")
+    step_rows = [[step.name, f"{step.seconds:.0f}s", step.summary] for step in steps]
+    _print_table(["step", "time", "result"], step_rows, align="<><")
     print(f"\n   held-out accuracy on {summary['test_examples']:,} reviews:")
     rows = (
         ("training majority class, scored on test", summary["majority_accuracy"]),
@@ -121,10 +122,9 @@ def print_summary(steps, summary, total_seconds, output_dir):
         ("fine-tuned from the encoder pretrained here", summary["from_scratch_accuracy"]),
         ("fine-tuned from real published weights (all-MiniLM-L6-v2)", summary["real_weights_accuracy"]),
     )
-    for name, value in rows:
-        print(f"   {name:62s} {'skipped' if value is None else f'{value:.3f}'}")
+    _print_table(["classifier", "accuracy"], [[name, _accuracy(value)] for name, value in rows])
     print(
-        f"   pretraining from scratch, held-out: MLM accuracy {summary['mlm_accuracy']:.3f} vs "
+        f"\n   pretraining from scratch, held-out: MLM accuracy {summary['mlm_accuracy']:.3f} vs "
         f"{summary['mlm_unigram_accuracy']:.3f} unigram, MLM loss {summary['mlm_loss']:.2f} vs "
         f"{summary['mlm_unigram_loss']:.2f} unigram, NSP accuracy {summary['nsp_accuracy']:.3f} vs 0.5 chance "
         f"({summary['nsp_majority_accuracy']:.3f} for always the majority label), NSP loss "
@@ -142,19 +142,32 @@ def print_summary(steps, summary, total_seconds, output_dir):
             "\n   which layer? linear probes on frozen features (test accuracy; random twin: same model, random "
             "weights):"
         )
-        print(f"   {'':46s} {'best layer':>16s} {'last':>6s} {'mix':>6s} {'random twin':>12s} {'baseline':>9s}")
-    for label, result in probes.items():
-        for key, row in result.items():
-            if key in names:
-                best = f"{row['best_layer']} {row['best_accuracy']:.3f}"
-                print(
-                    f"   {titles[label] + ', ' + names[key]:46s} {best:>16s} {row['last_layer_accuracy']:6.3f} "
-                    f"{row['scalar_mix_accuracy']:6.3f} {row['random_init_best_accuracy']:12.3f} "
-                    f"{row['baseline_accuracy']:9.3f}"
-                )
-        print(f"   report: {result['report_dir']}/report.md, figure: {result['report_dir']}/layers.png")
+        probe_rows = [
+            [
+                f"{titles[label]}, {names[key]}",
+                f"{row['best_layer']} {row['best_accuracy']:.3f}",
+                _accuracy(row["last_layer_accuracy"]),
+                _accuracy(row["scalar_mix_accuracy"]),
+                _accuracy(row["random_init_best_accuracy"]),
+                _accuracy(row["baseline_accuracy"]),
+            ]
+            for label, result in probes.items()
+            for key, row in result.items()
+            if key in names
+        ]
+        _print_table(["model, task", "best layer", "last", "mix", "random twin", "baseline"], probe_rows)
+        for result in probes.values():
+            print(f"   report: {result['report_dir']}/report.md, figure: {result['report_dir']}/layers.png")
     print(
         f"\n   steps {sum(step.seconds for step in steps):.0f} s in all; this run {total_seconds:.0f} s "
         f"(finished steps are reused). Results: {output_dir}/summary.json, curves: {output_dir}/curves.png, "
         f"TensorBoard: tensorboard --logdir {output_dir}"
     )
+
+
+def _accuracy(value):
+    return "skipped" if value is None else f"{value:.3f}"
+
+
+def _print_table(header, rows, align=None):
+    print("\n".join(text_table.format_table(header, rows, align=align, indent="   ")))
