@@ -21,6 +21,7 @@ leave fewer actual next sentences, and a loss equal to their entropy.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -36,10 +37,11 @@ class UnigramBaseline:
     eval_predictions: int
 
 
-def _batches(input_patterns, seq_length, max_predictions_per_seq, max_records: int | None = None):
+def _batches(input_patterns, seq_length, max_predictions_per_seq, max_records: int | None = None, sentence_task="nsp"):
     """The files' records in order, in batches of 256; only the first `max_records` of them when given."""
     dataset = pretraining_dataset(
         input_patterns,
+        sentence_task=sentence_task,
         batch_size=256,
         seq_length=seq_length,
         max_predictions_per_seq=max_predictions_per_seq,
@@ -58,12 +60,21 @@ class NextSentenceBaseline:
 
 
 def next_sentence_baseline(
-    input_patterns, seq_length: int, max_predictions_per_seq: int, max_records: int | None = None
+    input_patterns,
+    seq_length: int,
+    max_predictions_per_seq: int,
+    max_records: int | None = None,
+    sentence_task: str = "nsp",
 ) -> NextSentenceBaseline:
-    """What a next-sentence head scores on these files (their first `max_records`) from the label frequencies alone."""
+    """What a sentence head scores on these files (their first `max_records`) from the label frequencies alone.
+
+    `sentence_task`: the records' ("nsp", or "sop": ALBERT's sentence order).
+    """
+    from bert_tf.pretraining_data.instances import SENTENCE_LABEL_FEATURES
+
     counts = np.zeros([2], np.int64)
-    for batch in _batches(input_patterns, seq_length, max_predictions_per_seq, max_records):
-        counts += np.bincount(batch["next_sentence_labels"].numpy().ravel(), minlength=2)[:2]
+    for batch in _batches(input_patterns, seq_length, max_predictions_per_seq, max_records, sentence_task):
+        counts += np.bincount(batch[SENTENCE_LABEL_FEATURES[sentence_task]].numpy().ravel(), minlength=2)[:2]
     if not counts.sum():
         raise ValueError(f"{input_patterns}: no records.")
     frequencies = counts[counts > 0] / counts.sum()
@@ -73,11 +84,16 @@ def next_sentence_baseline(
 
 
 def masked_token_counts(
-    input_patterns, seq_length: int, max_predictions_per_seq: int, vocab_size: int, max_records: int | None = None
+    input_patterns,
+    seq_length: int,
+    max_predictions_per_seq: int,
+    vocab_size: int,
+    max_records: int | None = None,
+    sentence_task: str = "nsp",
 ) -> np.ndarray:
     """int64 [vocab_size]: how often each id is a masked-LM label (weight > 0) in the files (their first records)."""
     counts = np.zeros([vocab_size], np.int64)
-    for batch in _batches(input_patterns, seq_length, max_predictions_per_seq, max_records):
+    for batch in _batches(input_patterns, seq_length, max_predictions_per_seq, max_records, sentence_task):
         ids = batch["masked_lm_ids"].numpy().ravel()
         real = batch["masked_lm_weights"].numpy().ravel() > 0
         if ids[real].size and ids[real].max() >= vocab_size:
@@ -97,13 +113,16 @@ def unigram_baseline(
     *,
     max_train_records: int | None = None,
     max_eval_records: int | None = None,
+    sentence_task: str = "nsp",
 ) -> UnigramBaseline:
     """The unigram baseline of the masked LM: fitted on `train_patterns`, scored on `eval_patterns`.
 
-    `max_train_records` / `max_eval_records` (None: all) read only the files' first records.
+    `max_train_records` / `max_eval_records` (None: all) read only the files' first records; `sentence_task`:
+    the records' (`bert_tf.pretraining_data.instances.SENTENCE_TASKS`).
     """
-    train = masked_token_counts(train_patterns, seq_length, max_predictions_per_seq, vocab_size, max_train_records)
-    held_out = masked_token_counts(eval_patterns, seq_length, max_predictions_per_seq, vocab_size, max_eval_records)
+    counts = functools.partial(masked_token_counts, sentence_task=sentence_task)
+    train = counts(train_patterns, seq_length, max_predictions_per_seq, vocab_size, max_train_records)
+    held_out = counts(eval_patterns, seq_length, max_predictions_per_seq, vocab_size, max_eval_records)
     if not held_out.sum():
         raise ValueError(f"{eval_patterns}: no masked-LM predictions to score.")
     log_probs = np.log(train + 1.0) - np.log(train.sum() + vocab_size)

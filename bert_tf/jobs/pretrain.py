@@ -231,6 +231,7 @@ def run_pretraining(
                     schedule.max_eval_steps,
                     result.eval_metrics,
                     result.step,
+                    sentence_task,
                 )
                 result.eval_metrics.update(baselines)
         return result
@@ -487,13 +488,22 @@ BASELINE_TRAIN_RECORDS = 100_000
 
 
 def _held_out_baselines(
-    output_dir, config: BertConfig, data, train_files, eval_files, max_eval_steps, metrics: dict, step: int
+    output_dir,
+    config: BertConfig,
+    data,
+    train_files,
+    eval_files,
+    max_eval_steps,
+    metrics: dict,
+    step: int,
+    sentence_task: str = "nsp",
 ) -> dict:
     """The yardsticks of the held-out figures: what a model that ignores its input scores.
 
     `mlm_unigram_accuracy` / `mlm_unigram_loss`: always predicting the masked tokens' unigram distribution
     counted on (the first `BASELINE_TRAIN_RECORDS` records of) the training TFRecords;
-    `nsp_majority_accuracy` / `nsp_prior_loss`: always answering the held-out labels' frequencies. Scored
+    `nsp_majority_accuracy` / `nsp_prior_loss` (`sop_...` for sentence-order records, none without a sentence
+    task): always answering the held-out labels' frequencies. Scored
     on the records the evaluation read (the first `max_eval_steps` batches, or all). Added to
     eval_results.json and logged in one line beside the model's figures.
     """
@@ -510,17 +520,21 @@ def _held_out_baselines(
             config.vocab_size,
             max_train_records=BASELINE_TRAIN_RECORDS,
             max_eval_records=eval_records,
+            sentence_task=sentence_task,
         )
-        nsp = next_sentence_baseline(eval_files, *shapes, max_records=eval_records)
+        sentence = None
+        if sentence_task != "none":
+            sentence = next_sentence_baseline(
+                eval_files, *shapes, max_records=eval_records, sentence_task=sentence_task
+            )
     except ValueError as e:  # e.g. no masked positions in the held-out records
         logging.warning("No held-out baselines: %s", e)
         return {}
-    baselines = {
-        "mlm_unigram_accuracy": unigram.accuracy,
-        "mlm_unigram_loss": unigram.loss,
-        "nsp_majority_accuracy": nsp.accuracy,
-        "nsp_prior_loss": nsp.loss,
-    }
+    baselines = {"mlm_unigram_accuracy": unigram.accuracy, "mlm_unigram_loss": unigram.loss}
+    if sentence is not None:
+        baselines.update(
+            {f"{sentence_task}_majority_accuracy": sentence.accuracy, f"{sentence_task}_prior_loss": sentence.loss}
+        )
     # The loop wrote eval_results.json as `dict(metrics, step=step)`; the baselines join it.
     file_io.write_json(
         os.path.join(output_dir, training.EVAL_RESULTS_NAME),
@@ -528,18 +542,18 @@ def _held_out_baselines(
         sort_keys=True,
         allow_nan=True,
     )
-    logging.info(
-        "Held-out: MLM accuracy %.4f (unigram baseline %.4f), MLM loss %.4f (unigram %.4f); "
-        "NSP accuracy %.4f (majority label %.4f), NSP loss %.4f (label prior %.4f).",
-        metrics.get("mlm_accuracy", float("nan")),
-        unigram.accuracy,
-        metrics.get("mlm_loss", float("nan")),
-        unigram.loss,
-        metrics.get("nsp_accuracy", float("nan")),
-        nsp.accuracy,
-        metrics.get("nsp_loss", float("nan")),
-        nsp.loss,
+    line = (
+        f"Held-out: MLM accuracy {metrics.get('mlm_accuracy', float('nan')):.4f} (unigram baseline "
+        f"{unigram.accuracy:.4f}), MLM loss {metrics.get('mlm_loss', float('nan')):.4f} (unigram {unigram.loss:.4f})"
     )
+    if sentence is not None:
+        name = sentence_task.upper()
+        line += (
+            f"; {name} accuracy {metrics.get(f'{sentence_task}_accuracy', float('nan')):.4f} (majority label "
+            f"{sentence.accuracy:.4f}), {name} loss {metrics.get(f'{sentence_task}_loss', float('nan')):.4f} "
+            f"(label prior {sentence.loss:.4f})"
+        )
+    logging.info("%s.", line)
     return baselines
 
 
