@@ -80,7 +80,7 @@ def test_the_main_jobs_summary_lines_up_with_long_labels(capsys):
     time_ends = {line.index(f"{seconds}s") + len(f"{seconds}s") for line, seconds in zip(step_lines, [11, 103])}
     result_starts = {line.index(result) for line, result in zip(step_lines, ["5,964 pieces", "0.840"])}
     assert len(time_ends) == 1 and len(result_starts) == 1
-    accuracy_lines = [line for line in lines if line.strip().startswith(("majority class", "fine-tuned from"))]
+    accuracy_lines = [line for line in lines if line.strip().startswith(("training majority class", "fine-tuned from"))]
     assert len(accuracy_lines) == 4 and "skipped" in accuracy_lines[2]
     assert len({len(line) for line in accuracy_lines}) == 1  # right-aligned: every accuracy ends in one column
     probe_lines = [line for line in lines if ", POS tags" in line or ", reviews, [CLS]" in line]
