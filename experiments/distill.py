@@ -73,7 +73,7 @@ def define_flags():
 def define_data_and_schedule_flags():
     """experiments.finetune's data, task and schedule flags (shared with experiments.distill_frontier)."""
     from bert_tf.data.finetuning_readers import TEXT_FORMATS
-    from bert_tf.jobs.finetune import DEFAULT_SCHEDULE
+    from bert_tf.jobs.finetuning_config import DEFAULT_SCHEDULE
 
     schedule = DEFAULT_SCHEDULE
     # Data: experiments.finetune's flags.
@@ -114,7 +114,7 @@ def _column(value):
 
 def data_config_from_flags():
     """The `FinetuningDataConfig` of the parsed data flags; --train_file (or --tfds_name) is required."""
-    from bert_tf.jobs.finetune import FinetuningDataConfig
+    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
 
     columns = ("text_a_column", "text_b_column", "label_column")
     data = job_flags.config_from_flags(FinetuningDataConfig, **{name: _column(FLAGS[name].value) for name in columns})
@@ -134,14 +134,14 @@ def main(argv):
     config = job_flags.config_from_flags(job.DistillationConfig)
     student = job_flags.config_from_flags(job.StudentConfig)
     data = data_config_from_flags()
-    schedule = job_flags.config_from_flags(TrainingConfig)
+    training_config = job_flags.config_from_flags(TrainingConfig)
     runtime = job_flags.config_from_flags(RuntimeConfig)
     results = job.run_distillation(
+        FLAGS.output_dir,
         config,
         student,
-        FLAGS.output_dir,
         data,
-        schedule,
+        training_config,
         runtime,
         do_eval=FLAGS.do_eval,
         do_predict=FLAGS.do_predict,

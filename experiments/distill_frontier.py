@@ -50,10 +50,10 @@ def main(argv):
         raise errors.BadInputError(f"--student_layers: expected integers, got {FLAGS.student_layers}.") from None
     config = job_flags.config_from_flags(FrontierConfig, student_layers=layers, forms=tuple(FLAGS.forms))
     data = distill.data_config_from_flags()
-    schedule = job_flags.config_from_flags(TrainingConfig)
+    training_config = job_flags.config_from_flags(TrainingConfig)
     runtime = job_flags.config_from_flags(RuntimeConfig)
-    run_frontier(config, data, schedule, runtime)
-    with open(f"{config.output_dir}/{REPORT_MD}", encoding="utf-8") as f:
+    run_frontier(FLAGS.output_dir, config, data, training_config, runtime)
+    with open(f"{FLAGS.output_dir}/{REPORT_MD}", encoding="utf-8") as f:
         print(f.read())
 
 

@@ -73,12 +73,14 @@ FLAGS = flags.FLAGS
 def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
     from bert_tf.data.finetuning_readers import TEXT_FORMATS
-    from bert_tf.jobs.finetune import DEFAULT_SCHEDULE, TASKS
+    from bert_tf.jobs.finetuning_config import DEFAULT_SCHEDULE
+    from bert_tf.tasks.registry import task_names
 
     job_flags.define_runtime_flags()
     schedule = DEFAULT_SCHEDULE
 
-    flags.DEFINE_enum("task", None, list(TASKS), "The task family.")
+    # A string, not an enum: a plug-in registered after the flags are defined is a valid --task too.
+    flags.DEFINE_string("task", None, f"The task: one of {', '.join(task_names())}, or a registered plug-in's name.")
     flags.DEFINE_string("output_dir", None, "Where checkpoints, results and predictions are written.")
 
     # Data.
@@ -180,7 +182,7 @@ def define_flags():
     flags.DEFINE_integer("save_checkpoints_steps", schedule["save_checkpoints_steps"], "Checkpoint interval.")
     flags.DEFINE_integer("keep_checkpoint_max", schedule["keep_checkpoint_max"], "Checkpoints kept.")
 
-    # SQuAD.
+    # SQuAD (SquadConfig's fields; refused with another --task).
     flags.DEFINE_integer("doc_stride", 128, "SQuAD: pieces between the starts of context windows.")
     flags.DEFINE_integer("max_query_length", 64, "SQuAD: question length cap in pieces.")
     flags.DEFINE_integer("max_answer_length", 30, "SQuAD: answer length cap in pieces.")
@@ -197,7 +199,7 @@ def _column(value):
     return int(value) if value is not None and value.lstrip("-").isdigit() else value
 
 
-def _recorded_settings(job) -> dict:
+def _recorded_settings() -> dict:
     """Config overrides from the task_config.json of an earlier run in --output_dir, for flags not given.
 
     A fine-tuned directory records its task, sequence length, casing and data columns, so evaluating or
@@ -207,7 +209,7 @@ def _recorded_settings(job) -> dict:
     task_type = FLAGS.task or recorded.get("task")
     if not task_type:
         raise errors.BadInputError(f"--task is required (--output_dir={FLAGS.output_dir} holds no task_config.json)")
-    overrides = {"task": {"task_type": task_type}, "model": {}, "data": {}}
+    overrides = {"task": {"task": task_type}, "model": {}, "data": {}}
     if recorded and not FLAGS["max_seq_length"].present and "max_seq_length" in recorded:
         overrides["task"]["max_seq_length"] = recorded["max_seq_length"]
     if recorded and not FLAGS["do_lower_case"].present and "do_lower_case" in recorded:
@@ -220,38 +222,61 @@ def _recorded_settings(job) -> dict:
     return overrides
 
 
+def _task_config(overrides: dict):
+    """The chosen task's own config class (`FinetuningTask.config_class`) from the flags of its fields.
+
+    A flag that only another task's config has (say --doc_stride without --task=squad) is refused, naming it,
+    rather than silently unused.
+    """
+    import dataclasses
+
+    from bert_tf.tasks import registry
+
+    config_class = registry.task_class(overrides["task"]).config_class
+    own = {field.name for field in dataclasses.fields(config_class)}
+    for name in registry.task_names():
+        for field in dataclasses.fields(registry.task_class(name).config_class):
+            if field.name not in own and field.name in FLAGS and FLAGS[field.name].present:
+                raise errors.BadInputError(
+                    f"--{field.name} is an option of --task={name}, not of --task={overrides['task']}."
+                )
+    return job_flags.config_from_flags(config_class, **overrides)
+
+
 # Bad input (a DataError is a ValueError) is one clear line instead of a traceback.
 @cli.main_function("finetune", bad_input=(ValueError, FileNotFoundError, FileExistsError))
 def main(argv):
     del argv  # Checked by cli.main_function.
-    from bert_tf.jobs import finetune as job
+    from bert_tf.jobs.finetune import run_finetuning
+    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+    from bert_tf.jobs.finetuning_phases import NonFiniteMetricError
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
     cli.require_flags("output_dir")
-    recorded = _recorded_settings(job)
+    recorded = _recorded_settings()
     # Each config checks its flags as it is built; run_finetuning checks the files, data and model.
-    task = job_flags.config_from_flags(job.FinetuningTaskConfig, **recorded["task"])
+    task = _task_config(recorded["task"])
     model = job_flags.config_from_flags(ModelSource, **recorded["model"])
     columns = ("text_a_column", "text_b_column", "label_column")
     data_values = {name: _column(FLAGS[name].value) for name in columns}
     data_values.update(recorded["data"])
-    data = job_flags.config_from_flags(job.FinetuningDataConfig, **data_values)
-    schedule = job_flags.config_from_flags(TrainingConfig)
+    data = job_flags.config_from_flags(FinetuningDataConfig, **data_values)
+    training_config = job_flags.config_from_flags(TrainingConfig)
     runtime = job_flags.config_from_flags(RuntimeConfig)
     try:
-        results = job.run_finetuning(
-            task,
+        results = run_finetuning(
             FLAGS.output_dir,
+            task,
             model,
             data,
-            schedule,
+            training_config,
             runtime,
             do_train=FLAGS.do_train,
             do_eval=FLAGS.do_eval,
             do_predict=FLAGS.do_predict,
             overwrite_predictions=FLAGS.overwrite_predictions,
         )
-    except job.NonFiniteMetricError as e:
+    except NonFiniteMetricError as e:
         # A failed run, not bad input: status 1.
         sys.exit(f"finetune: error: {cli.one_line(e)}")
     if results:

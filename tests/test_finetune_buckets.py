@@ -212,7 +212,7 @@ def test_job_evaluates_the_same_bucketed_or_padded(tmp_path, caplog):
 
 
 def test_bad_bucket_width_is_refused():
-    from bert_tf.jobs.finetune import FinetuningTaskConfig
+    from bert_tf.tasks.task_config import FinetuningTaskConfig
 
     with pytest.raises(ValueError, match="--bucket_width"):
         FinetuningTaskConfig("classification", bucket_width=-1)

@@ -80,20 +80,20 @@ def test_mirrored_strategy_over_two_replicas(tmp_path):
 
 
 def test_mixed_bfloat16_and_xla(tmp_path, monkeypatch):
-    from bert_tf.jobs import finetune as job
+    from bert_tf.jobs import finetuning_phases
 
     model_dir = synthetic.make_model_dir(str(tmp_path / "model"))
     train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["text_a", "label"], synthetic.sentiment_rows(320, 1))
     dev = synthetic.write_tsv(str(tmp_path / "dev.tsv"), ["text_a", "label"], synthetic.sentiment_rows(50, 2))
     compute_dtypes = []
-    build_model = job._build_model
+    build_model = finetuning_phases.build_model
 
     def recording_build_model(task_object, config):
         model = build_model(task_object, config)
         compute_dtypes.append(model.encoder.dtype_policy.compute_dtype)
         return model
 
-    monkeypatch.setattr(job, "_build_model", recording_build_model)
+    monkeypatch.setattr(finetuning_phases, "build_model", recording_build_model)
     policy = keras.mixed_precision.global_policy().name
     results = finetune(
         "classification",

@@ -1,12 +1,13 @@
-"""Where a fine-tuning job's examples come from: files or a prepared TFDS dataset, with the job's column settings.
+"""Where a fine-tuning job's examples come from: the readers a task plug-in picks, with the job's data settings.
 
-    source = FinetuningDataSource("classification", data_config, version_2_with_negative=False)
-    train_examples = source.read("train", data_config.train_file)
+    reader = TextExamplesReader("classification", data_config, pairs=False)
+    train_examples = reader.read("train", data_config.train_file)
 
-`data_config` is a `bert_tf.jobs.finetune.FinetuningDataConfig` (or anything with its fields). The readers
-themselves are in `finetuning_readers`; this class picks the reader, the columns and the TFDS splits for a task
-type, and checks that they fit it (a sentence-pair dataset for a single-sentence task is refused, naming the
-flag). Errors are `ValueError`s naming the flag, or `DataError`s naming the file and line.
+`data_config` is a `bert_tf.jobs.finetuning_config.FinetuningDataConfig` (or anything with its fields). Each task
+plug-in (`bert_tf.tasks`) returns one of these from its `examples_reader`: `TextExamplesReader` (TSV/CSV/JSONL
+or TFDS text), `ConllExamplesReader` (CoNLL columns), `SquadExamplesReader` (SQuAD JSON). The parsing itself is
+in `finetuning_readers`; a reader binds it to the columns and splits of the job and checks that they fit the
+task, naming the flag. Errors are `JobArgumentError`s naming the flag, or `DataError`s naming the file and line.
 """
 
 from __future__ import annotations
@@ -15,21 +16,48 @@ from bert_tf.data import finetuning_readers
 from bert_tf.errors import DataError, JobArgumentError
 
 
-class FinetuningDataSource:
-    """Reads the examples of one phase from a file or from TFDS, with the column settings of the job."""
+class ExamplesReader:
+    """Reads the examples of one phase ("train", "eval" or "predict"; labels optional for "predict").
 
-    def __init__(self, task_type: str, data, version_2_with_negative: bool = False):
-        task = self.task_type = task_type
+    Attributes:
+      label_names: the labels in id order when the source names them itself (a TFDS ClassLabel), else None.
+      sentence_pair: whether the examples are pairs of texts.
+    """
+
+    label_names = None
+    sentence_pair = False
+
+    def read(self, phase: str, path: str | None) -> list:
+        raise NotImplementedError
+
+
+def refuse_tfds(data, task: str) -> None:
+    """A file-only task refuses `--tfds_name`, naming the flag."""
+    if data.tfds_name:
+        raise JobArgumentError(
+            f"--tfds_name is supported for text classification and regression, not --task={task}; "
+            "use --train_file/--eval_file/--predict_file."
+        )
+
+
+class TextExamplesReader(ExamplesReader):
+    """Texts (or pairs) with a class or a score: TSV/CSV/JSONL files, or a prepared TFDS dataset.
+
+    Args:
+      task: the `--task` name (for the messages).
+      data: the job's data settings.
+      pairs: True: the examples are pairs (`text_b` required); False: single texts (`--text_b_column` refused);
+        None: either, as `--text_b_column` or the TFDS dataset says.
+      regression: the labels are numbers, not class names.
+    """
+
+    def __init__(self, task: str, data, pairs: bool | None, regression: bool = False):
         self.tfds_name = tfds_name = data.tfds_name
-        self.tfds_data_dir = tfds_data_dir = data.tfds_data_dir
+        self.tfds_data_dir = data.tfds_data_dir
         self.file_format = data.file_format
         self.has_header = data.has_header
-        self.conll_word_column = data.conll_word_column
-        self.conll_label_column = data.conll_label_column
-        self.version_2_with_negative = version_2_with_negative
+        self.regression = regression
         text_a_column, text_b_column, label_column = data.text_a_column, data.text_b_column, data.label_column
-        self.label_names = None
-        self.regression = task == "regression"
         if tfds_name:
             default_a, default_b, default_eval = (
                 finetuning_readers.tfds_defaults(tfds_name)
@@ -44,28 +72,26 @@ class FinetuningDataSource:
             self.text_a = text_a_column or default_a
             self.text_b = text_b_column if text_b_column is not None else default_b
             self.label = label_column or "label"
-            if task == "classification" and self.text_b:
+            if pairs is False and self.text_b:
                 raise JobArgumentError(
                     f"{tfds_name} has sentence pairs ({self.text_a!r}, {self.text_b!r}); use "
                     "--task=sentence_pair_classification."
                 )
-            if task == "sentence_pair_classification" and not self.text_b:
+            if pairs and not self.text_b:
                 raise JobArgumentError(f"{tfds_name} has single sentences; use --task=classification.")
-            self.label_names = finetuning_readers.read_tfds_label_names(tfds_name, tfds_data_dir, self.label)
-            if (self.label_names is None) != self.regression:
+            self.label_names = finetuning_readers.read_tfds_label_names(tfds_name, self.tfds_data_dir, self.label)
+            if (self.label_names is None) != regression:
                 kind = "a numeric (regression)" if self.label_names is None else "a class"
                 raise JobArgumentError(f"{tfds_name} has {kind} label {self.label!r}; it does not fit --task={task}.")
         else:
             self.text_a = text_a_column if text_a_column is not None else "text_a"
-            pair_default = "text_b" if task == "sentence_pair_classification" else None
-            self.text_b = text_b_column if text_b_column is not None else pair_default
+            self.text_b = text_b_column if text_b_column is not None else ("text_b" if pairs else None)
             self.label = label_column if label_column is not None else "label"
-            if task == "classification" and text_b_column is not None:
-                raise JobArgumentError("--text_b_column is for --task=sentence_pair_classification (or regression).")
-        self.sentence_pair = task == "sentence_pair_classification" or (task == "regression" and bool(self.text_b))
+            if pairs is False and text_b_column is not None:
+                raise JobArgumentError(f"--text_b_column is for sentence pairs, not --task={task}.")
+        self.sentence_pair = bool(pairs) or (pairs is None and bool(self.text_b))
 
-    def read(self, phase: str, path: str | None):
-        """Examples for "train", "eval" or "predict" (labels optional for "predict")."""
+    def read(self, phase: str, path: str | None) -> list:
         require_labels = phase != "predict"
         if self.tfds_name:
             examples, _ = finetuning_readers.read_tfds_text_examples(
@@ -82,17 +108,6 @@ class FinetuningDataSource:
                     "(GLUE test splits do); evaluate on a labelled split (--tfds_eval_split)."
                 )
             return examples
-        if self.task_type == "squad":
-            return finetuning_readers.read_squad(
-                path, is_training=phase == "train", version_2_with_negative=self.version_2_with_negative
-            )
-        if self.task_type == "token_classification":
-            return finetuning_readers.read_conll(
-                path,
-                word_column=self.conll_word_column,
-                label_column=self.conll_label_column,
-                require_labels=require_labels,
-            )
         return finetuning_readers.read_text_examples(
             path,
             self.text_a,
@@ -102,4 +117,31 @@ class FinetuningDataSource:
             has_header=self.has_header,
             regression=self.regression,
             require_labels=require_labels,
+        )
+
+
+class ConllExamplesReader(ExamplesReader):
+    """Words with tags from CoNLL column files (`--conll_word_column`, `--conll_label_column`)."""
+
+    def __init__(self, task: str, data):
+        refuse_tfds(data, task)
+        self.word_column = data.conll_word_column
+        self.label_column = data.conll_label_column
+
+    def read(self, phase: str, path: str | None) -> list:
+        return finetuning_readers.read_conll(
+            path, word_column=self.word_column, label_column=self.label_column, require_labels=phase != "predict"
+        )
+
+
+class SquadExamplesReader(ExamplesReader):
+    """Questions with contexts and answers from SQuAD JSON (v2.0: questions may have no answer)."""
+
+    def __init__(self, task: str, data, version_2_with_negative: bool = False):
+        refuse_tfds(data, task)
+        self.version_2_with_negative = version_2_with_negative
+
+    def read(self, phase: str, path: str | None) -> list:
+        return finetuning_readers.read_squad(
+            path, is_training=phase == "train", version_2_with_negative=self.version_2_with_negative
         )

@@ -35,8 +35,6 @@ ENCODER_SUBDIR = "encoder"
 PREPROCESS_SUBDIR = "preprocess"
 CLASSIFIER_SUBDIR = "classifier"
 REQUIRED_OPS_NAME = "required_ops.txt"
-# The fine-tuning tasks whose model `export_model_dir` also writes as a servable classifier.
-CLASSIFIER_TASKS = ("classification", "sentence_pair_classification", "regression")
 # Texts the verification runs through the servable classifier: empty, short, and longer than a small seq_length.
 VERIFY_TEXTS = (
     "",
@@ -305,14 +303,15 @@ def export_model_dir(
         restore(model, checkpoint)
     task_config = _read_task_config(model_dir)
     classifier = None
-    if task_config and task_config.get("task") in CLASSIFIER_TASKS:
+    classifier_tasks = _classifier_tasks()
+    if task_config and task_config.get("task") in classifier_tasks:
         classifier = _restore_classifier(config, task_config, checkpoint, model_dir, use_weights_file)
     elif task_config:
         logging.warning(
             "%s is a fine-tuned %s model: only its encoder is exported (a servable model is written for %s).",
             model_dir,
             task_config.get("task"),
-            ", ".join(CLASSIFIER_TASKS),
+            ", ".join(classifier_tasks),
         )
     if quantize:
         from bert_tf.distillation.inference import inference_form
@@ -353,6 +352,14 @@ def _read_task_config(model_dir: str | None) -> dict | None:
     from bert_tf.checkpoints.model_source import read_task_config
 
     return read_task_config(model_dir) if model_dir else None
+
+
+def _classifier_tasks() -> list:
+    """The registered fine-tuning tasks (`FinetuningTask.exports_as_classifier`) whose model `export_model_dir`
+    also writes as a servable classifier."""
+    from bert_tf.tasks import registry
+
+    return [name for name in registry.task_names() if registry.task_class(name).exports_as_classifier]
 
 
 def _restore_classifier(config, task_config: dict, checkpoint: str, model_dir: str, use_weights_file: bool):

@@ -3,15 +3,18 @@
     from bert_tf.checkpoints.model_source import ModelSource
     from bert_tf.jobs import FinetuningDataConfig, FinetuningTaskConfig, run_finetuning
 
-Modules: `finetune` (`run_finetuning`: train, evaluate and predict with a task plug-in of `bert_tf.tasks`),
+Modules: `finetune` (`run_finetuning`: train, evaluate and predict with a task plug-in of `bert_tf.tasks`; its
+pieces, shared with the distillation jobs, in `finetuning_config`, `finetuning_inputs`, `finetuning_phases` and
+`finetuning_files`),
 `pretrain` (`run_pretraining`: masked LM + next sentence prediction from TFRecords), `distill`
 (`run_distillation`: a fine-tuned teacher trains a smaller student), `distillation_frontier` (`run_frontier`:
 students, int8 and bfloat16 forms, accuracy against speed), `extract_features`
 (activations of chosen layers, per token or pooled per line) and `probe_layers` (which layer's frozen
 features serve a task best). Each resolves its model's files with `bert_tf.checkpoints.model_source`.
-Both training jobs take their schedule as one `bert_tf.training.TrainingConfig` (batch sizes are in their data
-configs) and their runtime as a `RuntimeConfig`; `DEFAULT_SEED` is every job's default seed. Imported on first
-use, so `import bert_tf.jobs` loads no TensorFlow.
+Each `run_*` takes its output location first, then its validated config dataclasses, then
+`training_config` (one `bert_tf.training.TrainingConfig`; batch sizes are in the data configs) and `runtime`
+(a `RuntimeConfig`), then its phase switches as keywords, and raises the types of `bert_tf.errors`;
+`DEFAULT_SEED` is every job's default seed. Imported on first use, so `import bert_tf.jobs` loads no TensorFlow.
 """
 
 from bert_tf.lazy_namespace import lazy_names
@@ -20,10 +23,9 @@ DEFAULT_SEED = 42  # every job's default --seed: one default, so runs of differe
 
 _LAZY = {
     "run_finetuning": "bert_tf.jobs.finetune",
-    "TASKS": "bert_tf.jobs.finetune",
-    "FinetuningTaskConfig": "bert_tf.jobs.finetune",
-    "FinetuningDataConfig": "bert_tf.jobs.finetune",
-    "NonFiniteMetricError": "bert_tf.jobs.finetune",
+    "FinetuningTaskConfig": "bert_tf.tasks.task_config",
+    "FinetuningDataConfig": "bert_tf.jobs.finetuning_config",
+    "NonFiniteMetricError": "bert_tf.jobs.finetuning_phases",
     "run_pretraining": "bert_tf.jobs.pretrain",
     "resolve_bert_config": "bert_tf.jobs.pretrain",
     "PretrainingDataConfig": "bert_tf.jobs.pretrain",

@@ -1,12 +1,13 @@
 """`run_distillation`: a fine-tuned teacher trains a smaller student (the job behind `experiments.distill`).
 
     from bert_tf.jobs.distill import DistillationConfig, StudentConfig, run_distillation
-    from bert_tf.jobs.finetune import FinetuningDataConfig
+    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
     from bert_tf.training import TrainingConfig
 
     results = run_distillation(
+        "runs/sst_3_layers",
         DistillationConfig(teacher_dir="runs/sst", temperature=2.0, alpha=0.5),
-        StudentConfig(student_num_layers=3), "runs/sst_3_layers",
+        StudentConfig(student_num_layers=3),
         FinetuningDataConfig(train_file="train.tsv", eval_file="dev.tsv", text_a_column="sentence"),
         TrainingConfig(learning_rate=1e-4, num_train_epochs=3.0, warmup_proportion=0.1))
 
@@ -49,10 +50,13 @@ from bert_tf.checkpoints.model_source import (
     read_config,
     read_task_config,
 )
-from bert_tf.data.finetuning_data import FinetuningDataSource
+from bert_tf.data.finetuning_data import ExamplesReader
 from bert_tf.errors import DataError, JobArgumentError, check_int, check_utf8
-from bert_tf.jobs import DEFAULT_SEED
-from bert_tf.jobs import finetune as finetuning
+from bert_tf.jobs import DEFAULT_SEED, finetuning_inputs, finetuning_phases
+from bert_tf.jobs.finetuning_config import DEFAULT_SCHEDULE, FinetuningDataConfig, check_data_sources
+from bert_tf.jobs.finetuning_files import task_record
+from bert_tf.tasks import registry
+from bert_tf.tasks.task_config import FinetuningTaskConfig
 
 if TYPE_CHECKING:
     from bert_tf.training import RuntimeConfig, TrainingConfig
@@ -61,7 +65,6 @@ DISTILLATION_CONFIG_NAME = "distillation.json"
 DISTILLATION_RESULTS_NAME = "distillation_results.json"
 TEACHER_LOGITS_KEY = "teacher_logits"
 LABEL_WEIGHT_KEY = "label_weight"
-DISTILLABLE_TASKS = ("classification", "sentence_pair_classification", "regression", "token_classification")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,11 +149,11 @@ class _Student:
 
 
 def run_distillation(
+    output_dir: str,
     config: DistillationConfig,
     student: StudentConfig,
-    output_dir: str,
-    data: finetuning.FinetuningDataConfig,
-    schedule: TrainingConfig | None = None,
+    data: FinetuningDataConfig,
+    training_config: TrainingConfig | None = None,
     runtime: RuntimeConfig | None = None,
     *,
     do_eval: bool = True,
@@ -159,11 +162,11 @@ def run_distillation(
     """Trains the student, then evaluates it and the teacher; returns {"student": metrics, "teacher": metrics}.
 
     Args:
-      config, student: see their classes.
       output_dir: the student's model directory; new (or empty), or this same distillation's, which resumes.
+      config, student: see their classes.
       data: the training (`train_file`), evaluation and prediction data, as for fine-tuning (the labels are
         the teacher's; `label_list` is not used).
-      schedule: the `TrainingConfig`; None: fine-tuning's `DEFAULT_SCHEDULE`.
+      training_config: the `TrainingConfig`; None: fine-tuning's `DEFAULT_SCHEDULE`.
       runtime: strategy, precision and seeds; None: `RuntimeConfig(seed=DEFAULT_SEED)`.
       do_eval, do_predict: evaluate on `data.eval_file` (when given), predict on `data.predict_file`.
 
@@ -173,7 +176,8 @@ def run_distillation(
     """
     from bert_tf import training
 
-    schedule = schedule if schedule is not None else training.TrainingConfig(**finetuning.DEFAULT_SCHEDULE)
+    if training_config is None:
+        training_config = training.TrainingConfig(**DEFAULT_SCHEDULE)
     runtime = runtime if runtime is not None else training.RuntimeConfig(seed=DEFAULT_SEED)
     output_dir = os.path.abspath(output_dir)
     do_eval = do_eval and bool(data.eval_file or data.tfds_name)
@@ -182,7 +186,7 @@ def run_distillation(
     max_seq_length = config.max_seq_length or teacher.task_config.get("max_seq_length") or 128
     check_compatible(teacher.source.config, None, max_seq_length)
     student_model = _resolve_student(student, teacher, config, max_seq_length)
-    finetuning._check_data_sources(data, True, do_eval, do_predict)
+    check_data_sources(data, True, do_eval, do_predict)
     if config.unlabeled_file:
         if not os.path.isfile(config.unlabeled_file):
             raise DataError(f"--unlabeled_file: file not found: {config.unlabeled_file}")
@@ -191,20 +195,20 @@ def run_distillation(
     _check_output_dir(output_dir, settings)
 
     # Everything is read and checked before TensorFlow starts and before anything is written.
-    task = finetuning.FinetuningTaskConfig(
+    task = FinetuningTaskConfig(
         task_type, max_seq_length=max_seq_length, dropout_rate=config.dropout_rate, bucket_width=config.bucket_width
     )
-    reader = FinetuningDataSource(task_type, data)
-    if task_type != "token_classification" and reader.sentence_pair != bool(teacher.task_config.get("sentence_pair")):
+    reader = finetuning_inputs.task_reader(task, data)
+    task_object = finetuning_inputs.build_task(
+        task, finetuning_inputs.task_tokenizer(teacher.source), teacher.task_config.get("label_list"), reader
+    )
+    if bool(task_object.config().get("sentence_pair")) != bool(teacher.task_config.get("sentence_pair")):
         raise JobArgumentError(
             f"The teacher in --teacher_dir={config.teacher_dir} was trained on "
             f"{'sentence pairs' if teacher.task_config.get('sentence_pair') else 'single sentences'}; "
             "set --text_b_column to match."
         )
-    task_object = finetuning._build_task(
-        task, finetuning._tokenizer(teacher.source), teacher.task_config.get("label_list"), reader.sentence_pair
-    )
-    inputs = finetuning._Inputs(output_dir, teacher.source, task_object)
+    inputs = finetuning_inputs.FinetuningInputs(output_dir, teacher.source, task_object)
     inputs.train_examples = reader.read("train", data.train_file)
     inputs.train_features = task_object.featurize(inputs.train_examples, training=True)
     unlabeled_features = None
@@ -217,12 +221,14 @@ def run_distillation(
     if do_predict:
         inputs.predict_examples = reader.read("predict", data.predict_file)
         inputs.predict_features = task_object.featurize(
-            [finetuning._without_label(e) for e in inputs.predict_examples], training=False
+            [finetuning_inputs.without_label(e) for e in inputs.predict_examples], training=False
         )
 
     with training.training_runtime(runtime, batch_sizes={"train_batch_size": data.train_batch_size}) as strategy:
         is_chief = training.is_chief(strategy)
-        training.check_microbatches(schedule.num_microbatches, data.train_batch_size, strategy.num_replicas_in_sync)
+        training.check_microbatches(
+            training_config.num_microbatches, data.train_batch_size, strategy.num_replicas_in_sync
+        )
         with strategy.scope():
             teacher_model = _load_teacher_model(task_object, teacher)
         inputs.train_features = _with_teacher_logits(
@@ -231,7 +237,7 @@ def run_distillation(
         if is_chief:
             _write_model_files(output_dir, student_model, teacher, task_object, data, settings)
         trained, step = _train(
-            inputs, teacher_model, student_model, config, strategy, schedule, data.train_batch_size, runtime
+            inputs, teacher_model, student_model, config, strategy, training_config, data.train_batch_size, runtime
         )
         results = {}
         if not is_chief:
@@ -239,12 +245,12 @@ def run_distillation(
         from bert_tf.checkpoints import weights_file
 
         weights_file.write_weights_file(output_dir, trained, checkpoint=checkpoints.latest_checkpoint(output_dir))
-        eval_strategy = finetuning._evaluation_strategy(strategy)
+        eval_strategy = finetuning_phases.evaluation_strategy(strategy)
         if do_eval:
-            student_results = finetuning._evaluate(
+            student_results = finetuning_phases.evaluate(
                 inputs, trained, step, data.eval_batch_size, eval_strategy, runtime.jit_compile
             )
-            predictions = finetuning._predict(
+            predictions = finetuning_phases.predict(
                 task_object,
                 teacher_model,
                 inputs.eval_examples,
@@ -259,7 +265,7 @@ def run_distillation(
             for key in sorted(teacher_results):
                 logging.info("  teacher %s = %s, student %s", key, teacher_results[key], student_results.get(key))
         if do_predict:
-            finetuning._predict_and_write(
+            finetuning_phases.predict_and_write(
                 inputs, trained, data.predict_batch_size or data.eval_batch_size, eval_strategy, runtime.jit_compile
             )
         return results
@@ -279,10 +285,11 @@ def _read_teacher(config: DistillationConfig) -> _Teacher:
             "model directory that experiments.finetune trained."
         )
     task_config = read_task_config(teacher_dir)
-    if task_config.get("task") not in DISTILLABLE_TASKS:
+    distillable = [name for name in registry.task_names() if registry.task_class(name).distillation_loss(name)]
+    if task_config.get("task") not in distillable:
         raise JobArgumentError(
             f"--teacher_dir={teacher_dir} holds a {task_config.get('task')!r} model; distillation takes "
-            f"{', '.join(DISTILLABLE_TASKS)}."
+            f"{', '.join(distillable)}."
         )
     try:
         source = ModelSource(model_dir=teacher_dir, do_lower_case=config.do_lower_case).resolve()
@@ -407,7 +414,7 @@ def _check_output_dir(output_dir: str, settings: dict) -> None:
 def _load_teacher_model(task_object, teacher: _Teacher):
     from bert_tf.checkpoints.model_dir import restore_from_model_dir
 
-    model = finetuning._build_model(task_object, teacher.source.config)
+    model = finetuning_phases.build_model(task_object, teacher.source.config)
     try:
         restore_from_model_dir(model, teacher.source.checkpoint)
     except ValueError as e:
@@ -420,7 +427,7 @@ def _write_model_files(output_dir, student: _Student, teacher: _Teacher, task_ob
     from bert_tf.checkpoints.model_dir import write_model_files
 
     write_model_files(output_dir, student.config, teacher.source.vocab_file, keep_existing=True)
-    record = finetuning.task_record(task_object, teacher.source.do_lower_case, data)
+    record = task_record(task_object, teacher.source.do_lower_case, data)
     file_io.write_json(os.path.join(output_dir, TASK_CONFIG_NAME), record)
     file_io.write_json(os.path.join(output_dir, DISTILLATION_CONFIG_NAME), settings)
 
@@ -428,12 +435,12 @@ def _write_model_files(output_dir, student: _Student, teacher: _Teacher, task_ob
 # --- data -------------------------------------------------------------------------
 
 
-def _read_unlabeled(path: str, reader: FinetuningDataSource, task_type: str) -> list:
+def _read_unlabeled(path: str, reader: ExamplesReader, task_type: str) -> list:
     """Examples without labels: a `.txt` file has one text (tagging: one sentence of words) per line."""
     from bert_tf.data.examples import TaggingExample, TextExample
 
     if not path.endswith(".txt"):
-        return [finetuning._without_label(e) for e in reader.read("predict", path)]
+        return [finetuning_inputs.without_label(e) for e in reader.read("predict", path)]
     if reader.sentence_pair:
         raise JobArgumentError(
             f"--unlabeled_file={path}: a .txt file has single texts; sentence pairs need a file with the "
@@ -480,7 +487,9 @@ def _with_teacher_logits(task_object, teacher_model, features, unlabeled_feature
         )
     from bert_tf.tasks.inference import predict_outputs
 
-    num_features = finetuning._num_features(features) if isinstance(features, dict) else len(features.example_index)
+    num_features = (
+        finetuning_phases.num_features(features) if isinstance(features, dict) else len(features.example_index)
+    )
     dataset = task_object.dataset(features, batch_size, training=False)
     logits = predict_outputs(teacher_model, dataset, strategy=strategy, num_features=num_features)["logits"]
     logging.info("The teacher labelled %d training features.", num_features)
@@ -495,9 +504,7 @@ def _with_teacher_logits(task_object, teacher_model, features, unlabeled_feature
 
 
 def _loss_kind(task_object) -> str:
-    if task_object.name == "token_classification":
-        return "tagging"
-    return "regression" if task_object.name == "regression" else "classification"
+    return type(task_object).distillation_loss(task_object.name)
 
 
 def _train(
@@ -509,7 +516,9 @@ def _train(
     from bert_tf.training import default_forward, train
 
     task_object, features = inputs.task_object, inputs.train_features
-    num_features = finetuning._num_features(features) if isinstance(features, dict) else len(features.example_index)
+    num_features = (
+        finetuning_phases.num_features(features) if isinstance(features, dict) else len(features.example_index)
+    )
     training_config = dataclasses.replace(schedule.in_steps(num_features, batch_size), jit_compile=runtime.jit_compile)
     logging.info(
         "***** Distillation: %d features, batch size %d, %d steps, teacher layers %s *****",
@@ -542,7 +551,7 @@ def _train(
     )
     result = train(
         strategy,
-        lambda: finetuning._build_model(task_object, student.config),
+        lambda: finetuning_phases.build_model(task_object, student.config),
         loss,
         dataset_fn,
         inputs.output_dir,

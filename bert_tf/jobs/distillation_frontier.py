@@ -1,8 +1,8 @@
 """`run_frontier`: how small can the model get before the task suffers? Accuracy against speed, measured.
 
     from bert_tf.jobs.distillation_frontier import FrontierConfig, run_frontier
-    report = run_frontier(FrontierConfig(teacher_dir="runs/sst", output_dir="runs/frontier",
-                                         student_layers=(1, 2, 3)), data, schedule)
+    report = run_frontier("runs/frontier", FrontierConfig(teacher_dir="runs/sst", student_layers=(1, 2, 3)),
+                          data, training_config)
 
 For a fine-tuned teacher and the user's data (a `FinetuningDataConfig` with `train_file` and `eval_file`):
 
@@ -34,12 +34,6 @@ from bert_tf import file_io
 from bert_tf.errors import JobArgumentError, check_int
 
 REPORT_JSON, REPORT_MD, PLOT_NAME = "report.json", "report.md", "frontier.png"
-PRIMARY_METRIC = {
-    "classification": "accuracy",
-    "sentence_pair_classification": "accuracy",
-    "regression": "pearson",
-    "token_classification": "entity_f1",
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +41,7 @@ class FrontierConfig:
     """The frontier's models, forms and timing (the flags of `experiments.distill_frontier`).
 
     Attributes:
-      teacher_dir, output_dir: the fine-tuned teacher; where students, exports and the report go.
+      teacher_dir: the fine-tuned teacher.
       student_layers: depths of the students (each at most the teacher's depth).
       forms: inference forms measured for every model.
       temperature, alpha: the students' losses (`DistillationConfig`).
@@ -58,7 +52,6 @@ class FrontierConfig:
     """
 
     teacher_dir: str
-    output_dir: str
     student_layers: tuple = (1, 2, 3)
     forms: tuple = ("float32", "bfloat16", "int8")
     temperature: float = 2.0
@@ -82,20 +75,26 @@ class FrontierConfig:
             check_int(name, getattr(self, name))
 
 
-def run_frontier(config: FrontierConfig, data, schedule=None, runtime=None) -> dict:
+def run_frontier(output_dir: str, config: FrontierConfig, data, training_config=None, runtime=None) -> dict:
     """Distils, converts, evaluates, exports and times; writes and returns the report (see the module docstring).
 
     Args:
+      output_dir: where the students, the exports and the report go.
       config: a `FrontierConfig`.
       data: a `FinetuningDataConfig` with `train_file` and `eval_file` (as for fine-tuning).
-      schedule, runtime: the students' `TrainingConfig` and `RuntimeConfig` (None: the distillation defaults).
+      training_config, runtime: the students' `TrainingConfig` and `RuntimeConfig` (None: the distillation
+        defaults).
+
+    Raises:
+      JobArgumentError, DataError: bad flags or data, before any work.
     """
-    from bert_tf.jobs import distill
-    from bert_tf.jobs import finetune as finetuning
+    from bert_tf.jobs import distill, finetuning_inputs
+    from bert_tf.tasks import registry
+    from bert_tf.tasks.task_config import FinetuningTaskConfig
 
     if not data.eval_file and not data.tfds_name:
         raise JobArgumentError("--eval_file is required: the frontier is measured on held-out data.")
-    output_dir = os.path.abspath(config.output_dir)
+    output_dir = os.path.abspath(output_dir)
     teacher = distill._read_teacher(distill.DistillationConfig(teacher_dir=config.teacher_dir))
     teacher_layers = teacher.source.config.num_hidden_layers
     deeper = [n for n in config.student_layers if n >= teacher_layers]
@@ -113,6 +112,7 @@ def run_frontier(config: FrontierConfig, data, schedule=None, runtime=None) -> d
         student_dir = os.path.join(output_dir, "students", f"layers_{n}")
         started = time.perf_counter()
         distill.run_distillation(
+            student_dir,
             distill.DistillationConfig(
                 teacher_dir=config.teacher_dir,
                 temperature=config.temperature,
@@ -120,9 +120,8 @@ def run_frontier(config: FrontierConfig, data, schedule=None, runtime=None) -> d
                 max_seq_length=config.max_seq_length,
             ),
             distill.StudentConfig(student_num_layers=n),
-            student_dir,
             data,
-            schedule,
+            training_config,
             runtime,
             do_eval=False,
         )
@@ -131,13 +130,12 @@ def run_frontier(config: FrontierConfig, data, schedule=None, runtime=None) -> d
 
     # The evaluation data, featurized once with the teacher's task (the students share it).
     task_type = teacher.task_config["task"]
+    metric = registry.task_class(task_type).headline_metric(task_type)
     max_seq_length = config.max_seq_length or teacher.task_config.get("max_seq_length") or 128
-    from bert_tf.data.finetuning_data import FinetuningDataSource
-
-    reader = FinetuningDataSource(task_type, data)
-    task = finetuning.FinetuningTaskConfig(task_type, max_seq_length=max_seq_length)
-    task_object = finetuning._build_task(
-        task, finetuning._tokenizer(teacher.source), teacher.task_config.get("label_list"), reader.sentence_pair
+    task = FinetuningTaskConfig(task_type, max_seq_length=max_seq_length)
+    reader = finetuning_inputs.task_reader(task, data)
+    task_object = finetuning_inputs.build_task(
+        task, finetuning_inputs.task_tokenizer(teacher.source), teacher.task_config.get("label_list"), reader
     )
     eval_examples = reader.read("eval", data.eval_file)
     eval_features = task_object.featurize(eval_examples, training=False)
@@ -155,7 +153,7 @@ def run_frontier(config: FrontierConfig, data, schedule=None, runtime=None) -> d
                     "model": name,
                     "num_layers": model.encoder.config.num_hidden_layers,
                     "form": form,
-                    "metric": metrics[PRIMARY_METRIC[task_type]],
+                    "metric": metrics[metric],
                     "metrics": metrics,
                     "export_dir": export_dir,
                 }
@@ -175,7 +173,7 @@ def run_frontier(config: FrontierConfig, data, schedule=None, runtime=None) -> d
     report = {
         "teacher_dir": models["teacher"],
         "task": task_type,
-        "metric": PRIMARY_METRIC[task_type],
+        "metric": metric,
         "eval_file": data.eval_file,
         "num_eval_examples": len(eval_examples),
         "max_seq_length": max_seq_length,
@@ -212,9 +210,9 @@ def _in_form(model, form):
 
 
 def _evaluate(task_object, model, examples, features, batch_size) -> dict:
-    from bert_tf.jobs import finetune as finetuning
+    from bert_tf.jobs.finetuning_phases import predict
 
-    predictions = finetuning._predict(task_object, model, examples, features, batch_size, None, False)
+    predictions = predict(task_object, model, examples, features, batch_size, None, False)
     return task_object.evaluate(examples, predictions)
 
 

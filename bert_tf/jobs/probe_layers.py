@@ -574,7 +574,9 @@ def _fine_tuned_accuracy(task, files, num_train_steps, config, output_dir) -> fl
     from bert_tf.tensorflow_startup import load_tensorflow_lean
 
     load_tensorflow_lean()  # this child needs none of jax, scikit-learn, matplotlib
-    from bert_tf.jobs.finetune import FinetuningDataConfig, FinetuningTaskConfig, run_finetuning
+    from bert_tf.jobs.finetune import run_finetuning
+    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+    from bert_tf.tasks.task_config import FinetuningTaskConfig
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
     _, train_file, test_file = files
@@ -604,8 +606,8 @@ def _fine_tuned_accuracy(task, files, num_train_steps, config, output_dir) -> fl
         metric = "accuracy"
     logging.info("Fine-tuning the whole encoder on the %s task (the reference row)", task)
     results = run_finetuning(
-        task_config,
         os.path.join(output_dir, f"fine_tuned_{task}"),
+        task_config,
         config.model,
         data,
         schedule,

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from bert_tf.data import prefetching
+from bert_tf.data.finetuning_data import ExamplesReader
+from bert_tf.tasks.task_config import FinetuningTaskConfig
 
 FEATURE_INDEX_KEY = "feature_index"
 
@@ -31,14 +33,60 @@ class FinetuningTask(abc.ABC):
 
     A plug-in is the data side of a task for `bert_tf.jobs.finetune`: featurization, the tf.data pipeline,
     the loss, metrics and prediction files, and which task model to build. Not to be confused with
-    `bert_tf.models.Task`, the Keras base class of the task *models* it builds, nor with
-    `FinetuningTaskConfig.task_type`, the string (`--task`) that picks the plug-in.
+    `bert_tf.models.Task`, the Keras base class of the task *models* it builds.
+
+    A subclass registers itself with `bert_tf.tasks.registry.register_task` under its `names` (the values of
+    `--task`) and declares, as class attributes and class methods, what the jobs need before an instance
+    exists: its config class, how it reads its examples, its label rule, and what other jobs may do with it
+    (export as a text classifier, distillation, the headline metric).
     """
 
-    #: the name used by `experiments.finetune --task`.
+    #: the `--task` names this class registers under.
+    names: tuple = ()
+    #: the `--task` name of an instance (`config()["task"]`, recorded in task_config.json).
     name: str = ""
     #: feature keys holding the training targets.
     label_keys: tuple = ()
+    #: its options: `FinetuningTaskConfig` or a subclass with the task's own fields.
+    config_class = FinetuningTaskConfig
+    #: a fine-tuned directory of this task exports as a servable text classifier (`bert_tf.export`).
+    exports_as_classifier: bool = False
+
+    @classmethod
+    @abc.abstractmethod
+    def examples_reader(cls, config, data) -> ExamplesReader:
+        """How this task reads its examples from the job's `FinetuningDataConfig` (`data`).
+
+        Raises `JobArgumentError` naming the flag for data settings that do not fit the task.
+        """
+
+    @classmethod
+    @abc.abstractmethod
+    def from_config(cls, config, tokenizer, labels, reader: ExamplesReader) -> FinetuningTask:
+        """The plug-in for `config`, the model's `TaskTokenizer` and the resolved `labels` (None without)."""
+
+    @classmethod
+    def has_labels(cls, task: str) -> bool:
+        """Whether `--task=task` has a label vocabulary (class names or tags): no for regression and SQuAD."""
+        return True
+
+    @classmethod
+    def labels_from_examples(cls, task: str, examples: Sequence) -> list:
+        """The label vocabulary from the training examples, when neither a flag nor an earlier run gives one.
+
+        Raises `DataError` for training data whose labels cannot train the task.
+        """
+        raise NotImplementedError(f"--task={task} needs --label_list.")
+
+    @classmethod
+    def headline_metric(cls, task: str) -> str | None:
+        """The `evaluate` key that ranks models of `--task=task` (e.g. the distillation frontier's)."""
+        return None
+
+    @classmethod
+    def distillation_loss(cls, task: str) -> str | None:
+        """The `bert_tf.distillation.losses.DistillationLoss` kind for `--task=task`; None: not distillable."""
+        return None
 
     @abc.abstractmethod
     def build_model(self, encoder):

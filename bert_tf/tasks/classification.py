@@ -19,14 +19,17 @@ from keras import ops
 from bert_tf import file_io
 from bert_tf.data import prefetching
 from bert_tf.data.examples import TextExample
-from bert_tf.data.finetuning_readers import count_unseen_labels, warn_unseen_labels
+from bert_tf.data.finetuning_data import TextExamplesReader
+from bert_tf.data.finetuning_readers import count_unseen_labels, label_list_from_examples, warn_unseen_labels
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.errors import DataError
 from bert_tf.models import ENCODER_INPUT_NAMES, BertClassifier
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import FinetuningTask, length_bucketed_dataset
+from bert_tf.tasks.registry import register_task
 
 
+@register_task
 class ClassificationTask(FinetuningTask):
     """Classification of a sentence or a pair (`label_list` given) or regression (`label_list` None).
 
@@ -42,7 +45,45 @@ class ClassificationTask(FinetuningTask):
         `bert_tf.data.length_buckets` for what it costs in accuracy).
     """
 
+    names = ("classification", "sentence_pair_classification", "regression")
     label_keys = ("label",)
+    exports_as_classifier = True
+
+    @classmethod
+    def examples_reader(cls, config, data) -> TextExamplesReader:
+        pairs = {"classification": False, "sentence_pair_classification": True}.get(config.task)
+        return TextExamplesReader(config.task, data, pairs=pairs, regression=config.task == "regression")
+
+    @classmethod
+    def from_config(cls, config, tokenizer, labels, reader) -> ClassificationTask:
+        return cls(
+            tokenizer,
+            config.max_seq_length,
+            labels,
+            sentence_pair=reader.sentence_pair,
+            dropout_rate=config.dropout_rate,
+            bucket_width=config.bucket_width,
+            group_by_length=config.group_by_length,
+        )
+
+    @classmethod
+    def has_labels(cls, task: str) -> bool:
+        return task != "regression"
+
+    @classmethod
+    def labels_from_examples(cls, task: str, examples) -> list:
+        labels = label_list_from_examples(examples)
+        if len(labels) < 2:
+            raise DataError(f"The training data has only the label(s) {labels}; classification needs at least two.")
+        return labels
+
+    @classmethod
+    def headline_metric(cls, task: str) -> str:
+        return "pearson" if task == "regression" else "accuracy"
+
+    @classmethod
+    def distillation_loss(cls, task: str) -> str:
+        return "regression" if task == "regression" else "classification"
 
     def __init__(
         self,

@@ -7,6 +7,7 @@ loss (mean of the start and end cross-entropies) and the official metrics.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 
@@ -14,14 +15,45 @@ import keras
 from keras import ops
 
 from bert_tf.data.examples import SquadExample
+from bert_tf.data.finetuning_data import SquadExamplesReader
+from bert_tf.errors import JobArgumentError, check_int
 from bert_tf.models import BertSpanLabeler
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import FinetuningTask, numpy_dataset
 from bert_tf.tasks.io_utils import write_json_atomic
+from bert_tf.tasks.registry import register_task
 from bert_tf.tasks.squad_features import SquadFeatures, featurize_squad
 from bert_tf.tasks.squad_postprocessing import SquadPredictions, postprocess_squad
+from bert_tf.tasks.task_config import FinetuningTaskConfig
 
 
+@dataclasses.dataclass(frozen=True)
+class SquadConfig(FinetuningTaskConfig):
+    """SQuAD's options besides the common ones (the flags of the same names; see `SquadTask`).
+
+    SquadConfig(max_seq_length=384, doc_stride=128, version_2_with_negative=True)
+    """
+
+    task: str = "squad"
+    doc_stride: int = 128
+    max_query_length: int = 64
+    max_answer_length: int = 30
+    n_best_size: int = 20
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+
+    def __post_init__(self):
+        super().__post_init__()
+        for flag in ("doc_stride", "max_query_length", "max_answer_length", "n_best_size"):
+            check_int(flag, getattr(self, flag))
+        if self.max_query_length + 3 >= self.max_seq_length:
+            raise JobArgumentError(
+                f"--max_seq_length ({self.max_seq_length}) must exceed --max_query_length "
+                f"({self.max_query_length}) + 3."
+            )
+
+
+@register_task
 class SquadTask(FinetuningTask):
     """SQuAD with `run_squad.py`'s windowing and answer selection.
 
@@ -38,7 +70,34 @@ class SquadTask(FinetuningTask):
     """
 
     name = "squad"
+    names = (name,)
     label_keys = ("start_positions", "end_positions")
+    config_class = SquadConfig
+
+    @classmethod
+    def examples_reader(cls, config: SquadConfig, data) -> SquadExamplesReader:
+        return SquadExamplesReader(config.task, data, config.version_2_with_negative)
+
+    @classmethod
+    def from_config(cls, config: SquadConfig, tokenizer, labels, reader) -> SquadTask:
+        return cls(
+            tokenizer,
+            config.max_seq_length,
+            doc_stride=config.doc_stride,
+            max_query_length=config.max_query_length,
+            max_answer_length=config.max_answer_length,
+            n_best_size=config.n_best_size,
+            version_2_with_negative=config.version_2_with_negative,
+            null_score_diff_threshold=config.null_score_diff_threshold,
+        )
+
+    @classmethod
+    def has_labels(cls, task: str) -> bool:
+        return False
+
+    @classmethod
+    def headline_metric(cls, task: str) -> str:
+        return "f1"
 
     def __init__(
         self,

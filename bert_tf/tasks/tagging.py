@@ -19,12 +19,14 @@ from keras import ops
 
 from bert_tf import file_io
 from bert_tf.data.examples import TaggingExample
-from bert_tf.data.finetuning_readers import count_unseen_labels, warn_unseen_labels
+from bert_tf.data.finetuning_data import ConllExamplesReader
+from bert_tf.data.finetuning_readers import count_unseen_labels, tag_list_from_examples, warn_unseen_labels
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.errors import DataError
 from bert_tf.models import BertTokenClassifier
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import FinetuningTask, numpy_dataset
+from bert_tf.tasks.registry import register_task
 
 IGNORED_LABEL = -1
 
@@ -43,6 +45,7 @@ class TaggingFeatures:
         return len(self.example_index)
 
 
+@register_task
 class TaggingTask(FinetuningTask):
     """Tags words with one of `tag_list` (e.g. ["O", "B-PER", "I-PER", ...]).
 
@@ -58,7 +61,35 @@ class TaggingTask(FinetuningTask):
     """
 
     name = "token_classification"
+    names = (name,)
     label_keys = ("label_ids",)
+
+    @classmethod
+    def examples_reader(cls, config, data) -> ConllExamplesReader:
+        return ConllExamplesReader(config.task, data)
+
+    @classmethod
+    def from_config(cls, config, tokenizer, labels, reader) -> TaggingTask:
+        return cls(
+            tokenizer,
+            config.max_seq_length,
+            labels,
+            dropout_rate=config.dropout_rate,
+            bucket_width=config.bucket_width,
+            group_by_length=config.group_by_length,
+        )
+
+    @classmethod
+    def labels_from_examples(cls, task: str, examples) -> list:
+        return tag_list_from_examples(examples)
+
+    @classmethod
+    def headline_metric(cls, task: str) -> str:
+        return "entity_f1"
+
+    @classmethod
+    def distillation_loss(cls, task: str) -> str:
+        return "tagging"
 
     def __init__(
         self,

@@ -3,6 +3,8 @@
     result = jobs.pretrain(output_dir=..., input_file=..., bert_config_file=..., num_train_steps=20, ...)
     results = jobs.finetune("classification", output_dir, train_file=..., model_dir=..., do_train=True)
 
+The task's options go into its registered plug-in's config class (`SquadConfig` for "squad").
+
 Each sorts the names into the job's config objects (by their fields; a name no
 config has goes to the job as a keyword argument, so an unknown one is a
 TypeError), builds them, and calls `run_pretraining`/`run_finetuning`. The
@@ -38,28 +40,31 @@ def pretrain(output_dir, **arguments):
 def finetune(task, output_dir, **arguments):
     """`bert_tf.jobs.finetune.run_finetuning` with the flags of `experiments.finetune` as keywords."""
     from bert_tf.checkpoints.model_source import ModelSource
-    from bert_tf.jobs import finetune as job
+    from bert_tf.jobs import DEFAULT_SEED
+    from bert_tf.jobs.finetune import run_finetuning
+    from bert_tf.jobs.finetuning_config import DEFAULT_SCHEDULE, FinetuningDataConfig
+    from bert_tf.tasks import registry
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
     arguments = dict(arguments)
-    task_config = _take(job.FinetuningTaskConfig, arguments, task_type=task)
+    task_config = _take(registry.task_class(task).config_class, arguments, task=task)
     model = _take(ModelSource, arguments)
-    data = _take(job.FinetuningDataConfig, arguments)
-    runtime = _take(RuntimeConfig, arguments, seed=job.DEFAULT_SEED)
-    schedule = _take(TrainingConfig, arguments, **job.DEFAULT_SCHEDULE)
-    return job.run_finetuning(task_config, output_dir, model, data, schedule, runtime, **arguments)
+    data = _take(FinetuningDataConfig, arguments)
+    runtime = _take(RuntimeConfig, arguments, seed=DEFAULT_SEED)
+    training_config = _take(TrainingConfig, arguments, **DEFAULT_SCHEDULE)
+    return run_finetuning(output_dir, task_config, model, data, training_config, runtime, **arguments)
 
 
 def distill(output_dir, **arguments):
     """`bert_tf.jobs.distill.run_distillation` with the flags of `experiments.distill` as keywords."""
     from bert_tf.jobs import distill as job
-    from bert_tf.jobs import finetune as finetuning
+    from bert_tf.jobs.finetuning_config import DEFAULT_SCHEDULE, FinetuningDataConfig
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
     arguments = dict(arguments)
     config = _take(job.DistillationConfig, arguments)
     student = _take(job.StudentConfig, arguments)
-    data = _take(finetuning.FinetuningDataConfig, arguments)
+    data = _take(FinetuningDataConfig, arguments)
     runtime = _take(RuntimeConfig, arguments, seed=job.DEFAULT_SEED)
-    schedule = _take(TrainingConfig, arguments, **finetuning.DEFAULT_SCHEDULE)
-    return job.run_distillation(config, student, output_dir, data, schedule, runtime, **arguments)
+    training_config = _take(TrainingConfig, arguments, **DEFAULT_SCHEDULE)
+    return job.run_distillation(output_dir, config, student, data, training_config, runtime, **arguments)

@@ -1,0 +1,167 @@
+"""What a fine-tuning job reads and checks before TensorFlow starts: the model, the task plug-in and the data.
+
+    from bert_tf.jobs.finetuning_inputs import build_task, task_reader, task_tokenizer
+    reader = task_reader(task_config, data_config)
+    task = build_task(task_config, task_tokenizer(resolved_model), labels, reader)
+    features = task.featurize(reader.read("eval", data_config.eval_file), training=False)
+
+The plug-in is the one registered for `task_config.task` (`bert_tf.tasks.registry`): it picks the reader and
+the label rule, so nothing here names a task. `read_inputs` is the fine-tuning job's whole reading step; the
+distillation jobs use the pieces. Writes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from bert_tf import checkpoints
+from bert_tf.checkpoints.model_source import ModelSource, ResolvedModel, check_resumable, read_task_config
+from bert_tf.data.finetuning_data import ExamplesReader
+from bert_tf.errors import JobArgumentError
+from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+from bert_tf.tasks import registry
+from bert_tf.tasks.task_config import FinetuningTaskConfig
+
+
+@dataclasses.dataclass
+class FinetuningInputs:
+    """What a job read and checked before TensorFlow is set up: the model, the task and examples and features
+    per phase (None for a phase not run)."""
+
+    output_dir: str
+    source: ResolvedModel
+    task_object: object  # the FinetuningTask plug-in
+    train_examples: list | None = None
+    train_features: object = None
+    eval_examples: list | None = None
+    eval_features: object = None
+    predict_examples: list | None = None
+    predict_features: object = None
+
+
+def task_class_for(task: FinetuningTaskConfig):
+    """The plug-in class registered for `task.task`; refuses a config of another class than the task's."""
+    cls = registry.task_class(task.task)
+    if type(task) is not cls.config_class:
+        raise JobArgumentError(f"--task={task.task} takes a {cls.config_class.__name__}, not a {type(task).__name__}.")
+    return cls
+
+
+def task_reader(task: FinetuningTaskConfig, data: FinetuningDataConfig) -> ExamplesReader:
+    """The reader the task picks for the job's data settings (checks that they fit the task)."""
+    return task_class_for(task).examples_reader(task, data)
+
+
+def build_task(task: FinetuningTaskConfig, tokenizer, labels, reader: ExamplesReader):
+    """The `FinetuningTask` plug-in for `task`, with the model's tokenizer and the resolved labels."""
+    return task_class_for(task).from_config(task, tokenizer, labels, reader)
+
+
+def task_tokenizer(source: ResolvedModel):
+    """The `TaskTokenizer` of a resolved model (its vocabulary and casing)."""
+    from bert_tf.tasks.task_tokenizer import TaskTokenizer
+
+    # The vocabulary was read and checked by the model source; the tokenizer builds its lookup table from it.
+    return TaskTokenizer(source.vocab_file, lower_case=source.do_lower_case, vocab=source.vocab)
+
+
+def resolve_labels(
+    task: FinetuningTaskConfig, data: FinetuningDataConfig, saved_task_config, reader: ExamplesReader, train_examples
+):
+    """The task's labels: `--label_list`, an earlier run's, the data source's own, or the training data's.
+
+    None for a task without labels (regression, SQuAD).
+    """
+    cls = task_class_for(task)
+    if not cls.has_labels(task.task):
+        return None
+    if data.label_list:
+        return list(data.label_list)
+    if saved_task_config and saved_task_config.get("label_list"):
+        return list(saved_task_config["label_list"])
+    if reader.label_names is not None:
+        return list(reader.label_names)
+    if train_examples is None:
+        raise JobArgumentError("No label list: give --label_list, or train in this --output_dir first.")
+    return cls.labels_from_examples(task.task, train_examples)
+
+
+def resolve_model_source(model: ModelSource, output_dir: str, max_seq_length: int, need_init: bool) -> ResolvedModel:
+    """The checked model; without --model_dir and --bert_config_file, the fine-tuned model in `output_dir`."""
+    if not (model.model_dir or model.bert_config_file) and checkpoints.latest_checkpoint(output_dir) is not None:
+        # An output directory written by an earlier run is itself a model directory.
+        model = dataclasses.replace(model, model_dir=output_dir)
+    source = model.resolve(max_seq_length, need_checkpoint=need_init)
+    if need_init:
+        from bert_tf.checkpoints.model_dir import find_checkpoint
+
+        if not source.checkpoint:
+            raise JobArgumentError("--do_train needs pretrained weights: --model_dir or --init_checkpoint.")
+        try:
+            source = dataclasses.replace(source, checkpoint=find_checkpoint(source.checkpoint))
+        except FileNotFoundError as e:
+            raise JobArgumentError(f"--init_checkpoint/--model_dir: {e}") from None
+    return source
+
+
+def without_label(example):
+    """The example with its label(s) removed (prediction data may have them; predictions never see them)."""
+    for field in ("label", "labels"):
+        if hasattr(example, field):
+            return dataclasses.replace(example, **{field: None})
+    return example
+
+
+def read_inputs(
+    output_dir: str,
+    task: FinetuningTaskConfig,
+    model: ModelSource,
+    data: FinetuningDataConfig,
+    do_train: bool,
+    do_eval: bool,
+    do_predict: bool,
+) -> FinetuningInputs:
+    """Reads the model's config and vocabulary and all the data, and checks them; writes nothing."""
+    reader = task_reader(task, data)
+    saved_task_config = read_task_config(output_dir)
+    finetuned = checkpoints.latest_checkpoint(output_dir)
+    source = resolve_model_source(model, output_dir, task.max_seq_length, need_init=do_train and finetuned is None)
+    tokenizer = task_tokenizer(source)
+
+    train_examples = reader.read("train", data.train_file) if do_train else None
+    labels = resolve_labels(task, data, saved_task_config, reader, train_examples)
+    task_object = build_task(task, tokenizer, labels, reader)
+    if finetuned is not None:
+        _check_resumable(output_dir, saved_task_config, source, task_object)
+    # All data is read and featurized before training, so bad evaluation or prediction data
+    # (an unknown label, a malformed record) fails now rather than after hours of training.
+    inputs = FinetuningInputs(output_dir, source, task_object)
+    if do_train:
+        inputs.train_examples = train_examples
+        inputs.train_features = task_object.featurize(train_examples, training=True)
+    if do_eval:
+        inputs.eval_examples = reader.read("eval", data.eval_file)
+        inputs.eval_features = task_object.featurize(inputs.eval_examples, training=False)
+    if do_predict:
+        inputs.predict_examples = reader.read("predict", data.predict_file)
+        inputs.predict_features = task_object.featurize(
+            [without_label(e) for e in inputs.predict_examples], training=False
+        )
+    return inputs
+
+
+def _check_resumable(output_dir, saved_task_config, source: ResolvedModel, task_object):
+    """Refuses a fine-tuned `output_dir` of another task, labels, config or vocabulary; writes nothing.
+
+    Runs before the model files are written, so a refused run leaves the directory's files describing the
+    checkpoint that is there.
+    """
+    if saved_task_config:
+        for key in ("task", "label_list"):
+            saved, wanted = saved_task_config.get(key), task_object.config().get(key)
+            if saved != wanted:
+                raise JobArgumentError(
+                    f"--output_dir={output_dir} holds a fine-tuned model with {key} {saved!r}, not "
+                    f"{wanted!r}; use another --output_dir."
+                )
+    check_resumable(output_dir, source.config, source.vocab_file)

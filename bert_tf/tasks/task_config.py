@@ -1,0 +1,47 @@
+"""`FinetuningTaskConfig`: the options every fine-tuning task has; a plug-in with more subclasses it.
+
+    from bert_tf.tasks.task_config import FinetuningTaskConfig
+    config = FinetuningTaskConfig("classification", max_seq_length=128, bucket_width=16)
+
+Each plug-in (`bert_tf.tasks.registry`) names its config class (`FinetuningTask.config_class`); the SQuAD one
+is `bert_tf.tasks.squad.SquadConfig`. The fields are the flags of `experiments.finetune` of the same names, and
+are checked once, when the config is built, naming the flag. Loads no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from bert_tf.errors import JobArgumentError, check_int
+from bert_tf.tasks import registry
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuningTaskConfig:
+    """The task and the options every task has (the flags of the same names).
+
+    Attributes:
+      task: the registered name of the plug-in (`--task`, `bert_tf.tasks.registry.task_names()`).
+      max_seq_length: packed sequence length (WordPieces incl. [CLS]/[SEP]).
+      dropout_rate: dropout before the output layer; None: the model's hidden_dropout_prob.
+      bucket_width: training, evaluation and prediction batches are padded to the smallest multiple of it
+        that holds their longest sequence (capped at max_seq_length), so a batch costs its tokens rather than
+        max_seq_length, with at most max_seq_length / bucket_width compiled shapes; 0 turns it off (the same
+        batches, every one at max_seq_length). Not for SQuAD, whose windows are fixed.
+      group_by_length: training batches of near-equal lengths instead of random ones (less padding, slower
+        learning on small data; `bert_tf.data.length_buckets`).
+    """
+
+    task: str
+    max_seq_length: int = 128
+    dropout_rate: float | None = None
+    bucket_width: int = 16
+    group_by_length: bool = False
+
+    def __post_init__(self):
+        if self.task not in registry.task_names():
+            raise JobArgumentError(f"--task must be one of {', '.join(registry.task_names())}, got {self.task!r}.")
+        check_int("max_seq_length", self.max_seq_length)
+        check_int("bucket_width", self.bucket_width, minimum=0)
+        if self.dropout_rate is not None and not 0.0 <= self.dropout_rate < 1.0:
+            raise JobArgumentError(f"--dropout_rate must be in [0, 1), got {self.dropout_rate}.")
