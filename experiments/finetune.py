@@ -1,4 +1,4 @@
-"""Fine-tunes BERT on classification, regression, tagging or SQuAD; evaluates and predicts.
+"""Fine-tunes BERT on classification, regression, tagging, SQuAD or a plug-in task; evaluates and predicts.
 
 The flags follow google-research/bert's `run_classifier.py` and
 `run_squad.py` where those have one. Examples:

@@ -367,8 +367,8 @@ def _restore_classifier(config, task_config: dict, checkpoint: str, model_dir: s
     from bert_tf.checkpoints import weights_file
     from bert_tf.models import BertClassifier
 
-    labels = task_config.get("label_list")
-    num_classes = 1 if task_config["task"] == "regression" else len(labels)
+    labels = task_config.get("label_list")  # None: one score (regression)
+    num_classes = 1 if labels is None else len(labels)
     classifier = BertClassifier(BertEncoder(config), num_classes=num_classes)
     if use_weights_file:
         weights_file.load_weights_file(classifier, model_dir)
@@ -386,7 +386,7 @@ def _save_classifier(classifier, task_config, vocab_file, lower_case, path, veri
 
     seq_length = int(task_config["max_seq_length"])
     sentence_pair = bool(task_config.get("sentence_pair"))
-    labels = None if task_config["task"] == "regression" else task_config["label_list"]
+    labels = task_config.get("label_list")  # None: one score (regression)
     preprocessor = BertPreprocessor(vocab_file, lower_case=lower_case, default_seq_length=seq_length)
     module = ClassifierModule(classifier, preprocessor, labels, seq_length, sentence_pair)
     with _without_capture_rename_notes():

@@ -209,20 +209,15 @@ def run_distillation(
             "set --text_b_column to match."
         )
     inputs = finetuning_inputs.FinetuningInputs(output_dir, teacher.source, task_object)
-    inputs.train_examples = reader.read("train", data.train_file)
-    inputs.train_features = task_object.featurize(inputs.train_examples, training=True)
+    inputs.add_phase("train", reader.read("train", data.train_file))
     unlabeled_features = None
     if config.unlabeled_file:
         unlabeled = _read_unlabeled(config.unlabeled_file, reader, task_type)
         unlabeled_features = task_object.featurize(unlabeled, training=False)
     if do_eval:
-        inputs.eval_examples = reader.read("eval", data.eval_file)
-        inputs.eval_features = task_object.featurize(inputs.eval_examples, training=False)
+        inputs.add_phase("eval", reader.read("eval", data.eval_file))
     if do_predict:
-        inputs.predict_examples = reader.read("predict", data.predict_file)
-        inputs.predict_features = task_object.featurize(
-            [finetuning_inputs.without_label(e) for e in inputs.predict_examples], training=False
-        )
+        inputs.add_phase("predict", reader.read("predict", data.predict_file))
 
     with training.training_runtime(runtime, batch_sizes={"train_batch_size": data.train_batch_size}) as strategy:
         is_chief = training.is_chief(strategy)

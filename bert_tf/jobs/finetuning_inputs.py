@@ -38,6 +38,12 @@ class FinetuningInputs:
     predict_examples: list | None = None
     predict_features: object = None
 
+    def add_phase(self, phase: str, examples: list) -> None:
+        """Featurizes and keeps the examples of "train", "eval" or "predict" (whose labels the model never sees)."""
+        inputs = [without_label(e) for e in examples] if phase == "predict" else examples
+        setattr(self, f"{phase}_examples", examples)
+        setattr(self, f"{phase}_features", self.task_object.featurize(inputs, training=phase == "train"))
+
 
 def task_class_for(task: FinetuningTaskConfig):
     """The plug-in class registered for `task.task`; refuses a config of another class than the task's."""
@@ -137,16 +143,11 @@ def read_inputs(
     # (an unknown label, a malformed record) fails now rather than after hours of training.
     inputs = FinetuningInputs(output_dir, source, task_object)
     if do_train:
-        inputs.train_examples = train_examples
-        inputs.train_features = task_object.featurize(train_examples, training=True)
+        inputs.add_phase("train", train_examples)
     if do_eval:
-        inputs.eval_examples = reader.read("eval", data.eval_file)
-        inputs.eval_features = task_object.featurize(inputs.eval_examples, training=False)
+        inputs.add_phase("eval", reader.read("eval", data.eval_file))
     if do_predict:
-        inputs.predict_examples = reader.read("predict", data.predict_file)
-        inputs.predict_features = task_object.featurize(
-            [without_label(e) for e in inputs.predict_examples], training=False
-        )
+        inputs.add_phase("predict", reader.read("predict", data.predict_file))
     return inputs
 
 

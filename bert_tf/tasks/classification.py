@@ -56,15 +56,8 @@ class ClassificationTask(FinetuningTask):
 
     @classmethod
     def from_config(cls, config, tokenizer, labels, reader) -> ClassificationTask:
-        return cls(
-            tokenizer,
-            config.max_seq_length,
-            labels,
-            sentence_pair=reader.sentence_pair,
-            dropout_rate=config.dropout_rate,
-            bucket_width=config.bucket_width,
-            group_by_length=config.group_by_length,
-        )
+        options = config.head_and_batch_options()
+        return cls(tokenizer, config.max_seq_length, labels, sentence_pair=reader.sentence_pair, **options)
 
     @classmethod
     def has_labels(cls, task: str) -> bool:

@@ -70,14 +70,7 @@ class TaggingTask(FinetuningTask):
 
     @classmethod
     def from_config(cls, config, tokenizer, labels, reader) -> TaggingTask:
-        return cls(
-            tokenizer,
-            config.max_seq_length,
-            labels,
-            dropout_rate=config.dropout_rate,
-            bucket_width=config.bucket_width,
-            group_by_length=config.group_by_length,
-        )
+        return cls(tokenizer, config.max_seq_length, labels, **config.head_and_batch_options())
 
     @classmethod
     def labels_from_examples(cls, task: str, examples) -> list:

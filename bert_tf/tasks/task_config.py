@@ -45,3 +45,9 @@ class FinetuningTaskConfig:
         check_int("bucket_width", self.bucket_width, minimum=0)
         if self.dropout_rate is not None and not 0.0 <= self.dropout_rate < 1.0:
             raise JobArgumentError(f"--dropout_rate must be in [0, 1), got {self.dropout_rate}.")
+
+    def head_and_batch_options(self) -> dict:
+        """The keyword arguments of the common options that the classification and tagging plug-ins take."""
+        return dict(
+            dropout_rate=self.dropout_rate, bucket_width=self.bucket_width, group_by_length=self.group_by_length
+        )
