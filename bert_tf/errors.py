@@ -2,7 +2,8 @@
 
 Every command-line tool turns these into one stderr line and exit status 2 (`experiments`' command-line
 helpers); the library raises them with a message that names the file and line, or the flag, so that line says
-where the problem is. This module imports nothing of the package, so every layer may import it.
+where the problem is. A run that fails on good input (`NonFiniteMetricError`) is status 1. This module imports
+nothing of the package, so every layer may import it.
 
     from bert_tf.errors import DataError
     raise DataError("reviews.tsv:12: expected 2 columns, found 1")
@@ -21,6 +22,10 @@ class DataError(BadInputError):
 
 class JobArgumentError(BadInputError):
     """An argument (= flag) of a job that cannot work; the message names the flag."""
+
+
+class NonFiniteMetricError(RuntimeError):
+    """An evaluation metric is NaN or infinite: a failed run, not bad input (the tools exit with status 1)."""
 
 
 def check_int(flag: str, value, minimum: int = 1) -> None:

@@ -249,7 +249,6 @@ def main(argv):
     del argv  # Checked by cli.main_function.
     from bert_tf.jobs.finetune import run_finetuning
     from bert_tf.jobs.finetuning_config import FinetuningDataConfig
-    from bert_tf.jobs.finetuning_phases import NonFiniteMetricError
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
     cli.require_flags("output_dir")
@@ -276,7 +275,7 @@ def main(argv):
             do_predict=FLAGS.do_predict,
             overwrite_predictions=FLAGS.overwrite_predictions,
         )
-    except NonFiniteMetricError as e:
+    except errors.NonFiniteMetricError as e:
         # A failed run, not bad input: status 1.
         sys.exit(f"finetune: error: {cli.one_line(e)}")
     if results:

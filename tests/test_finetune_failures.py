@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from bert_tf.jobs.finetuning_phases import NonFiniteMetricError
+from bert_tf.errors import NonFiniteMetricError
 from bert_tf.tasks import classification
 from tests.fixtures.finetune import synthetic
 from tests.helpers.jobs import finetune

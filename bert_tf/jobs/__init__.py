@@ -25,7 +25,6 @@ _LAZY = {
     "run_finetuning": "bert_tf.jobs.finetune",
     "FinetuningTaskConfig": "bert_tf.tasks.task_config",
     "FinetuningDataConfig": "bert_tf.jobs.finetuning_config",
-    "NonFiniteMetricError": "bert_tf.jobs.finetuning_phases",
     "run_pretraining": "bert_tf.jobs.pretrain",
     "resolve_bert_config": "bert_tf.jobs.pretrain",
     "PretrainingDataConfig": "bert_tf.jobs.pretrain",

@@ -18,15 +18,11 @@ from absl import logging
 
 from bert_tf import checkpoints, file_io
 from bert_tf.checkpoints.model_source import ResolvedModel
-from bert_tf.errors import JobArgumentError
+from bert_tf.errors import JobArgumentError, NonFiniteMetricError
 from bert_tf.jobs.finetuning_inputs import FinetuningInputs
 
 if TYPE_CHECKING:  # bert_tf.training loads TensorFlow; this module does not, until a job runs.
     from bert_tf.training import RuntimeConfig, TrainingConfig
-
-
-class NonFiniteMetricError(RuntimeError):
-    """An evaluation metric is NaN or infinite: the run failed (eval_results.json lists which)."""
 
 
 def build_model(task_object, config):
