@@ -16,9 +16,9 @@ both at `--max_seq_length` WordPieces (128).
 
 Contenders, each seed a fresh process:
 - ours: `python -m experiments.finetune` with its defaults (random batches, each padded to its bucket of 16;
-  the original BERT's Adam: no bias correction, epsilon 1e-6);
+  Adam with bias correction and epsilon 1e-8, as PyTorch's AdamW);
 - ours, grouped: the same with `--group_by_length` (batches of near-equal lengths);
-- ours, Adam: the same as ours with `--adam_bias_correction --adam_epsilon=1e-8` (PyTorch's AdamW);
+- ours, original: the same as ours with the original BERT's update, `--noadam_bias_correction --adam_epsilon=1e-6`;
 - hf: transformers' `BertForSequenceClassification` / `BertForTokenClassification.from_pretrained` on the
   same files, PyTorch eager, in its own virtual environment under --peer_dir (created from PyPI on first use):
   random batches padded to their longest row (`DataCollatorWithPadding` / `...ForTokenClassification`),
@@ -54,7 +54,10 @@ TASKS = {
 OURS = {
     "ours": ("bert_tf, default (random batches)", []),
     "grouped": ("bert_tf, --group_by_length", ["--group_by_length"]),
-    "adam": ("bert_tf, --adam_bias_correction --adam_epsilon=1e-8", ["--adam_bias_correction", "--adam_epsilon=1e-8"]),
+    "original": (
+        "bert_tf, --noadam_bias_correction --adam_epsilon=1e-6",
+        ["--noadam_bias_correction", "--adam_epsilon=1e-6"],
+    ),
 }
 CONTENDERS = list(OURS) + ["hf"]
 RECIPE = dict(learning_rate=5e-5, epochs=3, batch_size=32, warmup_proportion=0.1, weight_decay=0.01, clip_norm=1.0)

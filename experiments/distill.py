@@ -104,6 +104,7 @@ def define_data_and_schedule_flags():
     flags.DEFINE_float("clip_norm", schedule["clip_norm"], "Global gradient-norm clipping (0 = none).")
     flags.DEFINE_integer("steps_per_loop", schedule["steps_per_loop"], "Steps per compiled loop call.")
     job_flags.define_num_microbatches_flag()
+    job_flags.define_adam_flags(schedule)
     flags.DEFINE_integer("save_checkpoints_steps", schedule["save_checkpoints_steps"], "Checkpoint interval.")
     flags.DEFINE_integer("keep_checkpoint_max", schedule["keep_checkpoint_max"], "Checkpoints kept.")
 

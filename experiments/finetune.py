@@ -39,9 +39,9 @@ bucketed one (tests/test_finetune_buckets.py: without dropout, to the same
 weights). --group_by_length makes batches of near-equal lengths instead
 (HuggingFace's opt-in of that name): less padding, but slower learning on small
 data (benchmarks/RESULTS.md, finetune_accuracy). SQuAD keeps fixed windows and
-an example-by-example shuffle. The optimizer is the original's (no bias
-correction, epsilon 1e-6); --adam_bias_correction --adam_epsilon=1e-8 gives
-PyTorch's AdamW. Labels or tags of the evaluation data that the training data
+an example-by-example shuffle. Adam corrects its moments' bias and uses
+epsilon 1e-8, as PyTorch's AdamW; --noadam_bias_correction --adam_epsilon=1e-6
+gives the original BERT's update. Labels or tags of the evaluation data that the training data
 never had count as errors, and a warning and eval_results.json say how many.
 
 Outputs in --output_dir: checkpoints (training resumes from them), TensorBoard
@@ -166,7 +166,7 @@ def define_flags():
         "steps_per_loop", schedule["steps_per_loop"], "Steps per compiled loop call (and logging interval)."
     )
     job_flags.define_num_microbatches_flag()
-    job_flags.define_adam_flags()
+    job_flags.define_adam_flags(schedule)
     flags.DEFINE_boolean(
         "group_by_length",
         False,

@@ -53,12 +53,15 @@ def define_num_microbatches_flag() -> None:
     )
 
 
-def define_adam_flags() -> None:
-    """Defines --adam_epsilon and --adam_bias_correction (`TrainingConfig`), which both training jobs take."""
-    flags.DEFINE_float("adam_epsilon", 1e-6, "Adam's epsilon (the original BERT: 1e-6; PyTorch's AdamW: 1e-8).")
+def define_adam_flags(schedule: dict) -> None:
+    """Defines --adam_epsilon and --adam_bias_correction (`TrainingConfig`) with the job's `DEFAULT_SCHEDULE`'s
+    values: fine-tuning's are PyTorch's AdamW, pretraining's the original BERT's."""
+    flags.DEFINE_float(
+        "adam_epsilon", schedule["adam_epsilon"], "Adam's epsilon (the original BERT: 1e-6; PyTorch's AdamW: 1e-8)."
+    )
     flags.DEFINE_bool(
         "adam_bias_correction",
-        False,
+        schedule["adam_bias_correction"],
         "Adam's bias correction of the moments, as PyTorch's and Keras' AdamW have it (the original BERT has none).",
     )
 

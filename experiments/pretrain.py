@@ -116,7 +116,7 @@ def define_flags():
         "steps_per_loop", schedule["steps_per_loop"], "Steps per compiled loop call (and per progress line)."
     )
     job_flags.define_num_microbatches_flag()
-    job_flags.define_adam_flags()
+    job_flags.define_adam_flags(schedule)
     flags.DEFINE_integer("iterations_per_loop", None, "Alias of --steps_per_loop (run_pretraining.py's name).")
     flags.DEFINE_integer("max_eval_steps", schedule["max_eval_steps"], "Evaluation batches (0: the whole eval set).")
     flags.DEFINE_integer("eval_every_steps", 0, "Also evaluate every this many steps (0: only at the end).")

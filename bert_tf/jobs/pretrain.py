@@ -129,9 +129,12 @@ SENTENCE_TASK_OBJECTIVES = {
 
 
 # The schedule of `run_pretraining(schedule=None)`, and the defaults of experiments.pretrain's flags (a
-# `bert_tf.training.TrainingConfig`'s fields; BERT's optimizer: decay 0.01, clipping at norm 1.0).
+# `bert_tf.training.TrainingConfig`'s fields; BERT's optimizer: decay 0.01, clipping at norm 1.0, Adam without
+# bias correction and epsilon 1e-6, as run_pretraining.py).
 DEFAULT_SCHEDULE = dict(
     learning_rate=5e-5,
+    adam_bias_correction=False,
+    adam_epsilon=1e-6,
     num_train_steps=100000,
     num_warmup_steps=10000,
     save_checkpoints_steps=1000,
