@@ -203,7 +203,7 @@ def run_choice(name: str, seed: int, records: dict, args) -> dict:
         train_batch_size=batch,
         shuffle_buffer_size=1000,
     )
-    schedule = TrainingConfig(
+    training_config = TrainingConfig(
         num_train_steps=args.steps,
         learning_rate=args.lamb_learning_rate if optimizer == "lamb" else args.learning_rate,
         num_warmup_steps=args.steps // 10,
@@ -214,7 +214,7 @@ def run_choice(name: str, seed: int, records: dict, args) -> dict:
     )
     config = model_config(args, albert=albert)
     result = run_pretraining(
-        output_dir, config, data, schedule, RuntimeConfig(seed=seed, deterministic=True), vocab_file=VOCAB
+        output_dir, config, data, training_config, RuntimeConfig(seed=seed, deterministic=True), vocab_file=VOCAB
     )
     shared = held_out_metrics(result.model, records["held_out_shared"], args, "nsp")
     own = shared

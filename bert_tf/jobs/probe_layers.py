@@ -30,7 +30,7 @@ from absl import logging
 from bert_tf.checkpoints.model_source import ModelSource
 from bert_tf.data.finetuning_readers import count_unseen_labels, warn_unseen_labels
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
-from bert_tf.errors import DataError, check_int
+from bert_tf.errors import DataError, JobArgumentError, check_int
 from bert_tf.jobs import DEFAULT_SEED
 from bert_tf.probing import data as data_lib
 from bert_tf.probing.layer_features import WORD_PIECE_MODES
@@ -44,7 +44,6 @@ class ProbeLayersConfig:
     """What to probe and how (the flags of the same names).
 
     Attributes:
-      output_dir: where the report goes; must not exist or be empty.
       model: the model's files.
       token_train_file, token_test_file: `word<TAB>tag` files; None: the bundled Brown tags.
       sentence_train_file, sentence_test_file: `text<TAB>label` TSVs; None: the bundled reviews.
@@ -63,7 +62,6 @@ class ProbeLayersConfig:
       cache_dir: the features' cache; None: `<output_dir>/feature_cache`.
     """
 
-    output_dir: str
     model: ModelSource
     token_train_file: str | None = None
     token_test_file: str | None = None
@@ -89,24 +87,26 @@ class ProbeLayersConfig:
         object.__setattr__(self, "tasks", tuple(self.tasks))
         unknown = [task for task in self.tasks if task not in TASKS]
         if unknown or not self.tasks:
-            raise ValueError(f"--tasks must name some of {', '.join(TASKS)}, got {list(self.tasks)}.")
+            raise JobArgumentError(f"--tasks must name some of {', '.join(TASKS)}, got {list(self.tasks)}.")
         check_int("max_seq_length", self.max_seq_length, minimum=3)  # [CLS], one piece, [SEP]
         check_int("batch_size", self.batch_size)
         check_int("finetune_batch_size", self.finetune_batch_size)
         check_int("finetune_microbatches", self.finetune_microbatches)
         check_int("finetune_min_steps", self.finetune_min_steps, minimum=0)
         if self.finetune_batch_size % self.finetune_microbatches:
-            raise ValueError(
+            raise JobArgumentError(
                 f"--finetune_microbatches={self.finetune_microbatches} must divide "
                 f"--finetune_batch_size={self.finetune_batch_size}."
             )
         check_int("bucket_width", self.bucket_width, minimum=0)
         if self.word_piece not in WORD_PIECE_MODES:
-            raise ValueError(f"--word_piece must be one of {', '.join(WORD_PIECE_MODES)}, got {self.word_piece!r}.")
+            raise JobArgumentError(
+                f"--word_piece must be one of {', '.join(WORD_PIECE_MODES)}, got {self.word_piece!r}."
+            )
         if not 0.0 < self.dev_fraction < 0.5:
-            raise ValueError(f"--dev_fraction must be in (0, 0.5), got {self.dev_fraction}.")
+            raise JobArgumentError(f"--dev_fraction must be in (0, 0.5), got {self.dev_fraction}.")
         if not self.finetune_epochs > 0 or not self.finetune_learning_rate > 0:
-            raise ValueError("--finetune_epochs and --finetune_learning_rate must be positive.")
+            raise JobArgumentError("--finetune_epochs and --finetune_learning_rate must be positive.")
 
     def files(self) -> dict:
         """task -> (flag prefix, train path, test path), the bundled files where none was given."""
@@ -126,21 +126,24 @@ class ProbeLayersConfig:
         }
 
 
-def run_probe_layers(config: ProbeLayersConfig) -> dict:
+def run_probe_layers(output_dir: str, config: ProbeLayersConfig) -> dict:
     """Probes every layer of `config.model`; writes the report files and returns the report (as in report.json).
 
-    Every input is read and checked before any forward pass, and nothing is written before that.
+    `output_dir` gets report.md, report.json and layers.png (and the feature cache, unless `config.cache_dir`
+    names another); it must not exist or be empty. Every input is read and checked before any forward pass,
+    and nothing is written before that.
 
     Raises:
       DataError: a bad data file (naming the file and line).
-      ValueError: a bad option or model (naming the flag).
-      FileExistsError: `output_dir` exists and is not empty.
-      FileNotFoundError: `BERT_TF_JEMALLOC` names no file (`bert_tf.memory_allocator`).
+      JobArgumentError: a bad option or model (naming the flag), or an `output_dir` that is not empty.
+      BadInputError: `BERT_TF_JEMALLOC` names no file (`bert_tf.memory_allocator`).
     """
     start = time.monotonic()
-    output_dir = os.path.abspath(config.output_dir)
+    if not output_dir:
+        raise JobArgumentError("--output_dir is required.")
+    output_dir = os.path.abspath(output_dir)
     if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or os.listdir(output_dir)):
-        raise FileExistsError(f"--output_dir={output_dir} exists and is not empty.")
+        raise JobArgumentError(f"--output_dir={output_dir} exists and is not empty.")
     model = config.model.resolve(config.max_seq_length)
     finetune_environment = _fine_tuning_environment() if config.finetune else {}
     files = config.files()
@@ -390,11 +393,11 @@ def _checkpoint_identity(checkpoint: str) -> dict:
     files = []
     for index in indexes:
         if not os.path.exists(index):
-            raise ValueError(f"--init_checkpoint: no checkpoint at {checkpoint} ({index} not found).")
+            raise JobArgumentError(f"--init_checkpoint: no checkpoint at {checkpoint} ({index} not found).")
         stat = os.stat(index)
         files.append([os.path.basename(index), stat.st_size, stat.st_mtime_ns])
     if not files:
-        raise ValueError(f"--model_dir: no TF2 checkpoint in {checkpoint}.")
+        raise JobArgumentError(f"--model_dir: no TF2 checkpoint in {checkpoint}.")
     return {"path": path, "index_files": files}
 
 
