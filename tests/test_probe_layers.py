@@ -9,6 +9,7 @@ import pytest
 
 from bert_tf.jobs import probe_layers as job
 from bert_tf.probing import probes
+from bert_tf.probing.report_sections import model_section
 from tests.fixtures.finetune import synthetic
 from tests.helpers.absl_flags import run_main
 
@@ -32,7 +33,7 @@ def test_the_probes_find_a_signal_planted_in_one_layer():
     results = job._linear_rows(train_x, train_y, test_x, test_y, fit, dev, seed=0)
     split = probes.Split(train_x, train_y, fit, dev, test_x, test_y)
     results["scalar_mix"] = probes.scalar_mix_probe(split, num_classes=3, seed=0)
-    section = job._section(results)
+    section = model_section(results)
     assert section["best_layer"] == "layer_3"
     assert results["layer_3"].test_accuracy > 0.85
     for layer in (0, 1, 2, 4):  # chance is about 1/3
