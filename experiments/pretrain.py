@@ -80,7 +80,7 @@ def define_flags():
     # The job's modules load TensorFlow: imported here, after `cli.run` has quieted its start-up.
     from bert_tf.jobs import pretrain as pretraining
     from bert_tf.pretraining_data.instances import MASKING_METHODS
-    from bert_tf.training.optimization import OPTIMIZERS
+    from bert_tf.training.config import OPTIMIZERS
 
     job_flags.define_runtime_flags()
     schedule = pretraining.DEFAULT_SCHEDULE
