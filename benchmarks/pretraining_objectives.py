@@ -96,7 +96,7 @@ def write_records(text: str, path: str, args, sentence_task: str, masking: str, 
             sentence_task=sentence_task,
             masking=masking,
         )
-        write_pretraining_data([text], [path], VOCAB, config, random_seed=seed, num_workers=1)
+        write_pretraining_data([text], [path], VOCAB, config, seed=seed, num_workers=1)
     return path
 
 
@@ -131,7 +131,7 @@ def held_out_metrics(model, path: str, args, sentence_task: str) -> dict:
         64,
         args.seq_length,
         args.max_predictions,
-        is_training=False,
+        training=False,
         drop_remainder=False,
         sentence_task=sentence_task,
     )
@@ -179,7 +179,7 @@ def baselines(records: dict, args) -> dict:
             256,
             args.seq_length,
             args.max_predictions,
-            is_training=False,
+            training=False,
             drop_remainder=False,
             sentence_task=task,
         )

@@ -192,7 +192,7 @@ def test_fit_on_jax_then_load_export_and_serve_on_tensorflow_and_back(tiny_dir, 
     untouched = load_encoder(path)(inputs)["pooled_output"].numpy()
     assert np.max(np.abs(tuned - untouched)) > 1e-3, "fit changed the encoder's weights"
     # verify=False: the serving check below compares the SavedModel with the loaded encoder itself.
-    exported = export_model_dir(model_dir, str(tmp_path / "export"), seq_length=32, verify=False)
+    exported = export_model_dir(model_dir, str(tmp_path / "export"), max_seq_length=32, verify=False)
     served = tf.saved_model.load(exported["encoder"]).signatures["serving_default"](
         **{key: tf.constant(value) for key, value in inputs.items()}
     )

@@ -32,7 +32,7 @@ def test_the_probes_find_a_signal_planted_in_one_layer():
     fit, dev = np.arange(1200), np.arange(1200, 1500)
     results = job._linear_rows(train_x, train_y, test_x, test_y, fit, dev, seed=0)
     split = probes.Split(train_x, train_y, fit, dev, test_x, test_y)
-    results["scalar_mix"] = probes.scalar_mix_probe(split, num_classes=3, seed=0)
+    results["scalar_mix"] = probes.scalar_mix_probe(split, num_labels=3, seed=0)
     section = model_section(results)
     assert section["best_layer"] == "layer_3"
     assert results["layer_3"].test_accuracy > 0.85

@@ -84,7 +84,7 @@ class FinetuningDataSource:
             return examples
         if self.task_type == "squad":
             return finetuning_readers.read_squad(
-                path, is_training=phase == "train", version_2_with_negative=self.version_2_with_negative
+                path, training=phase == "train", version_2_with_negative=self.version_2_with_negative
             )
         if self.task_type == "token_classification":
             return finetuning_readers.read_conll(

@@ -292,7 +292,8 @@ def create_pair_spans(chunk: DocumentChunk, config: InstanceConfig, rng: random.
     uniform = rng.random
 
     def randint(low, high):
-        # random.randint is unbiased but 3x slower; the bias here is < 2**-40.
+        # random.randint is unbiased but draws its bits in a loop of Python calls, and this runs for every
+        # segment; the bias of one float here is < 2**-40.
         return low + int(uniform() * (high - low + 1))
 
     # The original shuffles the document list once, before the dupe rounds.

@@ -81,7 +81,7 @@ class MixJob:
     test_y: np.ndarray
     fit: np.ndarray
     dev: np.ndarray
-    num_classes: int
+    num_labels: int
 
 
 def scalar_mixes(jobs: list, seed: int) -> dict:
@@ -97,7 +97,7 @@ def scalar_mixes(jobs: list, seed: int) -> dict:
         train_x = FeatureCache.load(job.train_path, job.representation)
         test_x = FeatureCache.load(job.test_path, job.representation)
         split = probes.Split(train_x, job.train_y, job.fit, job.dev, test_x, job.test_y)
-        results[(job.key, job.model_name)] = probes.scalar_mix_probe(split, job.num_classes, seed=seed)
+        results[(job.key, job.model_name)] = probes.scalar_mix_probe(split, job.num_labels, seed=seed)
         del train_x, test_x, split
         probes.release_memory()
     return results

@@ -30,8 +30,9 @@ API
 * `forward_fn(model, batch, training) -> outputs`: default calls the model on
   the batch (or on `batch[0]` for `(features, labels)` tuples), keeping only
   the keys that are model inputs.
-  `loss_fn` and `forward_fn` are traced without AutoGraph (it would double the
-  tracing time): use `keras.ops`/`tf.cond` rather than Python `if` on tensors.
+  `loss_fn` and `forward_fn` are traced without AutoGraph (it would convert
+  Keras' whole call stack, which tracing then pays for): use `keras.ops`/`tf.cond`
+  rather than Python `if` on tensors.
 * `init_fn(model)`: called once when `model_dir` holds no checkpoint yet (e.g.
   restore pretrained weights); not called on resume.
 * `eval_fn(model) -> dict`: instead of `eval_dataset_fn`, the caller's own
@@ -415,7 +416,7 @@ class _Trainer:
                 metrics["gradient_norm"] = self._apply(grads)
                 return metrics
 
-        # AutoGraph is only needed for the outer loop; converting Keras' call stack doubles tracing time.
+        # AutoGraph is only needed for the outer loop; converting Keras' call stack only adds tracing time.
         @tf.autograph.experimental.do_not_convert
         def replica_step(batch):
             metrics = compiled_step(batch)
