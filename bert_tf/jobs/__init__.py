@@ -9,6 +9,9 @@ Modules: `finetune` (`run_finetuning`: train, evaluate and predict with a task p
 students, int8 and bfloat16 forms, accuracy against speed), `extract_features`
 (activations of chosen layers, per token or pooled per line) and `probe_layers` (which layer's frozen
 features serve a task best). Each resolves its model's files with `bert_tf.checkpoints.model_source`.
+Every job takes its output location first, then its validated config dataclasses
+(`run_probe_layers(output_dir, ProbeLayersConfig(...))`, `extract_features(output_file,
+FeatureExtractionConfig(...))`), and raises the error types of `bert_tf.errors`.
 Both training jobs take their schedule as one `bert_tf.training.TrainingConfig` (batch sizes are in their data
 configs) and their runtime as a `RuntimeConfig`; `DEFAULT_SEED` is every job's default seed. Imported on first
 use, so `import bert_tf.jobs` loads no TensorFlow.
@@ -27,6 +30,10 @@ _LAZY = {
     "run_pretraining": "bert_tf.jobs.pretrain",
     "resolve_bert_config": "bert_tf.jobs.pretrain",
     "PretrainingDataConfig": "bert_tf.jobs.pretrain",
+    "extract_features": "bert_tf.jobs.extract_features",
+    "FeatureExtractionConfig": "bert_tf.jobs.extract_features",
+    "run_probe_layers": "bert_tf.jobs.probe_layers",
+    "ProbeLayersConfig": "bert_tf.jobs.probe_layers",
     "TrainingConfig": "bert_tf.training",
     "RuntimeConfig": "bert_tf.training",
 }
