@@ -7,9 +7,10 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf.jobs import probe_layers as job
+from bert_tf.jobs import DEFAULT_SEED
+from bert_tf.jobs.probe_layers import job
+from bert_tf.jobs.probe_layers.report_sections import model_section
 from bert_tf.probing import probes
-from bert_tf.probing.report_sections import model_section
 from tests.fixtures.finetune import synthetic
 from tests.helpers.absl_flags import run_main
 
@@ -148,7 +149,7 @@ def test_command_line_writes_the_report(probe_inputs, capsys):
     # The non-contextual baseline, recomputed here: each word's most frequent training tag.
     train_words = [(w, t) for s in sentences["train"] for w, t in s]
     test_words = [(w, t) for s in sentences["test"] for w, t in s]
-    fit_sentences, _ = job.data_lib.dev_split(len(sentences["train"]), 0.1, job.DEFAULT_SEED)
+    fit_sentences, _ = job.data_lib.dev_split(len(sentences["train"]), 0.1, DEFAULT_SEED)
     fit_words = [(w, t) for i in fit_sentences for w, t in sentences["train"][i]]
     expected = probes.word_baseline(*zip(*fit_words), *zip(*test_words))
     assert report["token"]["baseline"]["accuracy"] == expected

@@ -13,8 +13,8 @@ import dataclasses
 import numpy as np
 from absl import logging
 
+from bert_tf.jobs.probe_layers.feature_keys import cache_dir, feature_keys
 from bert_tf.probing import data as data_lib
-from bert_tf.probing.feature_keys import cache_dir, feature_keys
 
 
 def compute_features(config, model, data, output_dir) -> None:

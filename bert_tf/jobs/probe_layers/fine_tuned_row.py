@@ -1,6 +1,6 @@
 """The fine-tuned reference row of `bert_tf.jobs.probe_layers`: the whole encoder fine-tuned on the same data.
 
-It runs `bert_tf.jobs.finetune.run_finetuning` in a child process (`bert_tf.probing.child_processes`), with
+It runs `bert_tf.jobs.finetune.run_finetuning` in a child process (`bert_tf.jobs.probe_layers.child_processes`), with
 BERT's schedule (10% warm-up, then linear decay) for `finetune_epochs`, at least `finetune_min_steps` steps.
 """
 
@@ -11,8 +11,8 @@ import os
 
 from absl import logging
 
+from bert_tf.jobs.probe_layers.config import ProbeLayersConfig
 from bert_tf.probing import data as data_lib
-from bert_tf.probing.config import ProbeLayersConfig
 
 
 def finetune_steps(config: ProbeLayersConfig, num_train_items: int) -> int:

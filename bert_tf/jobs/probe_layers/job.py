@@ -1,29 +1,4 @@
-"""`probe_layers`: which layer, and which combination of layers, gives a model's best frozen features.
-
-For a model directory and two tasks (token tagging and sentence classification, from the user's files or the
-bundled Brown part-of-speech tags and fine-food reviews), it computes every layer's features once
-(`bert_tf.probing.layer_features`), fits the fixed linear probe of `bert_tf.probing.probes` to each row of the
-BERT paper's Table 7 and the probing literature, and writes `report.md`, `report.json` and `layers.png`:
-
-* rows: `layer_0` (the embeddings) to `layer_<L>` separately, `second_to_last`, `last`, `mean_last_four`,
-  `concat_last_four` (the last min(4, L) Transformer layers), `scalar_mix` (a learned softmax mix of all
-  layers), and as a reference `fine_tuned` (the whole encoder fine-tuned with `bert_tf.jobs.finetune.run_finetuning`
-  on the same training file, scored on the test file);
-* controls: the same architecture randomly initialised (same probes, same rows), and a non-contextual
-  baseline (each word's most frequent training tag, the most frequent tag for unseen words; the majority
-  label for sentences).
-
-Sentences are represented by `[CLS]` (`sentence_cls`) and by the mean over real tokens (`sentence_mean`);
-words by their first WordPiece or the mean of their pieces (`word_piece`).
-
-    from bert_tf.checkpoints.model_source import ModelSource
-    from bert_tf.jobs.probe_layers import ProbeLayersConfig, run_probe_layers
-
-    report = run_probe_layers("runs/probe", ProbeLayersConfig(ModelSource(model_dir="models/minilm"), finetune=False))
-
-This module runs the stages; `bert_tf.probing` holds them (the config, the cache keys, what runs in child
-processes, the fine-tuned row, the report's sections).
-"""
+"""`run_probe_layers`: the stages of the job, in order (the rows and controls: `bert_tf.jobs.probe_layers`)."""
 
 from __future__ import annotations
 
@@ -35,15 +10,12 @@ from absl import logging
 
 from bert_tf.data.finetuning_readers import count_unseen_labels, warn_unseen_labels
 from bert_tf.errors import DataError, JobArgumentError
-from bert_tf.jobs import DEFAULT_SEED
+from bert_tf.jobs.probe_layers.child_processes import MixJob, compute_features, fine_tuning_environment, scalar_mixes
+from bert_tf.jobs.probe_layers.config import REPORT_KEYS, ProbeLayersConfig
+from bert_tf.jobs.probe_layers.feature_keys import cache_dir, feature_keys
+from bert_tf.jobs.probe_layers.fine_tuned_row import fine_tuned_accuracy, finetune_steps
+from bert_tf.jobs.probe_layers.report_sections import data_summary, model_section, recipe
 from bert_tf.probing import data as data_lib
-from bert_tf.probing.child_processes import MixJob, compute_features, fine_tuning_environment, scalar_mixes
-from bert_tf.probing.config import REPORT_KEYS, TASKS, ProbeLayersConfig
-from bert_tf.probing.feature_keys import cache_dir, feature_keys
-from bert_tf.probing.fine_tuned_row import fine_tuned_accuracy, finetune_steps
-from bert_tf.probing.report_sections import data_summary, model_section, recipe
-
-__all__ = ["DEFAULT_SEED", "TASKS", "ProbeLayersConfig", "run_probe_layers"]
 
 
 def run_probe_layers(output_dir: str, config: ProbeLayersConfig) -> dict:

@@ -6,9 +6,9 @@
 from __future__ import annotations
 
 from bert_tf.data.finetuning_readers import count_unseen_labels
+from bert_tf.jobs.probe_layers.config import ProbeLayersConfig
+from bert_tf.jobs.probe_layers.fine_tuned_row import finetune_steps
 from bert_tf.probing import data as data_lib
-from bert_tf.probing.config import ProbeLayersConfig
-from bert_tf.probing.fine_tuned_row import finetune_steps
 
 
 def recipe(config: ProbeLayersConfig, num_train_items: dict) -> dict:
