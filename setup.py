@@ -44,6 +44,7 @@ CONSOLE_SCRIPTS = [
     "bert_tf_export=experiments.export:run",
     "bert_tf_pretrain=experiments.pretrain:run",
     "bert_tf_finetune=experiments.finetune:run",
+    "bert_tf_keras_fit=experiments.keras_fit:run",
     "bert_tf_extract_features=experiments.extract_features:run",
     "bert_tf_probe_layers=experiments.probe_layers:run",
     "bert_tf_distill=experiments.distill:run",

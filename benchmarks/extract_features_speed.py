@@ -36,22 +36,23 @@ REVIEWS = os.path.join(_common.ROOT, "data", "fine_foods_train.tsv")
 
 def _child(args) -> None:
     """One timed extract_features call; prints `RESULT {json}`."""
-    from bert_tf.jobs.extract_features import extract_features
+    from bert_tf.checkpoints.model_source import ModelSource
+    from bert_tf.jobs.extract_features import FeatureExtractionConfig, extract_features
 
     with open(args.input_file, encoding="utf-8") as f:
         num_lines = sum(1 for _ in f)
     start = time.perf_counter()
-    extract_features(
+    config = FeatureExtractionConfig(
         args.input_file,
-        args.output_file,
-        model_dir=args.model_dir,
-        layers=[-1],
+        ModelSource(model_dir=args.model_dir),
+        layers=(-1,),
         pooling="mean",
         normalize=True,
         max_seq_length=128,
         batch_size=32,
         bucket_width=args.bucket_width,
     )
+    extract_features(args.output_file, config)
     seconds = time.perf_counter() - start
     print("RESULT " + json.dumps({"seconds": seconds, "lines": num_lines}), flush=True)
 

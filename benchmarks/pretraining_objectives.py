@@ -96,7 +96,7 @@ def write_records(text: str, path: str, args, sentence_task: str, masking: str, 
             sentence_task=sentence_task,
             masking=masking,
         )
-        write_pretraining_data([text], [path], VOCAB, config, random_seed=seed, num_workers=1)
+        write_pretraining_data([text], [path], VOCAB, config, seed=seed, num_workers=1)
     return path
 
 
@@ -131,7 +131,7 @@ def held_out_metrics(model, path: str, args, sentence_task: str) -> dict:
         64,
         args.seq_length,
         args.max_predictions,
-        is_training=False,
+        training=False,
         drop_remainder=False,
         sentence_task=sentence_task,
     )
@@ -179,7 +179,7 @@ def baselines(records: dict, args) -> dict:
             256,
             args.seq_length,
             args.max_predictions,
-            is_training=False,
+            training=False,
             drop_remainder=False,
             sentence_task=task,
         )
@@ -203,7 +203,7 @@ def run_choice(name: str, seed: int, records: dict, args) -> dict:
         train_batch_size=batch,
         shuffle_buffer_size=1000,
     )
-    schedule = TrainingConfig(
+    training_config = TrainingConfig(
         num_train_steps=args.steps,
         learning_rate=args.lamb_learning_rate if optimizer == "lamb" else args.learning_rate,
         num_warmup_steps=args.steps // 10,
@@ -214,7 +214,7 @@ def run_choice(name: str, seed: int, records: dict, args) -> dict:
     )
     config = model_config(args, albert=albert)
     result = run_pretraining(
-        output_dir, config, data, schedule, RuntimeConfig(seed=seed, deterministic=True), vocab_file=VOCAB
+        output_dir, config, data, training_config, RuntimeConfig(seed=seed, deterministic=True), vocab_file=VOCAB
     )
     shared = held_out_metrics(result.model, records["held_out_shared"], args, "nsp")
     own = shared

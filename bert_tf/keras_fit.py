@@ -16,21 +16,22 @@ model's hidden dropout and before the classifier). The head differs from
 `experiments.classify_with_hub`'s one sigmoid unit: two logits with softmax
 cross-entropy (`BertClassifier`), the same model family.
 
-    KERAS_BACKEND=jax python -m bert_tf.keras_fit --model_dir=models/minilm \\
-        --train_file=data/fine_foods_train.tsv --test_file=data/fine_foods_test.tsv --output_dir=runs/jax_fit
+    from bert_tf.keras_fit import fit_classifier, read_labeled_tsv
+
+    *train, label_list = read_labeled_tsv("data/fine_foods_train.tsv")
+    test = read_labeled_tsv("data/fine_foods_test.tsv", label_list=label_list)[:2]
+    results = fit_classifier("models/minilm", train, test, output_dir="runs/jax_fit/model", num_labels=len(label_list))
+
+`experiments.keras_fit` is its command line.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import sys
 import time
 
 import numpy as np
 
-from bert_tf import file_io, tensorflow_startup
 from bert_tf.data import finetuning_readers
 from bert_tf.errors import DataError
 
@@ -88,13 +89,13 @@ def fit_classifier(
     test: tuple | None = None,
     *,
     output_dir: str | None = None,
-    num_classes: int = 2,
-    seq_length: int = 128,
-    epochs: int = 1,
-    batch_size: int = 32,
+    num_labels: int = 2,
+    max_seq_length: int = 128,
+    num_train_epochs: int = 1,
+    train_batch_size: int = 32,
     learning_rate: float = 1e-4,
-    warmup_fraction: float = 0.1,
-    lower_case: bool = True,
+    warmup_proportion: float = 0.1,
+    do_lower_case: bool = True,
     seed: int = 1,
     dtype=None,
     verbose: int = 2,
@@ -105,6 +106,7 @@ def fit_classifier(
       model_dir: a model directory (`weights.safetensors` on backends other than TensorFlow).
       train, test: (texts, int labels); `test` is evaluated after training.
       output_dir: where to write the fine-tuned classifier's model directory (must not exist or be empty).
+      num_labels: the classifier's outputs (the training labels' ids are 0..num_labels-1).
       dtype: the Keras dtype policy of the model (e.g. "mixed_bfloat16"), default float32.
     """
     import keras
@@ -115,15 +117,15 @@ def fit_classifier(
 
     keras.utils.set_random_seed(seed)
     vocab_file = os.path.join(model_dir, model_dir_lib.VOCAB_NAME)
-    tokenizer = PythonBertTokenizer(vocab_file, lower_case=lower_case)
+    tokenizer = PythonBertTokenizer(vocab_file, lower_case=do_lower_case)
     start = time.time()
-    x_train = tokenizer.encode(train[0], seq_length)
-    x_test = tokenizer.encode(test[0], seq_length) if test is not None else None
+    x_train = tokenizer.encode(train[0], max_seq_length)
+    x_test = tokenizer.encode(test[0], max_seq_length) if test is not None else None
     tokenize_seconds = time.time() - start
 
-    classifier = BertClassifier(model_dir_lib.load_encoder(model_dir, dtype=dtype), num_classes=num_classes)
-    num_steps = epochs * -(-len(train[0]) // batch_size)
-    schedule = warmup_linear_decay(learning_rate, num_steps, int(warmup_fraction * num_steps))
+    classifier = BertClassifier(model_dir_lib.load_encoder(model_dir, dtype=dtype), num_classes=num_labels)
+    num_steps = num_train_epochs * -(-len(train[0]) // train_batch_size)
+    schedule = warmup_linear_decay(learning_rate, num_steps, int(warmup_proportion * num_steps))
     classifier.compile(
         optimizer=keras.optimizers.Adam(schedule),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -131,7 +133,12 @@ def fit_classifier(
     )
     start = time.time()
     history = classifier.fit(
-        x_train, np.asarray(train[1]), batch_size=batch_size, epochs=epochs, shuffle=True, verbose=verbose
+        x_train,
+        np.asarray(train[1]),
+        batch_size=train_batch_size,
+        epochs=num_train_epochs,
+        shuffle=True,
+        verbose=verbose,
     )
     train_seconds = time.time() - start
     results = {
@@ -143,7 +150,7 @@ def fit_classifier(
         "train_loss": [float(v) for v in history.history["loss"]],
     }
     if test is not None:
-        logits = classifier.predict(x_test, batch_size=max(batch_size, 64), verbose=0)
+        logits = classifier.predict(x_test, batch_size=max(train_batch_size, 64), verbose=0)
         results["test_examples"] = len(test[0])
         results["test_accuracy"] = float(np.mean(np.argmax(logits, -1) == np.asarray(test[1])))
         results["test_logits_head"] = np.asarray(logits[:8], np.float64).tolist()
@@ -151,51 +158,3 @@ def fit_classifier(
         model_dir_lib.write_model_dir(output_dir, classifier, vocab_file=vocab_file)
     results["model"] = classifier
     return results
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bert_tf.keras_fit", description=__doc__.split("\n")[0])
-    parser.add_argument("--model_dir", required=True)
-    parser.add_argument("--train_file", required=True)
-    parser.add_argument("--test_file")
-    parser.add_argument("--output_dir", required=True, help="results.json and model/ (the fine-tuned model directory)")
-    parser.add_argument("--seq_length", type=int, default=128)
-    parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--learning_rate", type=float, default=1e-4)
-    parser.add_argument("--warmup_fraction", type=float, default=0.1)
-    parser.add_argument("--max_train_examples", type=int, default=0)
-    parser.add_argument("--cased", action="store_true", help="the vocabulary is cased: no lower-casing")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--dtype", default=None, help="Keras dtype policy, e.g. mixed_bfloat16")
-    args = parser.parse_args(argv)
-    try:
-        *train, label_list = read_labeled_tsv(args.train_file, args.max_train_examples)
-        test = read_labeled_tsv(args.test_file, label_list=label_list)[:2] if args.test_file else None
-    except (OSError, ValueError) as e:
-        print(f"keras_fit: error: {e}", file=sys.stderr)
-        return 2
-    results = fit_classifier(
-        args.model_dir,
-        train,
-        test,
-        output_dir=os.path.join(args.output_dir, "model"),
-        num_classes=len(label_list),
-        seq_length=args.seq_length,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        learning_rate=args.learning_rate,
-        warmup_fraction=args.warmup_fraction,
-        lower_case=not args.cased,
-        seed=args.seed,
-        dtype=args.dtype,
-    )
-    results.pop("model")
-    file_io.write_json(os.path.join(args.output_dir, "results.json"), results)
-    print(json.dumps({k: v for k, v in results.items() if k != "test_logits_head"}))
-    return 0
-
-
-if __name__ == "__main__":
-    tensorflow_startup.quiet_first_import()  # run as a program, it owns the process (as bert_tf.cli.run)
-    sys.exit(main())

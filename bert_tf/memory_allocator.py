@@ -26,6 +26,8 @@ from __future__ import annotations
 import os
 import sys
 
+from bert_tf.errors import BadInputError
+
 ENVIRONMENT_VARIABLE = "BERT_TF_JEMALLOC"
 LIBRARY_NAME = "libjemalloc.so.2"
 # jemalloc's decay: freed pages go back to the system after a second (background thread), none kept "muzzy".
@@ -51,7 +53,7 @@ def find_jemalloc() -> str | None:
         if chosen.lower() in ("", "none", "off"):
             return None
         if not os.path.isfile(chosen):
-            raise FileNotFoundError(f"{ENVIRONMENT_VARIABLE}={chosen}: no such file.")
+            raise BadInputError(f"{ENVIRONMENT_VARIABLE}={chosen}: no such file.")
         return chosen
     if not sys.platform.startswith("linux"):
         return None  # LD_PRELOAD is the Linux loader's

@@ -5,7 +5,7 @@ and encoder SavedModels are loaded with `hub.KerasLayer` into a tf_keras model
 and fine-tuned end to end (the encoder's weights are trainable).
 
     python -m experiments.classify_with_hub --export_dir=runs/demo/export \
-        --train_file=data/fine_foods_train.tsv --test_file=data/fine_foods_test.tsv \
+        --train_file=data/fine_foods_train.tsv --eval_file=data/fine_foods_test.tsv \
         --label_names=other,great --output_dir=runs/demo/classifier
 
 The data: TSV files with a header; `--text_a_column` and `--label_column` name
@@ -28,12 +28,12 @@ pad the short batch back to 128. So the classifier packs with the exported
 preprocessor's own TF Hub API, `tokenize` then `bert_pack_inputs(...,
 seq_length=)`, with a `seq_length` computed in the graph from the batch: the
 smallest multiple of `--bucket_width` that holds its longest text (at most
-`--seq_length`). Any TF Hub BERT preprocessor has that API, so no new export
+`--max_seq_length`). Any TF Hub BERT preprocessor has that API, so no new export
 is needed, and the saved classifier keeps taking raw strings of any batch.
 The training batches are random, drawn from `--seed` epoch by epoch
 (`bert_tf.data.length_buckets`; `--group_by_length` makes batches of
 near-equal lengths instead: less padding, slower learning on small data), the
-held-out batches sorted by length. Truncation at `--seq_length` is the same
+held-out batches sorted by length. Truncation at `--max_seq_length` is the same
 as the notebook's, so the model sees the same tokens.
 """
 
@@ -54,7 +54,7 @@ def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
     flags.DEFINE_string("export_dir", None, "Directory with the `encoder` and `preprocess` SavedModels.")
     flags.DEFINE_string("train_file", None, "TSV with a header row; two labels (see --label_column).")
-    flags.DEFINE_string("test_file", None, "Held-out TSV in the same format.")
+    flags.DEFINE_string("eval_file", None, "Held-out TSV in the same format (the tutorial's test set).")
     flags.DEFINE_string("text_a_column", "text", "The text column: a header name or 0-based index.")
     flags.DEFINE_string("label_column", "label", "The label column: a header name or 0-based index.")
     flags.DEFINE_list(
@@ -64,8 +64,8 @@ def define_flags():
         "default: the labels as written, sorted.",
     )
     flags.DEFINE_string("output_dir", None, "Where the fine-tuned model, TensorBoard logs and results go.")
-    flags.DEFINE_integer("epochs", 2, "Training epochs.")
-    flags.DEFINE_integer("batch_size", 32, "Batch size.")
+    flags.DEFINE_integer("num_train_epochs", 2, "Training epochs.")
+    flags.DEFINE_integer("train_batch_size", 32, "Training batch size (also the held-out batches').")
     flags.DEFINE_float(
         "learning_rate",
         1e-3,
@@ -73,7 +73,7 @@ def define_flags():
         "notebook; pretrained encoders want BERT's 2e-5 to 1e-4).",
     )
     flags.DEFINE_float(
-        "warmup_fraction",
+        "warmup_proportion",
         0.0,
         "0: a constant learning rate. Otherwise BERT's schedule, as in TF Hub's "
         "tutorial: linear warm-up over this fraction of the steps, then linear decay to 0.",
@@ -81,7 +81,7 @@ def define_flags():
     flags.DEFINE_integer(
         "bucket_width",
         16,
-        "Pack each batch to the smallest multiple of this that holds its longest text (at most --seq_length); "
+        "Pack each batch to the smallest multiple of this that holds its longest text (at most --max_seq_length); "
         "0: the notebook's program (every batch at the exported length).",
     )
     flags.DEFINE_boolean(
@@ -91,10 +91,12 @@ def define_flags():
         "slower learning on small data).",
     )
     flags.DEFINE_integer(
-        "seq_length", 0, "With --bucket_width: the longest packed length (0: the preprocessing model's default)."
+        "max_seq_length",
+        0,
+        "With --bucket_width: the longest packed length (0: the preprocessing model's default).",
     )
     flags.DEFINE_integer("max_train_examples", 0, "Use at most this many training examples (0: all).")
-    flags.DEFINE_integer("max_test_examples", 0, "Use at most this many test examples (0: all).")
+    flags.DEFINE_integer("max_eval_examples", 0, "Use at most this many held-out examples (0: all).")
     flags.DEFINE_list(
         "new_sentences",
         [
@@ -106,7 +108,7 @@ def define_flags():
         "Sentences to classify after training.",
     )
     flags.DEFINE_integer("seed", 1, "Random seed.")
-    flags.mark_flags_as_required(["export_dir", "train_file", "test_file", "output_dir"])
+    flags.mark_flags_as_required(["export_dir", "train_file", "eval_file", "output_dir"])
 
 
 def _column_index(path, header, column, flag):
@@ -303,25 +305,25 @@ def main(argv):
     import tensorflow as tf
 
     errors.check_utf8(FLAGS.train_file, "train_file")
-    errors.check_utf8(FLAGS.test_file, "test_file")
+    errors.check_utf8(FLAGS.eval_file, "eval_file")
     tf.keras.utils.set_random_seed(FLAGS.seed)
     for name in ("encoder", "preprocess"):
         if not os.path.isdir(os.path.join(FLAGS.export_dir, name)):
             raise errors.BadInputError(f"--export_dir={FLAGS.export_dir} has no '{name}' SavedModel.")
-    for flag in ("bucket_width", "seq_length"):
+    for flag in ("bucket_width", "max_seq_length"):
         if FLAGS[flag].value < 0:
             raise errors.BadInputError(f"--{flag} must be >= 0, got {FLAGS[flag].value}.")
     columns = (FLAGS.text_a_column, FLAGS.label_column)
     train_texts, train_labels = read_labeled_tsv(FLAGS.train_file, FLAGS.max_train_examples, *columns)
-    test_texts, test_labels = read_labeled_tsv(FLAGS.test_file, FLAGS.max_test_examples, *columns)
-    names, y_train, y_test = binary_labels(train_labels, test_labels, FLAGS.label_names, FLAGS.test_file)
+    test_texts, test_labels = read_labeled_tsv(FLAGS.eval_file, FLAGS.max_eval_examples, *columns)
+    names, y_train, y_test = binary_labels(train_labels, test_labels, FLAGS.label_names, FLAGS.eval_file)
     x_train, x_test = tf.constant(train_texts), tf.constant(test_texts)
 
     model = build_classifier(
         os.path.join(FLAGS.export_dir, "preprocess"),
         os.path.join(FLAGS.export_dir, "encoder"),
         bucket_width=FLAGS.bucket_width,
-        seq_length=FLAGS.seq_length,
+        seq_length=FLAGS.max_seq_length,
     )
     if FLAGS.bucket_width:
         train_data, steps_per_epoch, test_data = bucketed_datasets(
@@ -330,24 +332,24 @@ def main(argv):
             y_train,
             test_texts,
             y_test,
-            FLAGS.batch_size,
+            FLAGS.train_batch_size,
             FLAGS.seed,
             group_by_length=FLAGS.group_by_length,
         )
         fit_data = dict(x=train_data, steps_per_epoch=steps_per_epoch, validation_data=test_data)
     else:
-        steps_per_epoch = -(-len(train_texts) // FLAGS.batch_size)
-        fit_data = dict(x=x_train, y=y_train, batch_size=FLAGS.batch_size, validation_data=(x_test, y_test))
-    num_steps = FLAGS.epochs * steps_per_epoch
+        steps_per_epoch = -(-len(train_texts) // FLAGS.train_batch_size)
+        fit_data = dict(x=x_train, y=y_train, batch_size=FLAGS.train_batch_size, validation_data=(x_test, y_test))
+    num_steps = FLAGS.num_train_epochs * steps_per_epoch
     learning_rate = FLAGS.learning_rate
-    if FLAGS.warmup_fraction > 0:
-        learning_rate = warmup_linear_decay(FLAGS.learning_rate, num_steps, int(FLAGS.warmup_fraction * num_steps))
+    if FLAGS.warmup_proportion > 0:
+        learning_rate = warmup_linear_decay(FLAGS.learning_rate, num_steps, int(FLAGS.warmup_proportion * num_steps))
     model.compile(optimizer=tf.keras.optimizers.Adam(learning_rate), loss="binary_crossentropy", metrics=["accuracy"])
     os.makedirs(FLAGS.output_dir, exist_ok=True)
     start = time.time()
     history = model.fit(
         **fit_data,
-        epochs=FLAGS.epochs,
+        epochs=FLAGS.num_train_epochs,
         verbose=2,
         callbacks=[tf.keras.callbacks.TensorBoard(os.path.join(FLAGS.output_dir, "summaries"))],
     )

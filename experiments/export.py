@@ -4,7 +4,7 @@ r"""Exports a BERT checkpoint as TF Hub-style SavedModels: `encoder/` and `prepr
 
 or with explicit files (google-research/bert naming):
 
-    python -m experiments.export --checkpoint=runs/pretrain/ckpt-10000 \
+    python -m experiments.export --init_checkpoint=runs/pretrain/ckpt-10000 \
         --bert_config_file=bert_config.json --vocab_file=vocab.txt --export_dir=runs/export
 
 The result is used exactly like TF Hub's BERT. `hub.KerasLayer` is tf_keras
@@ -59,7 +59,9 @@ def define_flags():
         "Model directory: bert_config.json, vocab.txt and TF2 checkpoints (the latest one is exported).",
     )
     flags.DEFINE_string(
-        "checkpoint", None, "A checkpoint prefix (or directory) to export instead of the latest one in --model_dir."
+        "init_checkpoint",
+        None,
+        "A checkpoint prefix (or directory) to export instead of the latest one in --model_dir.",
     )
     flags.DEFINE_string("bert_config_file", None, "bert_config.json; defaults to the one in --model_dir.")
     flags.DEFINE_string("vocab_file", None, "vocab.txt; defaults to the one in --model_dir.")
@@ -69,7 +71,7 @@ def define_flags():
         "Lower-case and strip accents in the preprocessor (uncased models). "
         "Use --nodo_lower_case for cased vocabularies.",
     )
-    flags.DEFINE_integer("seq_length", 128, "Sequence length of the preprocessor's default packing.")
+    flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the preprocessor's default packing.")
     flags.DEFINE_string("export_dir", None, "Directory to create, holding encoder/ and preprocess/.")
     flags.DEFINE_bool("overwrite", False, "Replace an existing non-empty --export_dir.")
     flags.DEFINE_bool("include_mlm", True, "Export the masked-LM head as encoder.mlm when the checkpoint has one.")
@@ -94,19 +96,19 @@ def check_flags() -> None:
     if not FLAGS.export_dir:
         raise BadInputError("--export_dir is required.")
     if not FLAGS.model_dir:
-        missing = [name for name in ("checkpoint", "bert_config_file", "vocab_file") if not FLAGS[name].value]
+        missing = [name for name in ("init_checkpoint", "bert_config_file", "vocab_file") if not FLAGS[name].value]
         if missing:
             raise BadInputError(
-                "Pass --model_dir, or all of --checkpoint, --bert_config_file and "
+                "Pass --model_dir, or all of --init_checkpoint, --bert_config_file and "
                 f"--vocab_file (missing: {', '.join('--' + m for m in missing)})."
             )
     # The library's resolver and rule, before TensorFlow starts (importing it takes seconds): errors name the
     # flag, the file and (for the vocabulary) the line.
     from bert_tf.checkpoints.model_source import ModelSource, check_seq_length
 
-    check_seq_length(FLAGS.seq_length, flag="seq_length")
+    check_seq_length(FLAGS.max_seq_length)
     ModelSource(
-        FLAGS.model_dir, FLAGS.checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case
+        FLAGS.model_dir, FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case
     ).resolve(need_checkpoint=False)
 
 
@@ -125,11 +127,11 @@ def main(argv):
     paths = export_model_dir(
         FLAGS.model_dir,
         FLAGS.export_dir,
-        checkpoint=FLAGS.checkpoint,
+        init_checkpoint=FLAGS.init_checkpoint,
         bert_config_file=FLAGS.bert_config_file,
         vocab_file=FLAGS.vocab_file,
         lower_case=lower_case,
-        seq_length=FLAGS.seq_length,
+        max_seq_length=FLAGS.max_seq_length,
         include_mlm=FLAGS.include_mlm,
         overwrite=FLAGS.overwrite,
         verify=FLAGS.verify,

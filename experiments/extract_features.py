@@ -23,6 +23,7 @@ Transformer layer indices, `embeddings` (the embedding layer's output) and
 from absl import flags
 
 from bert_tf import cli, errors
+from experiments import job_flags
 
 FLAGS = flags.FLAGS
 
@@ -61,31 +62,17 @@ def define_flags():
     flags.DEFINE_boolean("jit_compile", False, "XLA-compile the forward pass.")
 
 
-# Bad input (a DataError is a ValueError) is one clear line instead of a traceback.
-@cli.main_function("extract_features", bad_input=(ValueError, FileNotFoundError))
+@cli.main_function("extract_features")
 def main(argv):
     del argv  # Checked by cli.main_function.
-    from bert_tf.jobs.extract_features import extract_features
+    from bert_tf.checkpoints.model_source import ModelSource
+    from bert_tf.jobs.extract_features import FeatureExtractionConfig, extract_features
 
     cli.require_flags("input_file", "output_file")
     if FLAGS.pooling == "pooled" and FLAGS["layers"].present:
         raise errors.BadInputError("--layers does not apply to --pooling=pooled (the pooler reads the last layer).")
-    path = extract_features(
-        FLAGS.input_file,
-        FLAGS.output_file,
-        model_dir=FLAGS.model_dir,
-        init_checkpoint=FLAGS.init_checkpoint,
-        bert_config_file=FLAGS.bert_config_file,
-        vocab_file=FLAGS.vocab_file,
-        layers=FLAGS.layers,
-        pooling=FLAGS.pooling,
-        normalize=FLAGS.normalize,
-        bucket_width=FLAGS.bucket_width,
-        max_seq_length=FLAGS.max_seq_length,
-        batch_size=FLAGS.batch_size,
-        do_lower_case=FLAGS.do_lower_case,
-        jit_compile=FLAGS.jit_compile,
-    )
+    config = job_flags.config_from_flags(FeatureExtractionConfig, model=job_flags.config_from_flags(ModelSource))
+    path = extract_features(FLAGS.output_file, config, jit_compile=FLAGS.jit_compile)
     print(f"Wrote {path}")
 
 

@@ -80,7 +80,7 @@ def define_flags():
     # The job's modules load TensorFlow: imported here, after `cli.run` has quieted its start-up.
     from bert_tf.jobs import pretrain as pretraining
     from bert_tf.pretraining_data.instances import MASKING_METHODS
-    from bert_tf.training.optimization import OPTIMIZERS
+    from bert_tf.training.config import OPTIMIZERS
 
     job_flags.define_runtime_flags()
     schedule = pretraining.DEFAULT_SCHEDULE
@@ -168,16 +168,16 @@ def main(argv):
         return
     steps_per_loop = _steps_per_loop()
     # Each config checks its flags as it is built; run_pretraining checks the files and the model.
-    model = pretraining.resolve_bert_config(FLAGS.bert_config_file, FLAGS.preset, FLAGS.vocab_file)
+    bert_config = pretraining.resolve_bert_config(FLAGS.bert_config_file, FLAGS.preset, FLAGS.vocab_file)
     data = job_flags.config_from_flags(pretraining.PretrainingDataConfig)
-    schedule = job_flags.config_from_flags(TrainingConfig, steps_per_loop=steps_per_loop)
+    training_config = job_flags.config_from_flags(TrainingConfig, steps_per_loop=steps_per_loop)
     runtime = job_flags.config_from_flags(RuntimeConfig)
     try:
         result = pretraining.run_pretraining(
             FLAGS.output_dir,
-            model,
+            bert_config,
             data,
-            schedule,
+            training_config,
             runtime,
             vocab_file=FLAGS.vocab_file,
             init_checkpoint=FLAGS.init_checkpoint,
@@ -193,15 +193,15 @@ def _evaluate_only():
     from bert_tf.jobs import pretrain as pretraining
     from bert_tf.training import RuntimeConfig
 
-    model = None
+    bert_config = None
     if FLAGS.bert_config_file or FLAGS.preset:
-        model = pretraining.resolve_bert_config(FLAGS.bert_config_file, FLAGS.preset, FLAGS.vocab_file)
+        bert_config = pretraining.resolve_bert_config(FLAGS.bert_config_file, FLAGS.preset, FLAGS.vocab_file)
     result = pretraining.evaluate_pretraining(
         FLAGS.output_dir,
         job_flags.config_from_flags(pretraining.PretrainingDataConfig),
         job_flags.config_from_flags(RuntimeConfig),
         max_eval_steps=FLAGS.max_eval_steps,
-        bert_config=model,
+        bert_config=bert_config,
         vocab_file=FLAGS.vocab_file,
     )
     logging.info("Evaluated step %d: %s.", result.step, result.eval_metrics)

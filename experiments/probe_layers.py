@@ -18,6 +18,7 @@ fine-tuned reference row, `--norandom_control` the randomly initialised twin.
 from absl import flags
 
 from bert_tf import cli
+from experiments import job_flags
 
 FLAGS = flags.FLAGS
 
@@ -62,40 +63,15 @@ def define_flags():
     flags.DEFINE_string("cache_dir", None, "Feature cache (default: <output_dir>/feature_cache); reused if present.")
 
 
-# Bad input (a DataError is a ValueError) is one clear line instead of a traceback.
-@cli.main_function("probe_layers", bad_input=(ValueError, FileNotFoundError, FileExistsError))
+@cli.main_function("probe_layers")
 def main(argv):
     del argv  # Checked by cli.main_function.
     from bert_tf.checkpoints.model_source import ModelSource
     from bert_tf.jobs.probe_layers import ProbeLayersConfig, run_probe_layers
 
     cli.require_flags("output_dir")
-    config = ProbeLayersConfig(
-        output_dir=FLAGS.output_dir,
-        model=ModelSource(
-            FLAGS.model_dir, FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case
-        ),
-        token_train_file=FLAGS.token_train_file,
-        token_test_file=FLAGS.token_test_file,
-        sentence_train_file=FLAGS.sentence_train_file,
-        sentence_test_file=FLAGS.sentence_test_file,
-        tasks=tuple(FLAGS.tasks),
-        max_seq_length=FLAGS.max_seq_length,
-        batch_size=FLAGS.batch_size,
-        bucket_width=FLAGS.bucket_width,
-        word_piece=FLAGS.word_piece,
-        random_control=FLAGS.random_control,
-        finetune=FLAGS.finetune,
-        finetune_epochs=FLAGS.finetune_epochs,
-        finetune_learning_rate=FLAGS.finetune_learning_rate,
-        finetune_batch_size=FLAGS.finetune_batch_size,
-        finetune_min_steps=FLAGS.finetune_min_steps,
-        finetune_microbatches=FLAGS.finetune_microbatches,
-        dev_fraction=FLAGS.dev_fraction,
-        seed=FLAGS.seed,
-        cache_dir=FLAGS.cache_dir,
-    )
-    run_probe_layers(config)
+    config = job_flags.config_from_flags(ProbeLayersConfig, model=job_flags.config_from_flags(ModelSource))
+    run_probe_layers(FLAGS.output_dir, config)
     print(f"Wrote {FLAGS.output_dir}/report.md, report.json and layers.png")
 
 

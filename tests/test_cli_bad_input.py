@@ -518,7 +518,12 @@ ROWS = [
             case,
             (
                 lambda extra: (
-                    lambda f, o: [f"--export_dir={o}", "--seq_length=16", "--noverify", *[a.format(**f) for a in extra]]
+                    lambda f, o: [
+                        f"--export_dir={o}",
+                        "--max_seq_length=16",
+                        "--noverify",
+                        *[a.format(**f) for a in extra],
+                    ]
                 )
             )(extra),
             expected,
@@ -540,7 +545,7 @@ ROWS = [
                 "ft_bad_heads.json",
                 None,
             ),
-            ("seq_length_above_positions", ["--model_dir={model_dir}", "--seq_length=100"], "seq_length", None),
+            ("seq_length_above_positions", ["--model_dir={model_dir}", "--max_seq_length=100"], "max_seq_length", None),
             ("output_exists", ["--model_dir={model_dir}"], "already exists", "dir"),
         ]
     ],
@@ -574,7 +579,7 @@ ROWS = [
             case,
             (
                 lambda extra: (
-                    lambda f, o: [f"--output_dir={o}", f"--test_file={f['train_tsv']}", *[a.format(**f) for a in extra]]
+                    lambda f, o: [f"--output_dir={o}", f"--eval_file={f['train_tsv']}", *[a.format(**f) for a in extra]]
                 )
             )(extra),
             expected,

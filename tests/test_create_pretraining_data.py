@@ -255,7 +255,7 @@ def test_whole_word_masking_masks_whole_words(tmp_path):
 def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path, written):
     outputs, _, _ = written
     again, _ = _write(tmp_path, "again")
-    other, _ = _write(tmp_path, "other", random_seed=7)
+    other, _ = _write(tmp_path, "other", seed=7)
     for first, second, third in zip(outputs, again, other):
         assert pathlib.Path(first).read_bytes() == pathlib.Path(second).read_bytes()
         assert pathlib.Path(first).read_bytes() != pathlib.Path(third).read_bytes()
@@ -478,13 +478,13 @@ def test_a_negative_seed_is_accepted_and_gives_its_own_output(tmp_path):
             "--dupe_factor=1",
             f"--chunk_mb={20000 / 2**20}",
             "--num_workers=2",
-            "--random_seed=-1",
+            "--seed=-1",
         ]
     )
     assert code == 0
     config = _config(dupe_factor=1)
-    (here,), _ = _write(tmp_path, "here", config=config, num_files=1, chunk_bytes=20000, random_seed=-1)
-    (positive,), _ = _write(tmp_path, "positive", config=config, num_files=1, chunk_bytes=20000, random_seed=1)
+    (here,), _ = _write(tmp_path, "here", config=config, num_files=1, chunk_bytes=20000, seed=-1)
+    (positive,), _ = _write(tmp_path, "positive", config=config, num_files=1, chunk_bytes=20000, seed=1)
     cli_bytes = (tmp_path / "cli.tfrecord").read_bytes()
     assert cli_bytes == pathlib.Path(here).read_bytes() != pathlib.Path(positive).read_bytes()
     seeds = {seed: pi.chunk_seeds(seed, 3)[0] for seed in (-1, 0, 1, 2**40, -(2**40))}

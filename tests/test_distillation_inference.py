@@ -15,7 +15,7 @@ def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("quantized_export")
     model, _ = export_fixtures.write_tiny_model_dir(str(root / "model"), with_heads=False)
     # int8 through the command line; bfloat16 through the library (the encoder alone: half the time).
-    argv = [f"--model_dir={root / 'model'}", f"--export_dir={root / 'int8'}", "--seq_length=32", "--quantize=int8"]
+    argv = [f"--model_dir={root / 'model'}", f"--export_dir={root / 'int8'}", "--max_seq_length=32", "--quantize=int8"]
     assert run_main(export, argv) == 0
     from bert_tf.distillation.inference import inference_form
     from bert_tf.export import export_encoder

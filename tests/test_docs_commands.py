@@ -3,9 +3,8 @@
 Every shell command in a fenced code block of README.md, BUILD.md and docs/*.md (every file there, whoever adds
 it) is checked without running it: `python -m MODULE`, `.venv/bin/python -m MODULE` and `bert_tf_*` (setup.py's
 console scripts) must name a module of this repository, and each `--flag` must be one the program defines
-(absl programs: their `define_flags()`, run in this process; argparse programs: the `add_argument` calls in
-their source), `--noFLAG` only for a boolean, and an absl flag's value must parse (a number, one of an enum's
-values);
+(its `define_flags()`, run in this process), `--noFLAG` only for a boolean, and a flag's value must parse (a
+number, one of an enum's values);
 `python PATH.py` and `bash PATH` must name a file. A renamed or removed flag therefore fails here, with the
 document, the line and the flag in the message.
 """
@@ -126,7 +125,7 @@ def _module_file(name: str):
 
 @functools.cache
 def defined_flags(module_name: str):
-    """{flag name: absl flag or None (argparse)} of a program of this repository; None when it reads no flags."""
+    """{flag name: absl flag} of a program of this repository; None when it defines no flags."""
     path = _module_file(module_name)
     if path is None:
         return None
@@ -141,17 +140,7 @@ def defined_flags(module_name: str):
         finally:
             for name in set(flags.FLAGS) - before:
                 delattr(flags.FLAGS, name)
-    return _argparse_flags(source)
-
-
-def _argparse_flags(source: str):
-    names = {}
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
-            for argument in node.args:
-                if isinstance(argument, ast.Constant) and str(argument.value).startswith("--"):
-                    names[argument.value[2:]] = None
-    return names or None
+    return None
 
 
 def check_arguments(program: str, known: dict, arguments: list) -> list:
@@ -197,7 +186,7 @@ def test_the_reader_splits_joins_and_strips():
     text = "\n".join(
         [
             "```sh",
-            "bash scripts/setup.sh && KERAS_BACKEND=jax .venv/bin/python -m bert_tf.keras_fit \\",
+            "bash scripts/setup.sh && KERAS_BACKEND=jax .venv/bin/python -m experiments.keras_fit \\",
             "    --model_dir=m  # a comment",
             "```",
             "```python",
@@ -208,7 +197,7 @@ def test_the_reader_splits_joins_and_strips():
     )
     assert shell_commands(text) == [
         (2, ["bash", "scripts/setup.sh"]),
-        (2, [".venv/bin/python", "-m", "bert_tf.keras_fit", "--model_dir=m"]),
+        (2, [".venv/bin/python", "-m", "experiments.keras_fit", "--model_dir=m"]),
     ]
 
 
@@ -221,7 +210,7 @@ def test_a_renamed_flag_an_unknown_module_and_a_bad_negation_are_caught():
             "bert_tf_no_such_tool --x",
             "python -m experiments.no_such_module",
             "python benchmarks/no_such_benchmark.py",
-            "python -m bert_tf.keras_fit --model_dir=m --cased --no_such_argument",
+            "python -m experiments.keras_fit --model_dir=m --nodo_lower_case --no_such_argument",
             "```",
         ]
     )
@@ -237,7 +226,7 @@ def test_a_renamed_flag_an_unknown_module_and_a_bad_negation_are_caught():
         (4, "bert_tf_no_such_tool is not one of setup.py's console scripts"),
         (5, "no module experiments.no_such_module"),
         (6, "no file benchmarks/no_such_benchmark.py"),
-        (7, "bert_tf.keras_fit defines no flag --no_such_argument"),
+        (7, "experiments.keras_fit defines no flag --no_such_argument"),
     ]
 
 

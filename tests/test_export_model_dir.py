@@ -33,7 +33,7 @@ def model_dir(tmp_path_factory):
 def test_cli_exports_encoder_with_mlm_and_preprocess(model_dir, tmp_path, capsys):
     path, pretrainer = model_dir
     export_dir = tmp_path / "export"
-    run_cli(f"--model_dir={path}", f"--export_dir={export_dir}", "--seq_length=16")
+    run_cli(f"--model_dir={path}", f"--export_dir={export_dir}", "--max_seq_length=16")
     assert str(export_dir / "encoder") in capsys.readouterr().out
     assert sorted(os.listdir(tmp_path)) == ["export"]  # no temporary directory left
     assert sorted(os.listdir(export_dir)) == ["encoder", "preprocess"]
@@ -56,7 +56,7 @@ def test_cli_exports_encoder_with_mlm_and_preprocess(model_dir, tmp_path, capsys
 
     # An existing export is refused before any work.
     with pytest.raises(SystemExit, match="already exists"):
-        run_cli(f"--model_dir={path}", f"--export_dir={export_dir}", "--seq_length=16")
+        run_cli(f"--model_dir={path}", f"--export_dir={export_dir}", "--max_seq_length=16")
 
 
 def test_explicit_files_encoder_only_checkpoint_and_overwrite(model_dir, tmp_path):
@@ -66,11 +66,11 @@ def test_explicit_files_encoder_only_checkpoint_and_overwrite(model_dir, tmp_pat
     export_dir = tmp_path / "export"
     (export_dir / "old").mkdir(parents=True)
     run_cli(
-        f"--checkpoint={checkpoint}",
+        f"--init_checkpoint={checkpoint}",
         f"--bert_config_file={os.path.join(path, 'bert_config.json')}",
         f"--vocab_file={os.path.join(path, 'vocab.txt')}",
         f"--export_dir={export_dir}",
-        "--seq_length=8",
+        "--max_seq_length=8",
         "--overwrite",
         "--noverify",
     )
@@ -88,9 +88,9 @@ def test_usage_errors_name_the_flags(tmp_path):
     with pytest.raises(SystemExit, match="--export_dir is required"):
         run_cli("--model_dir=x")
     with pytest.raises(SystemExit, match="--bert_config_file, --vocab_file"):
-        run_cli("--checkpoint=x", f"--export_dir={tmp_path / 'e'}")
-    with pytest.raises(SystemExit, match="--seq_length"):
-        run_cli("--model_dir=x", f"--export_dir={tmp_path / 'e'}", "--seq_length=1")
+        run_cli("--init_checkpoint=x", f"--export_dir={tmp_path / 'e'}")
+    with pytest.raises(SystemExit, match="--max_seq_length"):
+        run_cli("--model_dir=x", f"--export_dir={tmp_path / 'e'}", "--max_seq_length=1")
 
 
 def test_missing_and_inconsistent_files_fail_before_writing(model_dir, tmp_path):
@@ -107,8 +107,8 @@ def test_missing_and_inconsistent_files_fail_before_writing(model_dir, tmp_path)
     with pytest.raises(SystemExit, match="--vocab_file: file not found: .*other_vocab.txt"):
         run_cli(f"--model_dir={broken}", f"--vocab_file={tmp_path / 'other_vocab.txt'}", f"--export_dir={export_dir}")
 
-    with pytest.raises(SystemExit, match="seq_length=100 exceeds .*max_position_embeddings=64"):
-        run_cli(f"--model_dir={broken}", f"--export_dir={export_dir}", "--seq_length=100")
+    with pytest.raises(SystemExit, match="max_seq_length=100 exceeds .*max_position_embeddings=64"):
+        run_cli(f"--model_dir={broken}", f"--export_dir={export_dir}", "--max_seq_length=100")
 
     big_vocab = export_fixtures.write_vocab(
         export_fixtures.SPECIAL_TOKENS + [f"w{i}" for i in range(500)], tmp_path / "big_vocab.txt"

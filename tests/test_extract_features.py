@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from bert_tf.checkpoints import load_encoder
-from bert_tf.errors import DataError
-from bert_tf.jobs.extract_features import extract_features
+from bert_tf.errors import DataError, JobArgumentError
 from bert_tf.tasks.task_tokenizer import TaskTokenizer
 from tests.fixtures.finetune import synthetic
+from tests.helpers import jobs
 
 LINES = ["Alice saw the movie .", "It was good ||| bob walked to paris", "", "playing " * 20]
 SEQ = 12
@@ -53,7 +53,9 @@ def reference(model_dir):
 def test_jsonl_matches_the_encoder(setup):
     model_dir, input_file, root = setup
     output_file = str(root / "features.jsonl")
-    extract_features(input_file, output_file, model_dir=model_dir, layers=[-1, 0], max_seq_length=SEQ, batch_size=3)
+    jobs.extract_features(
+        input_file, output_file, model_dir=model_dir, layers=[-1, 0], max_seq_length=SEQ, batch_size=3
+    )
     tokenizer, word_ids, mask, _, layers = reference(model_dir)
     with open(output_file, encoding="utf-8") as f:
         records = [json.loads(line) for line in f]
@@ -76,7 +78,7 @@ def test_npy_with_default_layers_and_npz(setup):
     tokenizer, word_ids, mask, types, layers = reference(model_dir)
     real = mask.astype(bool)
     npy = str(root / "features.npy")
-    extract_features(input_file, npy, model_dir=model_dir, max_seq_length=SEQ, batch_size=3)
+    jobs.extract_features(input_file, npy, model_dir=model_dir, max_seq_length=SEQ, batch_size=3)
     values = np.load(npy)
     # [lines, seq, layers -1..-4, hidden]; padding is zero.
     assert values.shape == (len(LINES), SEQ, 4, 32) and values.dtype == np.float32
@@ -85,7 +87,7 @@ def test_npy_with_default_layers_and_npz(setup):
     assert not values[~real].any()
 
     npz = str(root / "features.npz")
-    extract_features(input_file, npz, model_dir=model_dir, layers=[0, -1], max_seq_length=SEQ, batch_size=2)
+    jobs.extract_features(input_file, npz, model_dir=model_dir, layers=[0, -1], max_seq_length=SEQ, batch_size=2)
     arrays = np.load(npz)
     assert sorted(arrays.files) == ["input_mask", "input_type_ids", "input_word_ids", "layer_-1", "layer_0"]
     np.testing.assert_array_equal(arrays["input_word_ids"], word_ids)
@@ -98,14 +100,16 @@ def test_npy_with_default_layers_and_npz(setup):
 
 def test_errors(setup):
     model_dir, input_file, root = setup
-    with pytest.raises(ValueError, match=r"--layers \[-5, 4\] out of range: the model has 4 layers"):
-        extract_features(input_file, str(root / "x.npy"), model_dir=model_dir, layers=[-5, 4, 0], max_seq_length=SEQ)
-    with pytest.raises(ValueError, match="must end in .jsonl, .npy, .npz"):
-        extract_features(input_file, str(root / "x.csv"), model_dir=model_dir)
-    with pytest.raises(ValueError, match="max_position_embeddings"):
-        extract_features(input_file, str(root / "x.npy"), model_dir=model_dir, max_seq_length=512)
+    with pytest.raises(JobArgumentError, match=r"--layers \[-5, 4\] out of range: the model has 4 layers"):
+        jobs.extract_features(
+            input_file, str(root / "x.npy"), model_dir=model_dir, layers=[-5, 4, 0], max_seq_length=SEQ
+        )
+    with pytest.raises(JobArgumentError, match="must end in .jsonl, .npy, .npz"):
+        jobs.extract_features(input_file, str(root / "x.csv"), model_dir=model_dir)
+    with pytest.raises(JobArgumentError, match="max_position_embeddings"):
+        jobs.extract_features(input_file, str(root / "x.npy"), model_dir=model_dir, max_seq_length=512)
     with pytest.raises(DataError, match="--input_file not found"):
-        extract_features(
+        jobs.extract_features(
             str(root / "missing.txt"), str(root / "x.npy"), model_dir=model_dir, layers=[-1], max_seq_length=SEQ
         )
     assert not os.path.exists(root / "x.npy")
@@ -139,7 +143,7 @@ def test_a_run_failing_midway_leaves_no_output_and_no_temporary_file(setup, tmp_
 
     monkeypatch.setattr(inference, "iterate_outputs", fails_after_the_first_batch)
     with pytest.raises(RuntimeError, match="interrupted"):
-        extract_features(
+        jobs.extract_features(
             input_file, str(tmp_path / name), model_dir=model_dir, layers=[-1], max_seq_length=SEQ, batch_size=2
         )
     assert os.listdir(tmp_path) == []

@@ -128,13 +128,13 @@ def test_squad_reader(tmp_path):
         {"id": "b", "question": "Where?", "answers": [], "is_impossible": True},
     ]
     path = write(tmp_path / "v2.json", json.dumps(squad_json(qas)))
-    examples = readers.read_squad(path, is_training=True, version_2_with_negative=True)
+    examples = readers.read_squad(path, training=True, version_2_with_negative=True)
     assert [(e.qas_id, e.is_impossible, [a.text for a in e.answers]) for e in examples] == [
         ("a", False, ["cat"]),
         ("b", True, []),
     ]
     with pytest.raises(DataError, match=r"qas\[1\] \(id b\): a training question needs an answer .*version_2"):
-        readers.read_squad(path, is_training=True)
+        readers.read_squad(path, training=True)
 
 
 def test_squad_misplaced_training_answer_is_skipped(tmp_path, caplog):
@@ -143,7 +143,7 @@ def test_squad_misplaced_training_answer_is_skipped(tmp_path, caplog):
         {"id": "b", "question": "Who?", "answers": [{"text": "cat", "answer_start": 4}]},
     ]
     path = write(tmp_path / "train.json", json.dumps(squad_json(qas)))
-    examples = readers.read_squad(path, is_training=True)
+    examples = readers.read_squad(path, training=True)
     assert [e.qas_id for e in examples] == ["b"]
     assert "id a" in caplog.text and "not found" in caplog.text
     # For evaluation every question is kept.

@@ -26,9 +26,7 @@ def example(answer="Rome", qas_id="q"):
 
 
 def test_windows_cover_the_context_once_at_maximal_context(tokenizer):
-    features = featurize_squad(
-        [example()], tokenizer, seq_length=16, doc_stride=4, max_query_length=5, is_training=False
-    )
+    features = featurize_squad([example()], tokenizer, seq_length=16, doc_stride=4, max_query_length=5, training=False)
     query = tokenizer.tokenize(["What comes after marker?"])[0]
     assert len(query) == 5
     ids = features.inputs["input_word_ids"]
@@ -63,7 +61,7 @@ def test_windows_cover_the_context_once_at_maximal_context(tokenizer):
 
 def test_training_positions_point_at_the_answer_or_cls(tokenizer):
     features = featurize_squad(
-        [example("Rome")], tokenizer, seq_length=16, doc_stride=4, max_query_length=5, is_training=True
+        [example("Rome")], tokenizer, seq_length=16, doc_stride=4, max_query_length=5, training=True
     )
     starts, ends = features.inputs["start_positions"], features.inputs["end_positions"]
     hits = 0
@@ -76,7 +74,7 @@ def test_training_positions_point_at_the_answer_or_cls(tokenizer):
         assert span == "Rome"
     assert hits >= 1 and hits < len(features)
     # A multi-piece answer spans all its pieces ("walk ##ed").
-    features = featurize_squad([example("walked")], tokenizer, 16, 4, 5, is_training=True)
+    features = featurize_squad([example("walked")], tokenizer, 16, 4, 5, training=True)
     f = int(np.argmax(features.inputs["start_positions"] > 0))
     start, end = features.inputs["start_positions"][f], features.inputs["end_positions"][f]
     assert end == start + 1
@@ -99,7 +97,7 @@ def logits_for(features, text, score=10.0):
 
 def test_postprocessing_cuts_answers_out_of_the_context(tokenizer):
     examples = [example()]
-    features = featurize_squad(examples, tokenizer, 16, 4, 5, is_training=False)
+    features = featurize_squad(examples, tokenizer, 16, 4, 5, training=False)
     # "Bob" is the first piece of "Bob's": the answer keeps the original casing and drops "'s".
     start, end = logits_for(features, "Bob")
     predictions = postprocess_squad(examples, features, start, end, n_best_size=5)
@@ -120,7 +118,7 @@ def test_postprocessing_cuts_answers_out_of_the_context(tokenizer):
 
 def test_v2_null_answer_and_threshold(tokenizer):
     examples = [example()]
-    features = featurize_squad(examples, tokenizer, 16, 4, 5, is_training=False)
+    features = featurize_squad(examples, tokenizer, 16, 4, 5, training=False)
     start, end = logits_for(features, "Rome", score=3.0)
     start[:, 0] = end[:, 0] = 2.0  # null score 4 < span score 6 in the best window
     predictions = postprocess_squad(examples, features, start, end, version_2_with_negative=True)
@@ -139,7 +137,7 @@ def test_v2_null_answer_and_threshold(tokenizer):
 
 def test_query_too_long_for_sequence(tokenizer):
     with pytest.raises(ValueError, match="max_query_length"):
-        featurize_squad([example()], tokenizer, seq_length=8, doc_stride=4, max_query_length=5, is_training=False)
+        featurize_squad([example()], tokenizer, seq_length=8, doc_stride=4, max_query_length=5, training=False)
 
 
 @pytest.mark.parametrize("version_2", [False, True])

@@ -169,7 +169,14 @@ def test_fit_on_jax_then_load_export_and_serve_on_tensorflow_and_back(tiny_dir, 
 
     path, _ = tiny_dir
     train, test = _reviews("train", 96), _reviews("test", 32)
-    data = {"train": train, "test": test, "seq_length": 32, "batch_size": 16, "epochs": 2, "learning_rate": 1e-3}
+    data = {
+        "train": train,
+        "test": test,
+        "max_seq_length": 32,
+        "train_batch_size": 16,
+        "num_train_epochs": 2,
+        "learning_rate": 1e-3,
+    }
     (tmp_path / "data.json").write_text(json.dumps(data))
     # TF -> JAX: fine-tune the TF-written encoder with Keras fit on JAX, save a model directory there.
     _run_jax(tmp_path, "fit", path, tmp_path / "data.json", tmp_path / "jax_fit")
@@ -185,7 +192,7 @@ def test_fit_on_jax_then_load_export_and_serve_on_tensorflow_and_back(tiny_dir, 
     untouched = load_encoder(path)(inputs)["pooled_output"].numpy()
     assert np.max(np.abs(tuned - untouched)) > 1e-3, "fit changed the encoder's weights"
     # verify=False: the serving check below compares the SavedModel with the loaded encoder itself.
-    exported = export_model_dir(model_dir, str(tmp_path / "export"), seq_length=32, verify=False)
+    exported = export_model_dir(model_dir, str(tmp_path / "export"), max_seq_length=32, verify=False)
     served = tf.saved_model.load(exported["encoder"]).signatures["serving_default"](
         **{key: tf.constant(value) for key, value in inputs.items()}
     )
@@ -271,24 +278,30 @@ def test_weights_file_is_rewritten_from_the_latest_checkpoint(tiny_dir, tmp_path
 
 
 def test_keras_fit_command_line_on_tensorflow(tiny_dir, tmp_path, capsys):
-    """`python -m bert_tf.keras_fit` (here in process, on the TensorFlow backend): results and a model directory."""
-    from bert_tf import keras_fit
+    """`python -m experiments.keras_fit` (here in process, on the TensorFlow backend): results and a model directory."""
+    from experiments import keras_fit
+    from tests.helpers.absl_flags import run_main
 
     path, _ = tiny_dir
     train = tmp_path / "train.tsv"
     rows = ["text\tlabel"] + [f"{text}\t{label}" for text, label in zip(*_reviews("train", 32))]
     train.write_text("\n".join(rows) + "\n", encoding="utf-8")
     out = tmp_path / "out"
-    arguments = [f"--model_dir={path}", f"--train_file={train}", f"--test_file={train}", f"--output_dir={out}"]
-    assert keras_fit.main(arguments + ["--seq_length=16", "--batch_size=16"]) == 0
+    arguments = [f"--model_dir={path}", f"--train_file={train}", f"--eval_file={train}", f"--output_dir={out}"]
+    assert run_main(keras_fit, arguments + ["--max_seq_length=16", "--train_batch_size=16"]) == 0
     results = json.loads((out / "results.json").read_text())
     assert results["backend"] == "tensorflow" and results["train_steps"] == 2 and 0 <= results["test_accuracy"] <= 1
     assert {"checkpoint", WEIGHTS_NAME, "bert_config.json", "vocab.txt"} <= set(os.listdir(out / "model"))
     load_task_model(str(out / "model"), lambda encoder: BertClassifier(encoder, num_classes=2))
     capsys.readouterr()
+    # A second run into the same --output_dir is refused before it trains.
+    assert run_main(keras_fit, arguments) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"keras_fit: error: --output_dir: {out / 'model'} exists and is not empty."
+    ]
     bad = tmp_path / "bad.tsv"
     bad.write_text("sentence\tlabel\nx\t1\n", encoding="utf-8")
-    assert keras_fit.main([f"--model_dir={path}", f"--train_file={bad}", f"--output_dir={tmp_path / 'x'}"]) == 2
+    assert run_main(keras_fit, [f"--model_dir={path}", f"--train_file={bad}", f"--output_dir={tmp_path / 'x'}"]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         f"keras_fit: error: {bad}: no text_a column 'text'; the header has ['sentence', 'label']."
     ]

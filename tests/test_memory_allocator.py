@@ -6,6 +6,7 @@ import pytest
 
 from bert_tf import memory_allocator
 from bert_tf.child_process import run_in_child_process
+from bert_tf.errors import BadInputError
 
 
 def _mapped_libraries() -> str:
@@ -28,7 +29,7 @@ def test_the_environment_variable_names_the_library_or_turns_it_off(tmp_path, mo
     assert memory_allocator.find_jemalloc() is None
     assert memory_allocator.releasing_allocator_environment() == {}
     monkeypatch.setenv(memory_allocator.ENVIRONMENT_VARIABLE, str(tmp_path / "missing.so"))
-    with pytest.raises(FileNotFoundError, match="BERT_TF_JEMALLOC=.*missing.so: no such file"):
+    with pytest.raises(BadInputError, match="BERT_TF_JEMALLOC=.*missing.so: no such file"):
         memory_allocator.find_jemalloc()
 
 

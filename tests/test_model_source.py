@@ -47,8 +47,8 @@ def test_sequence_length_is_checked_naming_the_flag():
     check_compatible(config, 8, 16)
     with pytest.raises(JobArgumentError, match=r"--max_seq_length=17 exceeds the model's max_position_embeddings=16"):
         check_compatible(config, 8, 17)
-    with pytest.raises(JobArgumentError, match=r"--seq_length must be an integer >= 2"):
-        check_seq_length(1, flag="seq_length")
+    with pytest.raises(JobArgumentError, match=r"--max_seq_length must be an integer >= 2"):
+        check_seq_length(1)
 
 
 def test_missing_files_name_the_flag(tmp_path):

@@ -75,7 +75,7 @@ def _eval(paths, **kwargs):
         batch_size=kwargs.pop("batch_size", 32),
         seq_length=SEQ,
         max_predictions_per_seq=PREDICTIONS,
-        is_training=False,
+        training=False,
         drop_remainder=False,
         **kwargs,
     )

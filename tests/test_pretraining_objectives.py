@@ -32,7 +32,7 @@ def vocab():
 def _write(directory, name, **options):
     path = str(directory / f"{name}.tfrecord")
     config = pi.InstanceConfig(max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, dupe_factor=3, **options)
-    summary = writer.write_pretraining_data([SAMPLE], [path], VOCAB_FILE, config, num_workers=1, random_seed=3)
+    summary = writer.write_pretraining_data([SAMPLE], [path], VOCAB_FILE, config, num_workers=1, seed=3)
     return path, summary
 
 

@@ -7,7 +7,9 @@ import os
 import numpy as np
 import pytest
 
-from bert_tf.jobs import probe_layers as job
+from bert_tf.jobs import DEFAULT_SEED
+from bert_tf.jobs.probe_layers import job
+from bert_tf.jobs.probe_layers.report_sections import model_section
 from bert_tf.probing import probes
 from tests.fixtures.finetune import synthetic
 from tests.helpers.absl_flags import run_main
@@ -31,8 +33,8 @@ def test_the_probes_find_a_signal_planted_in_one_layer():
     fit, dev = np.arange(1200), np.arange(1200, 1500)
     results = job._linear_rows(train_x, train_y, test_x, test_y, fit, dev, seed=0)
     split = probes.Split(train_x, train_y, fit, dev, test_x, test_y)
-    results["scalar_mix"] = probes.scalar_mix_probe(split, num_classes=3, seed=0)
-    section = job._section(results)
+    results["scalar_mix"] = probes.scalar_mix_probe(split, num_labels=3, seed=0)
+    section = model_section(results)
     assert section["best_layer"] == "layer_3"
     assert results["layer_3"].test_accuracy > 0.85
     for layer in (0, 1, 2, 4):  # chance is about 1/3
@@ -147,7 +149,7 @@ def test_command_line_writes_the_report(probe_inputs, capsys):
     # The non-contextual baseline, recomputed here: each word's most frequent training tag.
     train_words = [(w, t) for s in sentences["train"] for w, t in s]
     test_words = [(w, t) for s in sentences["test"] for w, t in s]
-    fit_sentences, _ = job.data_lib.dev_split(len(sentences["train"]), 0.1, job.DEFAULT_SEED)
+    fit_sentences, _ = job.data_lib.dev_split(len(sentences["train"]), 0.1, DEFAULT_SEED)
     fit_words = [(w, t) for i in fit_sentences for w, t in sentences["train"][i]]
     expected = probes.word_baseline(*zip(*fit_words), *zip(*test_words))
     assert report["token"]["baseline"]["accuracy"] == expected

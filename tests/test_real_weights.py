@@ -29,7 +29,7 @@ def minilm_export(tmp_path_factory):
     assert file_io.sha256_of(os.path.join(source, "model.safetensors")) == published.MINILM_SAFETENSORS_SHA256
     model_dir = str(root / "model")
     convert("hf", source, model_dir)
-    paths = export_model_dir(model_dir, str(root / "export"), seq_length=32)
+    paths = export_model_dir(model_dir, str(root / "export"), max_seq_length=32)
     return model_dir, str(root / "export"), paths
 
 

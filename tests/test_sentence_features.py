@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from bert_tf.checkpoints import load_encoder
-from bert_tf.jobs.extract_features import extract_features
+from bert_tf.errors import JobArgumentError
 from tests.fixtures.finetune import synthetic
+from tests.helpers import jobs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SENTENCE_FIXTURES = os.path.join(REPO, "tests", "fixtures", "sentence_embeddings")
@@ -52,7 +53,7 @@ def test_embedding_output_is_the_embedding_layers_output(setup):
 def _tokens(setup, **kwargs):
     model_dir, input_file, root = setup
     path = str(root / f"tokens-{len(os.listdir(root))}.npz")
-    extract_features(input_file, path, model_dir=model_dir, max_seq_length=SEQ, batch_size=2, **kwargs)
+    jobs.extract_features(input_file, path, model_dir=model_dir, max_seq_length=SEQ, batch_size=2, **kwargs)
     return np.load(path)
 
 
@@ -113,18 +114,18 @@ def test_pooler_output_and_npy_layout(setup):
     inputs = {name: pooled[name] for name in ("input_word_ids", "input_mask", "input_type_ids")}
     np.testing.assert_allclose(pooled["pooled"], np.asarray(encoder(inputs)["pooled_output"]), atol=2e-5)
     npy = str(root / "sentences.npy")
-    extract_features(input_file, npy, model_dir=model_dir, layers=[-1, -2], pooling="mean", max_seq_length=SEQ)
+    jobs.extract_features(input_file, npy, model_dir=model_dir, layers=[-1, -2], pooling="mean", max_seq_length=SEQ)
     assert np.load(npy).shape == (len(LINES), 2, 32)
 
 
 def test_pooling_options_are_checked(setup):
     model_dir, input_file, root = setup
-    with pytest.raises(ValueError, match="--normalize needs --pooling"):
-        extract_features(input_file, str(root / "x.npy"), model_dir=model_dir, normalize=True, max_seq_length=SEQ)
-    with pytest.raises(ValueError, match="--pooling must be one of"):
-        extract_features(input_file, str(root / "x.npy"), model_dir=model_dir, pooling="sum", max_seq_length=SEQ)
-    with pytest.raises(ValueError, match="--layers must be integers, 'embeddings' or 'all'"):
-        extract_features(input_file, str(root / "x.npy"), model_dir=model_dir, layers=["last"], max_seq_length=SEQ)
+    with pytest.raises(JobArgumentError, match="--normalize needs --pooling"):
+        jobs.extract_features(input_file, str(root / "x.npy"), model_dir=model_dir, normalize=True, max_seq_length=SEQ)
+    with pytest.raises(JobArgumentError, match="--pooling must be one of"):
+        jobs.extract_features(input_file, str(root / "x.npy"), model_dir=model_dir, pooling="sum", max_seq_length=SEQ)
+    with pytest.raises(JobArgumentError, match="--layers must be integers, 'embeddings' or 'all'"):
+        jobs.extract_features(input_file, str(root / "x.npy"), model_dir=model_dir, layers=["last"], max_seq_length=SEQ)
     assert not os.path.exists(root / "x.npy")
 
 
@@ -135,7 +136,7 @@ def test_minilm_mean_pooled_normalised_features_are_sentence_transformers_embedd
     model_dir = str(tmp_path / "minilm")
     write_model_dir(model_dir, convert_hf_directory(directory), vocab_file=os.path.join(directory, "vocab.txt"))
     output = str(tmp_path / "embeddings.npy")
-    extract_features(
+    jobs.extract_features(
         os.path.join(SENTENCE_FIXTURES, "texts.txt"),
         output,
         model_dir=model_dir,

@@ -83,7 +83,7 @@ def _pretrain(records, model_dir, callback=None):
             BATCH,
             training_data.SEQ_LENGTH,
             training_data.MAX_PREDICTIONS,
-            is_training=False,
+            training=False,
             input_context=input_context,
             drop_remainder=False,
         )

@@ -32,7 +32,7 @@ Differences from the original:
   instances and load only numpy (`bert_tf.pretraining_data.instance_workers`): one
   TensorFlow process's memory, whatever the worker count and corpus size
   (benchmarks/RESULTS.md). The output is
-  byte-identical for the same input and --random_seed, whatever the worker
+  byte-identical for the same input and --seed, whatever the worker
   count.
 * Tokenization runs in batches with the in-graph tokenizer
   (`bert_tf.tokenization.BertTokenizer`): the ids of HuggingFace's slow
@@ -95,9 +95,10 @@ def define_flags():
     flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
     flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
     flags.DEFINE_integer(
-        "random_seed",
+        "seed",
         12345,
-        "Random seed for data generation. Any integer, as in the original; a negative seed gives its own output "
+        "Random seed for data generation (the original's --random_seed). Any integer; a negative seed gives its "
+        "own output "
         "(see bert_tf.pretraining_data.instances.chunk_seeds).",
     )
     flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
@@ -167,7 +168,7 @@ def main(argv):
             vocab_file=FLAGS.vocab_file,
             config=config,
             do_lower_case=FLAGS.do_lower_case,
-            random_seed=FLAGS.random_seed,
+            seed=FLAGS.seed,
             num_workers=FLAGS.num_workers,
             chunk_bytes=max(1, int(FLAGS.chunk_mb * (1 << 20))),
             compression="GZIP" if FLAGS.gzip else None,

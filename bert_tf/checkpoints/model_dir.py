@@ -179,7 +179,7 @@ def load_pretrainer(model_dir: str, checkpoint: str | None = None, dtype=None) -
 def load_task_model(model_dir: str, build, checkpoint: str | None = None, dtype=None) -> Task:
     """A task model `build(encoder)` (say, `lambda e: BertClassifier(e, num_classes=2)`) with restored weights.
 
-    Reads a fine-tuned model directory (`experiments.finetune`, `bert_tf.keras_fit`) by the rule of
+    Reads a fine-tuned model directory (`experiments.finetune`, `experiments.keras_fit`) by the rule of
     `load_encoder`: the TF2 checkpoint's `task_model` on TensorFlow, `weights.safetensors` elsewhere.
     """
     model = build(BertEncoder(load_config(model_dir), dtype=dtype))

@@ -10,7 +10,7 @@ converter apply:
   `vocab_size - 1` would index no row of the embedding table; a shorter vocabulary only leaves rows that no
   text reaches, which is how checkpoints whose table was padded (to a multiple of 8 or 128, say) come, and
   how a converted model with such a table is fine-tuned or exported.
-* A sequence length (`--max_seq_length`; the exporter's `--seq_length`) is an integer of at least 2 ([CLS]
+* A sequence length (`--max_seq_length`) is an integer of at least 2 ([CLS]
   and [SEP]) and at most `max_position_embeddings`.
 
 A model pretrained from scratch has no checkpoint whose table it must match, so its config's `vocab_size`
@@ -59,7 +59,6 @@ class ModelSource:
         self,
         max_seq_length: int | None = None,
         *,
-        seq_length_flag: str = "max_seq_length",
         need_checkpoint: bool = True,
         required_tokens: Sequence[str] | None = None,
     ) -> ResolvedModel:
@@ -67,7 +66,6 @@ class ModelSource:
 
         Args:
           max_seq_length: the job's sequence length, checked against the config; None: not checked.
-          seq_length_flag: the flag that gave it, for the messages.
           need_checkpoint: refuse a source without a checkpoint (a job that trains from it or reads it).
           required_tokens: special tokens the vocabulary must hold; None: `SPECIAL_TOKENS`.
         """
@@ -89,7 +87,6 @@ class ModelSource:
             vocab_flag=vocab_flag,
             vocab_file=vocab_file,
             config_file=config_file,
-            seq_length_flag=seq_length_flag,
         )
         return ResolvedModel(config, vocab_file, vocab, checkpoint, self.do_lower_case)
 
@@ -143,7 +140,6 @@ def check_compatible(
     vocab_flag: str = "vocab_file",
     vocab_file: str = "",
     config_file: str | None = None,
-    seq_length_flag: str = "max_seq_length",
 ) -> None:
     """The one compatibility rule of a config, a vocabulary and a sequence length (see the module docstring).
 
@@ -151,7 +147,7 @@ def check_compatible(
       config: the model's config; `config_file` names it in the messages (None: "the model's config").
       vocab_size: the vocabulary's number of tokens; None: not checked.
       max_seq_length: the sequence length; None: not checked.
-      vocab_flag, vocab_file, seq_length_flag: for the messages.
+      vocab_flag, vocab_file: for the messages.
     """
     if vocab_size is not None and vocab_size > config.vocab_size:
         where = config_file or "the model's config"
@@ -160,7 +156,7 @@ def check_compatible(
             f"token ids past {config.vocab_size - 1} would have no embedding."
         )
     if max_seq_length is not None:
-        check_seq_length(max_seq_length, config, flag=seq_length_flag)
+        check_seq_length(max_seq_length, config)
 
 
 # A from-scratch model's embedding table may be padded up to the next multiple of this (for the MXU and
@@ -190,12 +186,13 @@ def check_new_model_table(config: BertConfig, vocab_size: int, *, vocab_file: st
         )
 
 
-def check_seq_length(seq_length, config: BertConfig | None = None, *, flag: str = "max_seq_length") -> None:
-    """`seq_length` is an integer >= 2 and, with a `config`, at most its `max_position_embeddings`."""
-    check_int(flag, seq_length, minimum=2)  # [CLS] and [SEP]
-    if config is not None and seq_length > config.max_position_embeddings:
+def check_seq_length(max_seq_length, config: BertConfig | None = None) -> None:
+    """`--max_seq_length` is an integer >= 2 and, with a `config`, at most its `max_position_embeddings`."""
+    check_int("max_seq_length", max_seq_length, minimum=2)  # [CLS] and [SEP]
+    if config is not None and max_seq_length > config.max_position_embeddings:
         raise JobArgumentError(
-            f"--{flag}={seq_length} exceeds the model's max_position_embeddings={config.max_position_embeddings}."
+            f"--max_seq_length={max_seq_length} exceeds the model's "
+            f"max_position_embeddings={config.max_position_embeddings}."
         )
 
 

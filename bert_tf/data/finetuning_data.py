@@ -143,5 +143,5 @@ class SquadExamplesReader(ExamplesReader):
 
     def read(self, phase: str, path: str | None) -> list:
         return finetuning_readers.read_squad(
-            path, is_training=phase == "train", version_2_with_negative=self.version_2_with_negative
+            path, training=phase == "train", version_2_with_negative=self.version_2_with_negative
         )

@@ -306,7 +306,7 @@ def tag_list_from_examples(examples: Sequence[TaggingExample]) -> list[str]:
 # --- SQuAD JSON ---------------------------------------------------------------
 
 
-def read_squad(path: str, is_training: bool = False, version_2_with_negative: bool = False) -> list[SquadExample]:
+def read_squad(path: str, training: bool = False, version_2_with_negative: bool = False) -> list[SquadExample]:
     """Reads a SQuAD v1.1/v2.0 JSON file.
 
     For training, examples whose answer text does not appear at its
@@ -349,7 +349,7 @@ def read_squad(path: str, is_training: bool = False, version_2_with_negative: bo
                             f"{answer_where}: answer_start {start} is outside the context ({len(context)} characters)."
                         )
                     answers.append(SquadAnswer(text=text, start_char=start))
-                if is_training and not is_impossible:
+                if training and not is_impossible:
                     if not answers:
                         raise DataError(
                             f"{qa_where}: a training question needs an answer"

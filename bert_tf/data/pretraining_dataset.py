@@ -116,7 +116,7 @@ def pretraining_dataset(
     seq_length: int,
     max_predictions_per_seq: int,
     *,
-    is_training: bool = True,
+    training: bool = True,
     input_context: tf.distribute.InputContext | None = None,
     shuffle_buffer_size: int = 10000,
     seed: int | None = None,
@@ -135,7 +135,7 @@ def pretraining_dataset(
             yields `input_context.get_per_replica_batch_size(batch_size)`.
         seq_length: `--max_seq_length` the files were written with.
         max_predictions_per_seq: `--max_predictions_per_seq` of the files.
-        is_training: shuffle files and records and repeat forever; otherwise
+        training: shuffle files and records and repeat forever; otherwise
             read once, in order.
         input_context: from `strategy.distribute_datasets_from_function`. Files
             are sharded across input pipelines when there are at least as many
@@ -187,7 +187,7 @@ def pretraining_dataset(
     dataset = tf.data.Dataset.from_tensor_slices(tf.constant(files))
     if num_pipelines > 1 and shard_files:
         dataset = dataset.shard(num_pipelines, pipeline_id)
-    if is_training:
+    if training:
         if shard_files:
             dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
         dataset = dataset.repeat()
@@ -197,13 +197,13 @@ def pretraining_dataset(
         cycle_length=max(1, min(cycle_length, len(files))),
         num_parallel_calls=tf.data.AUTOTUNE,
         # Record sharding needs the same record order in every pipeline.
-        deterministic=seed is not None or not is_training or shard_records,
+        deterministic=seed is not None or not training or shard_records,
     )
     if shard_records:
         # Same file order in every pipeline (files are not shuffled in this
         # mode), so taking every n-th record partitions the data.
         dataset = dataset.shard(num_pipelines, pipeline_id)
-    if is_training:
+    if training:
         dataset = dataset.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.batch(per_pipeline_batch, drop_remainder=drop_remainder)
     spec = pretraining_features.feature_spec(

@@ -45,7 +45,7 @@ def _batches(input_patterns, seq_length, max_predictions_per_seq, max_records: i
         batch_size=256,
         seq_length=seq_length,
         max_predictions_per_seq=max_predictions_per_seq,
-        is_training=False,
+        training=False,
         drop_remainder=False,
     )
     if max_records is not None:

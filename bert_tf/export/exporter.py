@@ -206,23 +206,23 @@ def _save_preprocessor(vocab_file: str, lower_case: bool, seq_length: int, path:
 
 
 def export_preprocessor(
-    vocab_file: str, lower_case: bool, seq_length: int, export_dir: str, *, overwrite: bool = False
+    vocab_file: str, lower_case: bool, max_seq_length: int, export_dir: str, *, overwrite: bool = False
 ) -> str:
     """Saves the TF Hub-style BERT preprocessing SavedModel for `vocab_file`.
 
     Args:
       vocab_file: WordPiece vocabulary, one token per line (stored as an asset).
       lower_case: whether text is lower-cased and accents stripped (uncased models).
-      seq_length: the sequence length of the default `__call__` packing.
+      max_seq_length: the sequence length of the default `__call__` packing.
       export_dir: the SavedModel directory to create.
 
     Returns:
       The absolute path of the SavedModel.
     """
     _check_file(vocab_file, "vocab_file")
-    check_seq_length(seq_length, flag="seq_length")
+    check_seq_length(max_seq_length)
     with atomic_directory(export_dir, overwrite) as tmp_dir:
-        _save_preprocessor(vocab_file, lower_case, seq_length, os.path.join(tmp_dir, "saved_model"))
+        _save_preprocessor(vocab_file, lower_case, max_seq_length, os.path.join(tmp_dir, "saved_model"))
         _move_contents(os.path.join(tmp_dir, "saved_model"), tmp_dir)
     return os.path.abspath(export_dir)
 
@@ -240,11 +240,11 @@ def export_model_dir(
     model_dir: str | None,
     export_dir: str,
     *,
-    checkpoint: str | None = None,
+    init_checkpoint: str | None = None,
     bert_config_file: str | None = None,
     vocab_file: str | None = None,
     lower_case: bool = True,
-    seq_length: int = 128,
+    max_seq_length: int = 128,
     include_mlm: bool = True,
     overwrite: bool = False,
     verify: bool = True,
@@ -254,12 +254,13 @@ def export_model_dir(
 
     Args:
       model_dir: a directory with `bert_config.json`, `vocab.txt` and TF2
-        checkpoints (the latest is used); None when all of `checkpoint`,
+        checkpoints (the latest is used); None when all of `init_checkpoint`,
         `bert_config_file` and `vocab_file` are given.
       export_dir: the directory to create, holding `encoder/` and `preprocess/`.
-      checkpoint, bert_config_file, vocab_file: override the files of `model_dir`.
+      init_checkpoint, bert_config_file, vocab_file: override the files of `model_dir` (the checkpoint to
+        export: a prefix, or a directory's latest).
       lower_case: whether the preprocessor lower-cases (uncased vocabularies).
-      seq_length: the preprocessor's default sequence length.
+      max_seq_length: the preprocessor's default sequence length.
       include_mlm: give the encoder an `mlm` sub-object when the checkpoint has
         masked-LM weights.
       overwrite: replace an existing non-empty `export_dir`.
@@ -280,14 +281,15 @@ def export_model_dir(
     from bert_tf.checkpoints.model_source import ModelSource
 
     # The one resolver and rule of the jobs: the preprocessor needs every special token.
-    source = ModelSource(model_dir, checkpoint, bert_config_file, vocab_file, lower_case).resolve()
+    source = ModelSource(model_dir, init_checkpoint, bert_config_file, vocab_file, lower_case).resolve()
+    checkpoint = init_checkpoint
     config, vocab_file = source.config, source.vocab_file
 
     # A directory written without TensorFlow (say, fine-tuned on JAX) holds weights.safetensors alone.
     use_weights_file = checkpoint is None and model_dir_lib.uses_weights_file(model_dir, None)
     if not use_weights_file:
         checkpoint = find_checkpoint(checkpoint or model_dir)
-    check_seq_length(seq_length, config, flag="seq_length")
+    check_seq_length(max_seq_length, config)
     _check_destination(os.path.abspath(export_dir), overwrite)  # fail before the slow part
 
     if use_weights_file:
@@ -327,7 +329,7 @@ def export_model_dir(
         if verify:
             diff = verify_encoder_export(model, os.path.join(tmp_dir, ENCODER_SUBDIR))
             checked.append(f"encoder reproduces the Keras model (max |diff| {diff:.1e})")
-        _save_preprocessor(vocab_file, lower_case, seq_length, os.path.join(tmp_dir, PREPROCESS_SUBDIR))
+        _save_preprocessor(vocab_file, lower_case, max_seq_length, os.path.join(tmp_dir, PREPROCESS_SUBDIR))
         if classifier is not None:
             checked.append(
                 _save_classifier(

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bert_tf.errors import JobArgumentError
+
 EMBEDDINGS = "embeddings"
 ALL = "all"
 
@@ -21,28 +23,44 @@ def all_layers(encoder_outputs: dict) -> list:
     return [encoder_outputs["embedding_output"], *encoder_outputs["encoder_outputs"]]
 
 
+def check_layer_specs(specs: Sequence[str | int]) -> tuple[str | int, ...]:
+    """`--layers` values as a tuple, each an integer, `embeddings` or `all`; raises `JobArgumentError` otherwise.
+
+    The check that needs no model; `parse_layers` checks the indices against the model's depth.
+    """
+    values = []
+    for spec in specs:
+        text = str(spec).strip()
+        if text in (ALL, EMBEDDINGS):
+            values.append(text)
+            continue
+        try:
+            values.append(int(text))
+        except ValueError:
+            raise JobArgumentError(
+                f"--layers must be integers, '{EMBEDDINGS}' or '{ALL}', got {list(specs)}."
+            ) from None
+    if not values:
+        raise JobArgumentError(f"--layers names no layer (integers, '{EMBEDDINGS}' or '{ALL}').")
+    return tuple(values)
+
+
 def parse_layers(specs: Sequence[str | int], num_layers: int) -> list[LayerName]:
     """Layer names from `--layers` values: integers (Transformer layers, -1 the last), `embeddings`, `all`.
 
-    `all` stands for the embeddings and every Transformer layer, 0 to L-1. Raises `ValueError` naming the
+    `all` stands for the embeddings and every Transformer layer, 0 to L-1. Raises `JobArgumentError` naming the
     flag for a value that is neither, or an index out of range.
     """
     names: list[LayerName] = []
-    for spec in specs:
-        text = str(spec).strip()
-        if text == ALL:
+    for value in check_layer_specs(specs):
+        if value == ALL:
             names.extend([EMBEDDINGS, *range(num_layers)])
-        elif text == EMBEDDINGS:
-            names.append(EMBEDDINGS)
         else:
-            try:
-                names.append(int(text))
-            except ValueError:
-                raise ValueError(f"--layers must be integers, '{EMBEDDINGS}' or '{ALL}', got {list(specs)}.") from None
+            names.append(value)
     bad = [name for name in names if isinstance(name, int) and not -num_layers <= name < num_layers]
-    if bad or not names:
-        raise ValueError(
-            f"--layers {bad or names} out of range: the model has {num_layers} layers "
+    if bad:
+        raise JobArgumentError(
+            f"--layers {bad} out of range: the model has {num_layers} layers "
             f"(use -{num_layers}..{num_layers - 1}; -1 is the last; or '{EMBEDDINGS}')."
         )
     return names

@@ -28,6 +28,10 @@ _LAZY = {
     "run_pretraining": "bert_tf.jobs.pretrain",
     "resolve_bert_config": "bert_tf.jobs.pretrain",
     "PretrainingDataConfig": "bert_tf.jobs.pretrain",
+    "extract_features": "bert_tf.jobs.extract_features",
+    "FeatureExtractionConfig": "bert_tf.jobs.extract_features",
+    "run_probe_layers": "bert_tf.jobs.probe_layers",
+    "ProbeLayersConfig": "bert_tf.jobs.probe_layers",
     "TrainingConfig": "bert_tf.training",
     "RuntimeConfig": "bert_tf.training",
 }

@@ -6,6 +6,13 @@ Input: a text file with one example per line, either a text or a pair
 (0 the first, -1 the last), `embeddings` (the embedding layer's output, the
 first Transformer layer's input) or `all` (`bert_tf.features.layer_selection`).
 
+    from bert_tf.checkpoints.model_source import ModelSource
+    from bert_tf.jobs.extract_features import FeatureExtractionConfig, extract_features
+
+    config = FeatureExtractionConfig("input.txt", ModelSource(model_dir="models/minilm"), layers=(-1,),
+                                     pooling="mean", normalize=True)
+    extract_features("embeddings.npy", config)
+
 Per-token output (`pooling=None`), by the file's extension:
 
 * `.jsonl`: one JSON object per line, as the original script writes it:
@@ -25,30 +32,31 @@ length (`normalize`): `.jsonl` lines `{"linex_index": i, "layers": [{"index":
 -1, "values": [...]}]}`, `.npy` [num_lines, num_layers, hidden_size], `.npz`
 `layer_<name>` [num_lines, hidden_size] (`pooled` for the pooler) and the
 packed inputs. sentence-transformers' embedding of all-MiniLM-L6-v2 is
-`layers=[-1], pooling="mean", normalize=True`.
+`layers=(-1,), pooling="mean", normalize=True`.
 
 Lines are packed at `max_seq_length`, then run in batches of similar length
-padded to multiples of `bucket_width` (`bert_tf.data.length_buckets`; None
+padded to multiples of `bucket_width` (`bert_tf.data.length_buckets`; 0
 turns it off): the outputs are the same, minus most of the padding's cost.
 Results are streamed to a temporary file and renamed at the end.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Sequence
 
 import numpy as np
 
 from bert_tf import file_io
+from bert_tf.checkpoints.model_source import ModelSource
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.data.text_inputs import pack_texts
-from bert_tf.errors import DataError, check_int
-from bert_tf.features.layer_selection import parse_layers
+from bert_tf.errors import DataError, JobArgumentError, check_int
+from bert_tf.features.layer_selection import check_layer_specs, parse_layers, select_layers
 from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES
 
 OUTPUT_FORMATS = (".jsonl", ".npy", ".npz")
@@ -80,38 +88,63 @@ def read_lines(input_file: str) -> tuple[list[str], list[str | None]]:
     return texts_a, texts_b
 
 
-def extract_features(
-    input_file: str,
-    output_file: str,
-    *,
-    model_dir: str | None = None,
-    init_checkpoint: str | None = None,
-    bert_config_file: str | None = None,
-    vocab_file: str | None = None,
-    layers: Sequence[int | str] = (-1, -2, -3, -4),
-    max_seq_length: int = 128,
-    batch_size: int = 32,
-    do_lower_case: bool = True,
-    pooling: str | None = None,
-    normalize: bool = False,
-    bucket_width: int | None = DEFAULT_BUCKET_WIDTH,
-    strategy=None,
-    jit_compile: bool = False,
-) -> str:
-    """Writes the activations of `layers` for every line of `input_file` to `output_file`; returns its path.
+@dataclasses.dataclass(frozen=True)
+class FeatureExtractionConfig:
+    """What to extract and how (the flags of `experiments.extract_features` of the same names).
 
-    The model comes from `model_dir` (bert_config.json, vocab.txt, checkpoint)
-    or `init_checkpoint` + `bert_config_file` + `vocab_file` (each of which
-    also overrides the model directory's). `pooling` None writes per-token
-    features; see the module docstring for the rest. With `pooling="pooled"`,
-    `layers` is not used: the pooler's output is the one feature.
+    Attributes:
+      input_file: one `text` or `text_a ||| text_b` per line.
+      model: the model's files (`model_dir`, or `init_checkpoint` + `bert_config_file` + `vocab_file`, each
+        of which also overrides the model directory's; `do_lower_case`).
+      layers: Transformer layer indices (0 the first, -1 the last), "embeddings" or "all"; not used with
+        `pooling="pooled"` (the pooler's output is the one feature).
+      pooling: None (per-token features), or one of `POOLINGS`: one vector per line.
+      normalize: scale each pooled vector to unit L2 length (needs `pooling`).
+      max_seq_length: packed sequence length; longer inputs are truncated.
+      batch_size: lines per forward pass.
+      bucket_width: batches are padded to multiples of it (outputs unchanged); 0: to max_seq_length.
+    """
+
+    input_file: str
+    model: ModelSource
+    layers: tuple = (-1, -2, -3, -4)
+    pooling: str | None = None
+    normalize: bool = False
+    max_seq_length: int = 128
+    batch_size: int = 32
+    bucket_width: int = DEFAULT_BUCKET_WIDTH
+
+    def __post_init__(self):
+        if not self.input_file:
+            raise JobArgumentError("--input_file is required.")
+        object.__setattr__(self, "layers", check_layer_specs(self.layers))
+        check_int("max_seq_length", self.max_seq_length, minimum=3)  # [CLS], one piece, [SEP]
+        check_int("batch_size", self.batch_size)
+        check_int("bucket_width", self.bucket_width, minimum=0)
+        if self.pooling is not None and self.pooling not in POOLINGS:
+            raise JobArgumentError(f"--pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}.")
+        if self.normalize and self.pooling is None:
+            raise JobArgumentError("--normalize needs --pooling: it scales sentence features to unit length.")
+
+
+def extract_features(
+    output_file: str, config: FeatureExtractionConfig, *, strategy=None, jit_compile: bool = False
+) -> str:
+    """Writes the activations of `config.layers` for every line of `config.input_file` to `output_file`.
+
+    `output_file` ends in one of `OUTPUT_FORMATS`; see the module docstring for the layouts. `strategy`: a
+    `tf.distribute` strategy to run the forward passes under (default: the current one); `jit_compile`: XLA-
+    compile the forward pass. Returns `output_file`.
+
+    Raises:
+      JobArgumentError: an option or model that cannot work (naming the flag), before anything is written.
+      DataError: a missing or unreadable input file.
     """
     import tensorflow as tf
 
     from bert_tf.checkpoints.model_dir import restore
-    from bert_tf.checkpoints.model_source import ModelSource
     from bert_tf.data.length_buckets import bucketed_dataset
-    from bert_tf.features.layer_selection import all_layers, select_layers
+    from bert_tf.features.layer_selection import all_layers
     from bert_tf.features.pooling import l2_normalize, pool_tokens
     from bert_tf.models import BertEncoder
     from bert_tf.tasks.base import FEATURE_INDEX_KEY
@@ -120,26 +153,18 @@ def extract_features(
 
     extension = os.path.splitext(output_file)[1].lower()
     if extension not in OUTPUT_FORMATS:
-        raise ValueError(f"--output_file must end in {', '.join(OUTPUT_FORMATS)}, got {output_file}.")
-    check_int("max_seq_length", max_seq_length, minimum=3)
-    check_int("batch_size", batch_size)
-    if pooling is not None and pooling not in POOLINGS:
-        raise ValueError(f"--pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}.")
-    if normalize and pooling is None:
-        raise ValueError("--normalize needs --pooling: it scales sentence features to unit length.")
-    if bucket_width is not None:
-        check_int("bucket_width", bucket_width, minimum=0)
-    source = ModelSource(model_dir, init_checkpoint, bert_config_file, vocab_file, do_lower_case)
-    model = source.resolve(max_seq_length)
-    config = model.config
-    names = [POOLED] if pooling == POOLED else parse_layers(layers, config.num_hidden_layers)
-    positions = None if pooling == POOLED else select_layers(names, config.num_hidden_layers)
+        raise JobArgumentError(f"--output_file must end in {', '.join(OUTPUT_FORMATS)}, got {output_file}.")
+    max_seq_length, pooling, normalize = config.max_seq_length, config.pooling, config.normalize
+    model = config.model.resolve(max_seq_length)
+    num_layers = model.config.num_hidden_layers
+    names = [POOLED] if pooling == POOLED else parse_layers(config.layers, num_layers)
+    positions = None if pooling == POOLED else select_layers(names, num_layers)
 
-    texts_a, texts_b = read_lines(input_file)
-    tokenizer = TaskTokenizer(model.vocab_file, lower_case=do_lower_case)
+    texts_a, texts_b = read_lines(config.input_file)
+    tokenizer = TaskTokenizer(model.vocab_file, lower_case=model.do_lower_case)
     strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():
-        encoder = BertEncoder(config)
+        encoder = BertEncoder(model.config)
     restore(encoder, model.checkpoint)
 
     def forward(inputs, training=False):
@@ -160,11 +185,11 @@ def extract_features(
 
     packed = pack_texts(tokenizer, texts_a, texts_b, max_seq_length)
     # bucketed_dataset logs the batches' count and lengths.
-    dataset, _ = bucketed_dataset(packed, batch_size, max_seq_length, bucket_width)
+    dataset, _ = bucketed_dataset(packed, config.batch_size, max_seq_length, config.bucket_width)
     per_token = pooling is None
     # Written under a temporary name and renamed when complete, so a failed run leaves no partial output.
     with file_io.atomic_path(output_file) as tmp_path:
-        writer = _WRITERS[extension](tmp_path, len(texts_a), max_seq_length, names, config.hidden_size, tokenizer)
+        writer = _WRITERS[extension](tmp_path, len(texts_a), max_seq_length, names, model.config.hidden_size, tokenizer)
         writer.per_token = per_token
         writer.open()
         try:

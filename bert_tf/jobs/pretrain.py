@@ -128,7 +128,7 @@ SENTENCE_TASK_OBJECTIVES = {
 }
 
 
-# The schedule of `run_pretraining(schedule=None)`, and the defaults of experiments.pretrain's flags (a
+# The schedule of `run_pretraining(training_config=None)`, and the defaults of experiments.pretrain's flags (a
 # `bert_tf.training.TrainingConfig`'s fields; BERT's optimizer: decay 0.01, clipping at norm 1.0, Adam without
 # bias correction and epsilon 1e-6, as run_pretraining.py).
 DEFAULT_SCHEDULE = dict(
@@ -147,9 +147,9 @@ DEFAULT_SCHEDULE = dict(
 
 def run_pretraining(
     output_dir: str,
-    model: BertConfig,
+    bert_config: BertConfig,
     data: PretrainingDataConfig,
-    schedule: training.TrainingConfig | None = None,
+    training_config: training.TrainingConfig | None = None,
     runtime: RuntimeConfig | None = None,
     *,
     vocab_file: str | None = None,
@@ -161,9 +161,9 @@ def run_pretraining(
     Args:
       output_dir: checkpoints, summaries, bert_config.json, vocab.txt and
         eval_results.json; an existing run there is resumed.
-      model: the `BertConfig` to train (`resolve_bert_config` reads the flags').
+      bert_config: the `BertConfig` to train (`resolve_bert_config` reads the flags').
       data: see its class.
-      schedule: the `bert_tf.training.TrainingConfig`, in steps (`num_train_steps`); None: `DEFAULT_SCHEDULE`.
+      training_config: the `bert_tf.training.TrainingConfig`, in steps (`num_train_steps`); None: `DEFAULT_SCHEDULE`.
       runtime: strategy, precision, seeds; None: `RuntimeConfig(seed=DEFAULT_SEED)`.
       vocab_file: the vocabulary the data was written with; copied into
         `output_dir`; needed by `data.dynamic_masking`.
@@ -179,11 +179,11 @@ def run_pretraining(
       JobArgumentError (a ValueError) naming the flag, before
       anything is written, for arguments that cannot work.
     """
-    schedule = schedule if schedule is not None else training.TrainingConfig(**DEFAULT_SCHEDULE)
-    if schedule.num_train_steps is None:
+    training_config = training_config if training_config is not None else training.TrainingConfig(**DEFAULT_SCHEDULE)
+    if training_config.num_train_steps is None:
         raise JobArgumentError("--num_train_steps is required (the TFRecords' epochs are not counted).")
     runtime = runtime if runtime is not None else RuntimeConfig(seed=DEFAULT_SEED)
-    train_files, eval_files, vocab = _check_arguments(output_dir, model, data, vocab_file, init_checkpoint)
+    train_files, eval_files, vocab = _check_arguments(output_dir, bert_config, data, vocab_file, init_checkpoint)
     # TensorFlow state: determinism, precision, then the strategy before any op runs.
     with training_runtime(
         runtime,
@@ -192,7 +192,9 @@ def run_pretraining(
     ) as strategy:
         sentence_task = _check_records(data, train_files, eval_files)
         logging.info("Training objective: %s.", SENTENCE_TASK_OBJECTIVES[sentence_task])
-        training.check_microbatches(schedule.num_microbatches, data.train_batch_size, strategy.num_replicas_in_sync)
+        training.check_microbatches(
+            training_config.num_microbatches, data.train_batch_size, strategy.num_replicas_in_sync
+        )
         init_checkpoint = _find_init_checkpoint(init_checkpoint)
         masking = _dynamic_masking(data, vocab_file, vocab)
         logging.info(
@@ -204,13 +206,13 @@ def run_pretraining(
             data.train_batch_size // strategy.num_replicas_in_sync,
         )
         if training.is_chief(strategy):
-            _prepare_output_dir(output_dir, model, vocab_file)
+            _prepare_output_dir(output_dir, bert_config, vocab_file)
         result = _train(
             strategy,
             output_dir,
-            model,
+            bert_config,
             data,
-            schedule,
+            training_config,
             runtime,
             train_files,
             eval_files,
@@ -227,11 +229,11 @@ def run_pretraining(
             if result.eval_metrics is not None and not data.dynamic_masking:
                 baselines = _held_out_baselines(
                     output_dir,
-                    model,
+                    bert_config,
                     data,
                     train_files,
                     eval_files,
-                    schedule.max_eval_steps,
+                    training_config.max_eval_steps,
                     result.eval_metrics,
                     result.step,
                     sentence_task,
@@ -271,10 +273,10 @@ def evaluate_pretraining(
         vocab_file = own_vocab
     step = int(latest.rsplit("-", 1)[-1])
     logging.info("Evaluating %s (step %d) on %s.", latest, step, data.eval_input_file)
-    schedule = training.TrainingConfig(
+    training_config = training.TrainingConfig(
         num_train_steps=step, num_warmup_steps=0, steps_per_loop=1, max_eval_steps=max_eval_steps
     )
-    return run_pretraining(output_dir, bert_config, data, schedule, runtime, vocab_file=vocab_file)
+    return run_pretraining(output_dir, bert_config, data, training_config, runtime, vocab_file=vocab_file)
 
 
 # --- checks before TensorFlow runs ----------------------------------------------------
@@ -393,7 +395,7 @@ def _train(
     output_dir,
     config: BertConfig,
     data: PretrainingDataConfig,
-    schedule: training.TrainingConfig,
+    training_config: training.TrainingConfig,
     runtime: RuntimeConfig,
     train_files,
     eval_files,
@@ -418,7 +420,7 @@ def _train(
             data.train_batch_size,
             data.max_seq_length,
             data.max_predictions_per_seq,
-            is_training=True,
+            training=True,
             input_context=input_context,
             shuffle_buffer_size=data.shuffle_buffer_size,
             seed=data_seed,
@@ -434,7 +436,7 @@ def _train(
             data.eval_batch_size,
             data.max_seq_length,
             data.max_predictions_per_seq,
-            is_training=False,
+            training=False,
             input_context=input_context,
             seed=seed,
             dynamic_masking=masking,
@@ -468,7 +470,7 @@ def _train(
             pretraining_losses,
             train_dataset_fn,
             output_dir,
-            dataclasses.replace(schedule, jit_compile=runtime.jit_compile),
+            dataclasses.replace(training_config, jit_compile=runtime.jit_compile),
             eval_dataset_fn=eval_dataset_fn if eval_files else None,
             init_fn=init_fn,
             loop_callback=loop_callback,

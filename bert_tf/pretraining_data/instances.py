@@ -276,33 +276,79 @@ def _random_b_span(randint, doc, target_b_length, document_start, sentence_start
     return b_from, b_to
 
 
-def create_pair_spans(chunk: DocumentChunk, config: InstanceConfig, rng: random.Random) -> PairSpans:
-    """Runs segment building and A/B choice for every document and dupe round.
+class _PairLists:
+    """The columns of `PairSpans`, appended one pair at a time by the segment walks.
 
-    Returns spans before truncation, in creation order.
+    `add(a_from, a_to, b_from, b_to, label, one_sentence)` is a closure over the lists' `append`s: it runs once
+    a segment, in the walks' inner loop.
     """
-    sentence_length = np.diff(chunk.sentence_offsets).tolist()
-    sentence_start = chunk.sentence_offsets.tolist()
-    document_start = chunk.document_offsets.tolist()
-    num_documents = len(document_start) - 1
-    max_num_tokens = config.max_num_tokens
 
-    a_start, a_length, b_start, b_length, random_next = [], [], [], [], []
-    one_sentence = []
-    uniform = rng.random
+    def __init__(self):
+        self.columns = ([], [], [], [], [], [])
+        a_start, a_length, b_start, b_length, labels, one_sentences = (column.append for column in self.columns)
+
+        def add(a_from, a_to, b_from, b_to, label, one_sentence):
+            a_start(a_from)
+            a_length(a_to - a_from)
+            b_start(b_from)
+            b_length(b_to - b_from)
+            labels(label)
+            one_sentences(one_sentence)
+
+        self.add = add
+
+    def spans(self) -> PairSpans:
+        a_start, a_length, b_start, b_length, labels, one_sentences = self.columns
+        return PairSpans(
+            a_start=np.asarray(a_start, np.int64),
+            a_length=np.asarray(a_length, np.int64),
+            b_start=np.asarray(b_start, np.int64),
+            b_length=np.asarray(b_length, np.int64),
+            is_random_next=np.asarray(labels, np.int32),
+            one_sentence=np.asarray(one_sentences, bool),
+        )
+
+
+def _uniform_randint(uniform):
+    """`randint(low, high)` from `uniform()` draws, as the walks use it."""
 
     def randint(low, high):
-        # random.randint is unbiased but 3x slower; the bias here is < 2**-40.
+        # random.randint is unbiased but draws its bits in a loop of Python calls, and this runs for every
+        # segment; the bias of one float here is < 2**-40.
         return low + int(uniform() * (high - low + 1))
 
-    # The original shuffles the document list once, before the dupe rounds.
-    document_order = list(range(num_documents))
+    return randint
+
+
+def _walk_parts(chunk: DocumentChunk, rng: random.Random):
+    """What a walk's `segment_end` works with: the pairs it adds to, the sentences' token offsets (a list), and
+    `uniform()` and `randint(low, high)` drawing from `rng` (the walk's own draws come from the same `rng`)."""
+    uniform = rng.random
+    return _PairLists(), chunk.sentence_offsets.tolist(), uniform, _uniform_randint(uniform)
+
+
+def _walk_segments(chunk: DocumentChunk, config: InstanceConfig, rng: random.Random, segment_end) -> None:
+    """The original's segment walk, shared by "nsp" and "sop"; `segment_end` makes each segment's pair.
+
+    The documents are shuffled once, before the dupe rounds (as the original shuffles its list); in each round
+    every document is cut into segments of sentences up to a target length (`max_num_tokens`, or with
+    probability `short_seq_prob` a random one). At each segment's end the walk calls
+    `segment_end(doc, first_sentence, last_sentence, target_length)`, which returns how many of the segment's
+    last sentences it did not use: the walk reads them again for the next segment.
+    """
+    sentence_length = np.diff(chunk.sentence_offsets).tolist()
+    document_start = chunk.document_offsets.tolist()
+    max_num_tokens = config.max_num_tokens
+    short_seq_prob = config.short_seq_prob
+    uniform = rng.random
+    randint = _uniform_randint(uniform)
+    document_order = list(range(len(document_start) - 1))
     rng.shuffle(document_order)
     for _ in range(config.dupe_factor):
         for doc in document_order:
             first, stop = document_start[doc], document_start[doc + 1]
             target_length = max_num_tokens
-            if uniform() < config.short_seq_prob:
+            if uniform() < short_seq_prob:
                 target_length = randint(2, max_num_tokens)
             segment_first = first
             segment_tokens = 0
@@ -310,41 +356,42 @@ def create_pair_spans(chunk: DocumentChunk, config: InstanceConfig, rng: random.
             while i < stop:
                 segment_tokens += sentence_length[i]
                 if i == stop - 1 or segment_tokens >= target_length:
-                    num_sentences = i - segment_first + 1
-                    a_sentences = 1
-                    if num_sentences >= 2:
-                        a_sentences = randint(1, num_sentences - 1)
-                    a_from = sentence_start[segment_first]
-                    a_to = sentence_start[segment_first + a_sentences]
-                    if num_sentences == 1 or uniform() < 0.5:
-                        target_b_length = target_length - (a_to - a_from)
-                        b_from, b_to = _random_b_span(
-                            randint, doc, target_b_length, document_start, sentence_start, sentence_length
-                        )
-                        # The sentences meant for B were not used: give them back.
-                        i -= num_sentences - a_sentences
-                        is_random = 1
-                    else:
-                        b_from = a_to
-                        b_to = sentence_start[i + 1]
-                        is_random = 0
-                    a_start.append(a_from)
-                    a_length.append(a_to - a_from)
-                    b_start.append(b_from)
-                    b_length.append(b_to - b_from)
-                    random_next.append(is_random)
-                    one_sentence.append(num_sentences == 1)
+                    i -= segment_end(doc, segment_first, i, target_length)
                     segment_first = i + 1
                     segment_tokens = 0
                 i += 1
-    return PairSpans(
-        a_start=np.asarray(a_start, np.int64),
-        a_length=np.asarray(a_length, np.int64),
-        b_start=np.asarray(b_start, np.int64),
-        b_length=np.asarray(b_length, np.int64),
-        is_random_next=np.asarray(random_next, np.int32),
-        one_sentence=np.asarray(one_sentence, bool),
-    )
+
+
+def create_pair_spans(chunk: DocumentChunk, config: InstanceConfig, rng: random.Random) -> PairSpans:
+    """BERT's next-sentence pairs: for every document and dupe round, segments split into A and a B that is
+    the rest of the segment, or half the time (always for a one-sentence segment) a random span of another
+    document, whose unused sentences go back to the walk.
+
+    Returns spans before truncation, in creation order.
+    """
+    sentence_length = np.diff(chunk.sentence_offsets).tolist()
+    document_start = chunk.document_offsets.tolist()
+    pairs, sentence_start, uniform, randint = _walk_parts(chunk, rng)
+    add = pairs.add
+
+    def segment_end(doc, segment_first, last, target_length):
+        num_sentences = last - segment_first + 1
+        a_sentences = 1
+        if num_sentences >= 2:
+            a_sentences = randint(1, num_sentences - 1)
+        a_from = sentence_start[segment_first]
+        a_to = sentence_start[segment_first + a_sentences]
+        if num_sentences == 1 or uniform() < 0.5:
+            b_from, b_to = _random_b_span(
+                randint, doc, target_length - (a_to - a_from), document_start, sentence_start, sentence_length
+            )
+            add(a_from, a_to, b_from, b_to, 1, num_sentences == 1)
+            return num_sentences - a_sentences  # the sentences meant for B were not used: give them back
+        add(a_from, a_to, a_to, sentence_start[last + 1], 0, num_sentences == 1)
+        return 0
+
+    _walk_segments(chunk, config, rng, segment_end)
+    return pairs.spans()
 
 
 def create_sentence_order_spans(chunk: DocumentChunk, config: InstanceConfig, rng: random.Random) -> PairSpans:
@@ -357,57 +404,26 @@ def create_sentence_order_spans(chunk: DocumentChunk, config: InstanceConfig, rn
     one-token sentence gives no pair). With probability 0.5 A and B change
     places and the label (`is_random_next`) is 1.
     """
-    sentence_length = np.diff(chunk.sentence_offsets).tolist()
-    sentence_start = chunk.sentence_offsets.tolist()
-    document_start = chunk.document_offsets.tolist()
-    max_num_tokens = config.max_num_tokens
-    a_start, a_length, b_start, b_length, swapped, one_sentence = [], [], [], [], [], []
-    uniform = rng.random
+    pairs, sentence_start, uniform, randint = _walk_parts(chunk, rng)
+    add = pairs.add
 
-    def randint(low, high):
-        return low + int(uniform() * (high - low + 1))
+    def segment_end(doc, segment_first, last, target_length):
+        num_sentences = last - segment_first + 1
+        first_token, stop_token = sentence_start[segment_first], sentence_start[last + 1]
+        if num_sentences >= 2:
+            cut = sentence_start[segment_first + randint(1, num_sentences - 1)]
+        elif stop_token - first_token >= 2:
+            cut = first_token + randint(1, stop_token - first_token - 1)
+        else:
+            return 0
+        if uniform() < 0.5:
+            add(cut, stop_token, first_token, cut, 1, num_sentences == 1)
+        else:
+            add(first_token, cut, cut, stop_token, 0, num_sentences == 1)
+        return 0
 
-    document_order = list(range(len(document_start) - 1))
-    rng.shuffle(document_order)
-    for _ in range(config.dupe_factor):
-        for doc in document_order:
-            first, stop = document_start[doc], document_start[doc + 1]
-            target_length = max_num_tokens
-            if uniform() < config.short_seq_prob:
-                target_length = randint(2, max_num_tokens)
-            segment_first = first
-            segment_tokens = 0
-            for i in range(first, stop):
-                segment_tokens += sentence_length[i]
-                if i < stop - 1 and segment_tokens < target_length:
-                    continue
-                num_sentences = i - segment_first + 1
-                first_token, stop_token = sentence_start[segment_first], sentence_start[i + 1]
-                segment_first, segment_tokens = i + 1, 0
-                if num_sentences >= 2:
-                    cut = sentence_start[i + 1 - num_sentences + randint(1, num_sentences - 1)]
-                elif stop_token - first_token >= 2:
-                    cut = first_token + randint(1, stop_token - first_token - 1)
-                else:
-                    continue
-                spans = [(first_token, cut - first_token), (cut, stop_token - cut)]
-                is_swapped = uniform() < 0.5
-                if is_swapped:
-                    spans.reverse()
-                a_start.append(spans[0][0])
-                a_length.append(spans[0][1])
-                b_start.append(spans[1][0])
-                b_length.append(spans[1][1])
-                swapped.append(int(is_swapped))
-                one_sentence.append(num_sentences == 1)
-    return PairSpans(
-        a_start=np.asarray(a_start, np.int64),
-        a_length=np.asarray(a_length, np.int64),
-        b_start=np.asarray(b_start, np.int64),
-        b_length=np.asarray(b_length, np.int64),
-        is_random_next=np.asarray(swapped, np.int32),
-        one_sentence=np.asarray(one_sentence, bool),
-    )
+    _walk_segments(chunk, config, rng, segment_end)
+    return pairs.spans()
 
 
 def create_full_sentence_spans(

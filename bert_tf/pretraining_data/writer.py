@@ -233,7 +233,7 @@ def write_pretraining_data(
     config: instances.InstanceConfig,
     *,
     do_lower_case: bool = True,
-    random_seed: int = 12345,
+    seed: int = 12345,
     num_workers: int | None = None,
     chunk_bytes: int = 1 << 20,
     compression: str | None = None,
@@ -250,7 +250,7 @@ def write_pretraining_data(
         vocab_file: WordPiece vocabulary (needs [CLS], [SEP], [MASK]).
         config: instance parameters (validated here).
         do_lower_case: uncased tokenization.
-        random_seed: seed of every random choice.
+        seed: seed of every random choice.
         num_workers: processes working on chunks, this one included (default:
             all cores): this one tokenizes and writes, `num_workers - 1`
             helpers without TensorFlow make and serialize the instances. The
@@ -290,7 +290,7 @@ def write_pretraining_data(
     settings = instance_workers.BuilderSettings(
         config=config,
         vocab=vocab,
-        random_seed=random_seed,
+        random_seed=seed,
         int_features=pretraining_features.int_features(config.sentence_task),
         float_features=pretraining_features.FLOAT_FEATURES,
     )

@@ -78,3 +78,15 @@ def dev_split(num_items: int, fraction: float, seed: int) -> tuple[np.ndarray, n
 def label_ids(labels, label_list: list) -> np.ndarray:
     index = {label: i for i, label in enumerate(label_list)}
     return np.array([index.get(label, -1) for label in labels], np.int64)
+
+
+def task_labels(task, split_data) -> list:
+    """Every label of `split_data` in order: one per word (token task) or per text (sentence task)."""
+    if task == TOKEN:
+        return [tag for tags in split_data.tags for tag in tags]
+    return list(split_data.labels)
+
+
+def num_items(task, split_data) -> int:
+    """Sentences (token task) or texts (sentence task) in `split_data`."""
+    return len(split_data.sentences) if task == TOKEN else len(split_data.texts)

@@ -127,7 +127,7 @@ def linear_probe(split: Split, strengths=STRENGTHS, seed: int = 0) -> ProbeResul
     return best
 
 
-def scalar_mix_probe(split: Split, num_classes: int, seed: int = 0) -> ProbeResult:
+def scalar_mix_probe(split: Split, num_labels: int, seed: int = 0) -> ProbeResult:
     """The scalar-mix probe of the module docstring on [items, layers, features] inputs."""
     import keras
 
@@ -145,7 +145,7 @@ def scalar_mix_probe(split: Split, num_classes: int, seed: int = 0) -> ProbeResu
     inputs = keras.Input((num_layers, width), dtype="float16")
     standardised = keras.layers.Normalization(axis=(1, 2), mean=mean, variance=variance)(inputs)
     mix = ScalarMix(num_layers, name="scalar_mix")
-    logits = keras.layers.Dense(num_classes, name="logits")(mix(standardised))
+    logits = keras.layers.Dense(num_labels, name="logits")(mix(standardised))
     model = keras.Model(inputs, logits)
     model.compile(
         optimizer=keras.optimizers.Adam(MIX_LEARNING_RATE),

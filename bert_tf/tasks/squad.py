@@ -154,7 +154,7 @@ class SquadTask(FinetuningTask):
 
     def featurize(self, examples: Sequence[SquadExample], training: bool) -> SquadFeatures:
         return featurize_squad(
-            examples, self.tokenizer, self.seq_length, self.doc_stride, self.max_query_length, is_training=training
+            examples, self.tokenizer, self.seq_length, self.doc_stride, self.max_query_length, training=training
         )
 
     def dataset(self, features, batch_size, training, seed=None, input_context=None):

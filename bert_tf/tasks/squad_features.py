@@ -137,7 +137,7 @@ def featurize_squad(
     seq_length: int,
     doc_stride: int,
     max_query_length: int,
-    is_training: bool,
+    training: bool,
 ) -> SquadFeatures:
     """Turns SQuAD examples into windowed features (see `SquadFeatures`).
 
@@ -146,7 +146,7 @@ def featurize_squad(
       seq_length: total length with [CLS] and both [SEP]s.
       doc_stride: pieces between the starts of consecutive windows.
       max_query_length: questions are cut to this many pieces.
-      is_training: add start/end positions; examples whose answer cannot be
+      training: add start/end positions; examples whose answer cannot be
         located in the pieces are skipped with a warning.
     """
     if max_query_length + 3 >= seq_length:
@@ -166,7 +166,7 @@ def featurize_squad(
         context = contexts[example.context]
         query = questions[example_index][:max_query_length]
         answer_span = None
-        if is_training and not example.is_impossible:
+        if training and not example.is_impossible:
             answer = example.answers[0]
             answer_span = answer_piece_span(context, answer.start_char, answer.start_char + len(answer.text))
             if answer_span is None:
@@ -195,7 +195,7 @@ def featurize_squad(
     if not word_ids:
         raise ValueError("No SQuAD features: every question was skipped.")
     inputs = {"input_word_ids": np.stack(word_ids), "input_mask": np.stack(masks), "input_type_ids": np.stack(type_ids)}
-    if is_training:
+    if training:
         inputs["start_positions"] = np.asarray(starts, np.int32)
         inputs["end_positions"] = np.asarray(ends, np.int32)
     return SquadFeatures(

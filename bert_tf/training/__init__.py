@@ -1,7 +1,8 @@
 """Training: the distributed custom loop, its schedule, the optimizer, strategies, mixed precision and job set-up.
 
-`TrainingConfig` is the one schedule config (steps or epochs, warm-up steps or proportion, decay, clipping,
-checkpoint and evaluation intervals) that both jobs take; `RuntimeConfig` is where and how a job runs.
+`TrainingConfig` (`config`) is the one schedule config (steps or epochs, warm-up steps or proportion, decay,
+clipping, checkpoint and evaluation intervals) that the training jobs take; `RuntimeConfig` (`runtime`) is where
+and how a job runs; `loop` is the loop itself.
 TensorFlow-specific (tf.distribute, tf.data, tf.train.Checkpoint); the models it trains are backend-independent
 Keras, and it knows nothing of BERT: a model names its own checkpoint items, a job passes its loss and data.
 The optimizer is the AdamW of BERT's recipe, which any model may use.
@@ -24,10 +25,10 @@ _LAZY = {
     "STRATEGIES": "bert_tf.training.distribution",
     "SUMMARIES_DIR": "bert_tf.training.loop",
     "TPUNotFoundError": "bert_tf.training.distribution",
-    "TrainingConfig": "bert_tf.training.loop",
+    "TrainingConfig": "bert_tf.training.config",
     "TrainingResult": "bert_tf.training.loop",
     "WarmupPolynomialDecay": "bert_tf.training.optimization",
-    "check_microbatches": "bert_tf.training.loop",
+    "check_microbatches": "bert_tf.training.config",
     "create_optimizer": "bert_tf.training.optimization",
     "default_forward": "bert_tf.training.loop",
     "enable_determinism": "bert_tf.training.determinism",

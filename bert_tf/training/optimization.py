@@ -37,10 +37,10 @@ from collections.abc import Callable, Sequence
 import keras
 import tensorflow as tf
 
+from bert_tf.training.config import OPTIMIZERS
 from bert_tf.training.schedule import warmup_polynomial_decay
 
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("layer_norm", "LayerNorm", "bias")
-OPTIMIZERS = ("adamw", "lamb")
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

@@ -7,7 +7,7 @@
                                  num_warmup_steps=100)
 
 The custom loop's optimizer (`bert_tf.training.optimization.WarmupPolynomialDecay`, TensorFlow), the Keras 3
-`fit` path (`bert_tf.keras_fit`, any backend) and the tf_keras `hub.KerasLayer` job
+`fit` path (`experiments.keras_fit`, any backend) and the tf_keras `hub.KerasLayer` job
 (`experiments.classify_with_hub`) each wrap it in their framework's schedule class. Backend-free: `ops` is the
 array namespace of `step` (`keras.ops`, or `tensorflow`), of which it uses `minimum` and `where`.
 """

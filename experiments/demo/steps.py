@@ -264,7 +264,7 @@ def export_encoders(output_dir, config, vocab, pretrained, real):
                 os.path.join(step_dir, f"export_{label}.log"),
                 f"--model_dir={model_dir}",
                 f"--export_dir={exports[label]}",
-                f"--seq_length={seq_length}",
+                f"--max_seq_length={seq_length}",
                 *extra,
             )
 
@@ -404,13 +404,13 @@ def fine_tune(output_dir, exports, recipe, train_file, test_file):
             os.path.join(step_dir, "classify.log"),
             f"--export_dir={exports[recipe.label]}",
             f"--train_file={train_file}",
-            f"--test_file={test_file}",
+            f"--eval_file={test_file}",
             f"--output_dir={os.path.join(step_dir, 'classifier')}",
-            f"--epochs={recipe.epochs}",
+            f"--num_train_epochs={recipe.epochs}",
             f"--learning_rate={recipe.learning_rate}",
-            f"--warmup_fraction={recipe.warmup_fraction}",
+            f"--warmup_proportion={recipe.warmup_fraction}",
             f"--max_train_examples={FLAGS.train_examples}",
-            f"--max_test_examples={FLAGS.test_examples}",
+            f"--max_eval_examples={FLAGS.test_examples}",
             "--label_names=other,great",  # the bundled reviews' labels 0 and 1 (data/README.md)
             env=env,
         )

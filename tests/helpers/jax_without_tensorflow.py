@@ -6,7 +6,7 @@
 
 `encode`: `load_encoder(MODEL_DIR)`, the plain-Python tokenizer on INPUTS_JSON ([[text_a, text_b or null], ...])
 and the encoder; writes the inputs and outputs. `fit`: `bert_tf.keras_fit.fit_classifier` on DATA_JSON
-({"train": [texts, labels], "test": [...], "seq_length": n, ...}); writes OUT_DIR/model and OUT_DIR/results.npz
+({"train": [texts, labels], "test": [...], "max_seq_length": n, ...}); writes OUT_DIR/model and OUT_DIR/results.npz
 (the test logits). `logits`: a fine-tuned `BertClassifier` read with `load_task_model`, its logits on
 DATA_JSON's test texts. All fail if any TensorFlow module got imported.
 """
@@ -66,7 +66,7 @@ def fit(model_dir, data_json, out_dir):
     from bert_tf.tokenization import PythonBertTokenizer
 
     tokenizer = PythonBertTokenizer(os.path.join(model_dir, "vocab.txt"), lower_case=True)
-    inputs = tokenizer.encode(data["test"][0], options.get("seq_length", 128))
+    inputs = tokenizer.encode(data["test"][0], options.get("max_seq_length", 128))
     logits = np.asarray(results["model"].predict(inputs, verbose=0))
     np.savez(os.path.join(out_dir, "results.npz"), logits=logits, accuracy=results["test_accuracy"], **inputs)
     _check_no_tensorflow()
@@ -80,7 +80,7 @@ def logits(model_dir, data_json, out):
     data = json.load(open(data_json, encoding="utf-8"))
     classifier = load_task_model(model_dir, lambda encoder: BertClassifier(encoder, num_classes=2))
     tokenizer = PythonBertTokenizer(os.path.join(model_dir, "vocab.txt"), lower_case=True)
-    inputs = tokenizer.encode(data["test"][0], data.get("seq_length", 128))
+    inputs = tokenizer.encode(data["test"][0], data.get("max_seq_length", 128))
     np.savez(out, logits=np.asarray(classifier.predict(inputs, verbose=0)), **inputs)
     _check_no_tensorflow()
 

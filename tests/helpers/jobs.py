@@ -29,12 +29,14 @@ def pretrain(output_dir, **arguments):
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
     arguments = dict(arguments)
-    model = pretraining.resolve_bert_config(arguments.pop("bert_config_file", None), arguments.pop("preset", None))
+    bert_config = pretraining.resolve_bert_config(
+        arguments.pop("bert_config_file", None), arguments.pop("preset", None)
+    )
     data = _take(pretraining.PretrainingDataConfig, arguments)
-    # The runtime first: it takes jit_compile, which the job copies into the schedule.
+    # The runtime first: it takes jit_compile, which the job copies into the training config.
     runtime = _take(RuntimeConfig, arguments, seed=pretraining.DEFAULT_SEED)
-    schedule = _take(TrainingConfig, arguments, **pretraining.DEFAULT_SCHEDULE)
-    return pretraining.run_pretraining(output_dir, model, data, schedule, runtime, **arguments)
+    training_config = _take(TrainingConfig, arguments, **pretraining.DEFAULT_SCHEDULE)
+    return pretraining.run_pretraining(output_dir, bert_config, data, training_config, runtime, **arguments)
 
 
 def finetune(task, output_dir, **arguments):
@@ -68,3 +70,15 @@ def distill(output_dir, **arguments):
     runtime = _take(RuntimeConfig, arguments, seed=job.DEFAULT_SEED)
     training_config = _take(TrainingConfig, arguments, **DEFAULT_SCHEDULE)
     return job.run_distillation(output_dir, config, student, data, training_config, runtime, **arguments)
+
+
+def extract_features(input_file, output_file, **arguments):
+    """`bert_tf.jobs.extract_features.extract_features` with the flags of `experiments.extract_features` as
+    keywords (`jit_compile` and `strategy` go to the call)."""
+    from bert_tf.checkpoints.model_source import ModelSource
+    from bert_tf.jobs import extract_features as job
+
+    arguments = dict(arguments)
+    model = _take(ModelSource, arguments)
+    config = _take(job.FeatureExtractionConfig, arguments, input_file=input_file, model=model)
+    return job.extract_features(output_file, config, **arguments)

@@ -60,7 +60,7 @@ def write_pretraining_records(directory, **instance_options) -> dict:
             [record_path],
             str(VOCAB_FILE),
             config,
-            random_seed=7,
+            seed=7,
             num_workers=1,
         )
         paths[name] = record_path
