@@ -2,6 +2,7 @@ r"""BERT encoder inference throughput (forward pass only): ours and, with --peer
 
     python benchmarks/inference_throughput.py                    # ours: Keras model (XLA off, on), SavedModel
     python benchmarks/inference_throughput.py --peers --rounds=2 # + HF/PyTorch, keras-hub, Model Garden
+    python benchmarks/inference_throughput.py --forms=float32,bfloat16,int8  # + our bfloat16 and int8 exports
 
 What is measured: the encoder's forward pass (sequence and pooled outputs, training=False) on one
 synthetic batch in memory, default bert_base shapes, seq 128, batch 8, random weights, float32.
@@ -15,6 +16,11 @@ Contenders:
 - ours, SavedModel: the encoder exported with `bert_tf.export.export_encoder` (to a temporary directory),
   loaded through `hub.KerasLayer` (tf_keras, `TF_USE_LEGACY_KERAS=1`, in its own process) and called in a
   `tf.function`, as TF Hub users run it;
+- --forms with bfloat16 and/or int8: ours, SavedModel, also exported in that form
+  (`bert_tf.distillation.inference`, as `experiments.export --quantize` does) and loaded the same way. These
+  rows are timed in the same rounds, interleaved with the others, and shown beside the float32 rows; the
+  comparison with the peers (the closing line, "vs fastest peer" of the float32 rows) stays float32 against
+  float32, like for like. Their figures are ratios to our float32 SavedModel;
 - --peers (venvs under --peer_dir, created from PyPI on first use, shared with train_throughput.py):
   HuggingFace transformers `BertModel` on PyTorch (eval mode, `torch.inference_mode`);
   keras-hub `BertBackbone` (Keras 3, TF backend) called in a `tf.function` (XLA off and on);
@@ -53,6 +59,18 @@ OURS = [
     ("ours Keras +XLA", None, "ours_keras", ["--xla=1"]),
     ("ours SavedModel via hub.KerasLayer", None, "ours_hub", []),
 ]
+FLOAT32_SAVED_MODEL = OURS[-1][0]
+
+
+def form_contender(form):
+    """The row of our SavedModel exported in a cheaper inference form (--forms)."""
+    return (f"ours SavedModel {form} via hub.KerasLayer", None, "ours_hub", [f"--form={form}"])
+
+
+def form_export_dir(export_dir, form):
+    return export_dir if form == "float32" else f"{export_dir}_{form}"
+
+
 PEERS = [
     ("HF torch BertModel", "hf_torch", "hf", []),
     ("keras-hub BertBackbone", "keras_hub", "keras_hub", ["--xla=0"]),
@@ -94,11 +112,15 @@ def child_ours_keras(args):
 
 
 def child_ours_export(args):
-    """Writes the SavedModel (ours, current code) for the hub.KerasLayer child."""
+    """Writes the SavedModels (ours, current code; one per --forms) for the hub.KerasLayer child."""
     os.environ["KERAS_BACKEND"] = "tensorflow"
+    from bert_tf.distillation.inference import inference_form
     from bert_tf.export.exporter import export_encoder
 
-    export_encoder(_ours_encoder(args), args.export_dir, include_mlm=False, overwrite=True, verify=False)
+    encoder = _ours_encoder(args)
+    for form in args.forms.split(","):
+        path = form_export_dir(args.export_dir, form)
+        export_encoder(inference_form(encoder, form), path, include_mlm=False, overwrite=True, verify=False)
     return {"path": args.export_dir}
 
 
@@ -108,7 +130,7 @@ def child_ours_hub(args):
     import tensorflow as tf
     import tensorflow_hub as hub
 
-    layer = hub.KerasLayer(args.export_dir, trainable=False)
+    layer = hub.KerasLayer(form_export_dir(args.export_dir, args.form), trainable=False)
     inputs = {k: tf.constant(v) for k, v in batch(args, np).items()}
     forward = tf.function(lambda x: layer(x)["sequence_output"])
     result = _time_steps(lambda: forward(inputs), args, sync=lambda x: x.numpy())
@@ -184,6 +206,11 @@ def main():
     parser.add_argument("--warmup_steps", type=int, default=3)
     parser.add_argument("--timed_steps", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument(
+        "--forms",
+        default="float32",
+        help="inference forms of our SavedModel: float32 and optionally bfloat16, int8 (rows beside float32's)",
+    )
     parser.add_argument("--peers", action="store_true")
     parser.add_argument("--only_peers", default="", help="comma-separated peer venvs to keep (hf_torch,...)")
     parser.add_argument("--peer_dir", default=_common.DEFAULT_PEER_DIR)
@@ -191,16 +218,21 @@ def main():
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--xla", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--export_dir", help=argparse.SUPPRESS)
+    parser.add_argument("--form", default="float32", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.warmup_steps < 1 or args.timed_steps < 1 or args.rounds < 1:
         parser.error("--warmup_steps, --timed_steps and --rounds must be >= 1")
+    forms = args.forms.split(",")
+    if "float32" not in forms or not set(forms) <= {"float32", "bfloat16", "int8"}:
+        parser.error(f"--forms: float32 and optionally bfloat16, int8; got {args.forms}")
 
     if args.child:
         print("RESULT " + json.dumps(CHILDREN[args.child](args)), flush=True)
         return
 
     pythons = {None: sys.executable}
-    contenders = list(OURS)
+    contenders = list(OURS) + [form_contender(form) for form in forms if form != "float32"]
+    other_forms = [form_contender(form)[0] for form in forms if form != "float32"]
     if args.peers:
         keep = set(filter(None, args.only_peers.split(","))) or set(_common.PEER_VENVS)
         for name in sorted(keep):
@@ -220,7 +252,9 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         export_dir = os.path.join(tmp, "encoder")
         out = _common.run_child(
-            sys.executable, SCRIPT, ["--child=ours_export", f"--export_dir={export_dir}"] + common_flags
+            sys.executable,
+            SCRIPT,
+            ["--child=ours_export", f"--export_dir={export_dir}", f"--forms={args.forms}"] + common_flags,
         )
         if "error" in out:
             sys.exit(f"export failed:\n{out['error']}")
@@ -249,10 +283,13 @@ def main():
 
     rows = _common.step_rows(results, args.batch_size, args.timed_steps)
     ours, peers = _common.ours_and_peers({label: row["sequences_per_s"] for label, row in rows.items()})
+    # The peers run float32: our bfloat16 and int8 rows stand beside the comparison, not in it.
+    ours = {label: rate for label, rate in ours.items() if label not in other_forms}
     fastest = max(peers, key=peers.get) if peers else None
 
     lines = [
-        f"`{args.preset}` encoder forward, seq {args.seq_length}, batch {args.batch_size}, float32, random "
+        f"`{args.preset}` encoder forward, seq {args.seq_length}, batch {args.batch_size}, float32"
+        f"{' (ours also ' + ' and '.join(f for f in forms if f != 'float32') + ')' if len(forms) > 1 else ''}, random "
         f"weights; {args.rounds} interleaved round(s) of {args.warmup_steps} warm-up + {args.timed_steps} timed "
         "calls per contender, each in a fresh process; figure = median call.",
         "",
@@ -270,12 +307,23 @@ def main():
                 _common.per_round_cell(row["per_round"]),
                 f"{1000 * row['median_step_s']:.0f}",
                 f"{row['first_step_s']:.1f}",
-                f"{row['sequences_per_s'] / peers[fastest]:.2f}x" if fastest else "-",
+                f"{row['sequences_per_s'] / peers[fastest]:.2f}x" if fastest and label not in other_forms else "-",
             ]
             for label, row in rows.items()
         ],
     )
     lines += _common.closing_lines({label: result.get("errors") for label, result in results.items()}, ours, peers, 1.1)
+    reference = rows.get(FLOAT32_SAVED_MODEL, {}).get("sequences_per_s")
+    ratios = [
+        f"{label}: {rows[label]['sequences_per_s'] / reference:.2f}x"
+        for label in other_forms
+        if reference and label in rows and rows[label]["sequences_per_s"]
+    ]
+    if ratios:
+        lines += [
+            "",
+            f"Cheaper forms against our float32 SavedModel, same rounds (no peer runs them): {'; '.join(ratios)}.",
+        ]
     _common.publish(SECTION, "inference_throughput: encoder forward, ours vs peers", lines, args.write)
 
 

@@ -107,6 +107,13 @@ def define_flags():
         ],
         "Sentences to classify after training.",
     )
+    flags.DEFINE_string(
+        "task_model_dir",
+        None,
+        "Also write the fine-tuned classifier here as a fine-tuned model directory (experiments.finetune's "
+        "layout, two classes: the labels as written), which experiments.distill --teacher_dir, experiments.export "
+        "and load_task_model take.",
+    )
     flags.DEFINE_integer("seed", 1, "Random seed.")
     flags.mark_flags_as_required(["export_dir", "train_file", "eval_file", "output_dir"])
 
@@ -276,6 +283,54 @@ def bucketed_datasets(preprocessing, texts, labels, test_texts, test_labels, bat
     return train, len(texts) // batch_size, prefetching.prefetched(test.batch(batch_size))
 
 
+def write_task_model_dir(model, export_dir, output_dir, written_labels, texts):
+    """Writes the fine-tuned tf_keras `model` as a fine-tuned model directory (`bert_tf.checkpoints.hub_classifier`).
+
+    The converted classifier must give the same scores as `model` on `texts` (a check that the variables were
+    matched in order); `written_labels` are the two labels as the data writes them, in id order.
+    """
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_hub as hub
+
+    from bert_tf.checkpoints.hub_classifier import classifier_from_hub_weights, write_classifier_model_dir
+    from bert_tf.config import BertConfig
+
+    extra = os.path.join(export_dir, "encoder", "assets.extra")
+    config = BertConfig.from_json_file(os.path.join(extra, "bert_config.json"))
+    head = model.get_layer("classifier")
+    converted = classifier_from_hub_weights(
+        config,
+        [v.numpy() for v in model.get_layer("encoder").trainable_weights],
+        head.kernel.numpy(),
+        head.bias.numpy(),
+        dropout_rate=0.1,  # build_classifier's
+    )
+    preprocessing = model.get_layer("preprocessing")
+    sample = tf.constant(texts[:32])
+    expected = model.predict(sample, verbose=0)[:, 0]
+    logits = converted({k: v for k, v in preprocessing(sample).items()}, training=False)
+    difference = float(np.max(np.abs(tf.nn.softmax(logits)[:, 1].numpy() - expected)))
+    if difference > 1e-4:
+        raise RuntimeError(f"The converted classifier's scores differ from the fine-tuned one's by {difference}.")
+    preprocessor = hub.load(os.path.join(export_dir, "preprocess"))
+    cased, uncased = (preprocessor.tokenize(tf.constant([t])).flat_values.numpy().tolist() for t in ("The", "the"))
+    seq_length = getattr(preprocessing, "seq_length", 0) or int(
+        preprocessor(tf.constant([""]))["input_word_ids"].shape[1]
+    )
+    path = write_classifier_model_dir(
+        output_dir,
+        converted,
+        os.path.join(extra, "vocab.txt"),
+        written_labels,
+        seq_length,
+        do_lower_case=cased == uncased,
+        text_a_column=FLAGS.text_a_column,
+        label_column=FLAGS.label_column,
+    )
+    logging.info("Wrote the classifier as a model directory: %s (scores agree to %.1e)", path, difference)
+
+
 def warmup_linear_decay(peak, num_steps, warmup_steps):
     """BERT's schedule (`bert_tf.training.schedule`) as a tf_keras schedule."""
     import tensorflow as tf
@@ -313,6 +368,8 @@ def main(argv):
     for flag in ("bucket_width", "max_seq_length"):
         if FLAGS[flag].value < 0:
             raise errors.BadInputError(f"--{flag} must be >= 0, got {FLAGS[flag].value}.")
+    if FLAGS.task_model_dir and os.path.exists(FLAGS.task_model_dir) and os.listdir(FLAGS.task_model_dir):
+        raise errors.BadInputError(f"--task_model_dir={FLAGS.task_model_dir} exists and is not empty.")
     columns = (FLAGS.text_a_column, FLAGS.label_column)
     train_texts, train_labels = read_labeled_tsv(FLAGS.train_file, FLAGS.max_train_examples, *columns)
     test_texts, test_labels = read_labeled_tsv(FLAGS.eval_file, FLAGS.max_eval_examples, *columns)
@@ -370,6 +427,8 @@ def main(argv):
     ]
     with file_io.atomic_path(os.path.join(FLAGS.output_dir, "saved_model"), directory=True) as tmp_dir:
         model.save(tmp_dir, include_optimizer=False)
+    if FLAGS.task_model_dir:
+        write_task_model_dir(model, FLAGS.export_dir, FLAGS.task_model_dir, sorted(set(train_labels)), test_texts)
 
     results = {
         "test_accuracy": float(test_accuracy),

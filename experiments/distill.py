@@ -52,8 +52,8 @@ def define_flags():
     flags.DEFINE_float(
         "hidden_loss_weight",
         0.0,
-        "Weight of the hidden-state MSE (TinyBERT), student layer i against the teacher layer it maps to; "
-        "needs the teacher's width. 0 = off.",
+        "Weight of the hidden-state MSE (TinyBERT), student layer i against the teacher layer it maps to; a "
+        "student of another width goes through a learned projection (TinyBERT's W_h), not saved with it. 0 = off.",
     )
     flags.DEFINE_string(
         "unlabeled_file",

@@ -128,6 +128,9 @@ def files(tmp_path_factory):
     for name in ("encoder", "preprocess"):
         (root / "export" / name).mkdir(parents=True)
     f["export"] = str(root / "export")
+    (root / "earlier_task_model").mkdir()
+    (root / "earlier_task_model" / "bert_config.json").write_text("{}\n", encoding="utf-8")
+    f["earlier_task_model"] = str(root / "earlier_task_model")
     return f
 
 
@@ -595,6 +598,11 @@ ROWS = [
                 "negative_bucket_width",
                 ["--export_dir={export}", "--train_file={train_tsv}", "--bucket_width=-1"],
                 "--bucket_width",
+            ),
+            (
+                "task_model_dir_exists",
+                ["--export_dir={export}", "--train_file={train_tsv}", "--task_model_dir={earlier_task_model}"],
+                "--task_model_dir",
             ),
         ]
     ],

@@ -30,6 +30,10 @@ TINY_FLAGS = [
     f"--real_weights_dir={TINY_HF}",
     "--real_weights_seq_length=32",
     "--probe_sentences=40",
+    # The tiny fixture has 2 layers: a 1-layer student, at the length step 6 fine-tuned at.
+    "--distill_student_layers=1",
+    "--distill_seq_length=32",
+    "--distill_speed_examples=32",
 ]
 STEP_KEYS = [
     "vocab",
@@ -41,6 +45,7 @@ STEP_KEYS = [
     "classifier_random_init",
     "classifier_from_scratch",
     "probe_layers",
+    "distill",
 ]
 
 
@@ -85,6 +90,7 @@ def test_demo_runs_the_life_cycle_and_reuses_finished_steps(tmp_path):
         "6c. the same, from the small encoder pretrained",
         "7. probe every layer's frozen features",
         "8. classify new sentences",
+        "9. distil the real-weights classifier into a 1-layer student",
         "== Summary",
     ):
         assert title in stdout
@@ -170,6 +176,22 @@ def test_demo_runs_the_life_cycle_and_reuses_finished_steps(tmp_path):
             assert row["baseline_accuracy"] == section["baseline"]["accuracy"]
         assert set(summary["probe_layers"][label]) == {"report_dir", *tasks}
         assert (report_dir / "layers.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Step 9: the teacher is step 6's classifier, converted to a model directory: at the same length it scores
+    # what step 6 measured; the summary's numbers are the frontier report's.
+    distillation = summary["distillation"]
+    report = json.loads((output_dir / "distill" / "frontier" / "report.json").read_text())
+    rows = {row["model"]: row for row in report["rows"]}
+    assert set(rows) == {"teacher", "layers_1"} and report["num_eval_examples"] == TEST_EXAMPLES
+    # (step 6 reports tf_keras' float32 accuracy: equal to a float32 rounding, far below one review's 1/80)
+    assert distillation["teacher_accuracy"] == rows["teacher"]["metric"]
+    assert rows["teacher"]["metric"] == pytest.approx(summary["real_weights_accuracy"], abs=1e-6)
+    assert distillation["student_accuracy"] == rows["layers_1"]["metric"]
+    assert (distillation["teacher_layers"], distillation["student_layers"]) == (2, 1)
+    for model in ("teacher", "student"):
+        key = "teacher" if model == "teacher" else "layers_1"
+        assert distillation[f"{model}_sequences_per_second"] == rows[key]["sequences_per_second"] > 0
+    assert distillation["speedup"] == rows["layers_1"]["speedup"]
+    assert "distilled into a 1-layer student" in stdout
     curves = output_dir / "curves.png"
     assert curves.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and curves.stat().st_size > 10_000
 

@@ -218,6 +218,47 @@ def test_sentence_pair_student_with_unlabeled_text_and_hidden_state_loss(tmp_pat
         assert json.load(f)["task"] == "sentence_pair_classification"
 
 
+def test_narrower_student_learns_a_projection_for_the_hidden_state_loss_and_is_saved_without_it(teacher, tmp_path):
+    """TinyBERT's W_h: a student of width 16 matches the width-32 teacher's states through a trained projection,
+    which is checkpointed (for an exact resume) but is not part of the student's weights file or model."""
+    from bert_tf.checkpoints import load_task_model
+    from bert_tf.checkpoints.weights_file import read_weights_file
+    from bert_tf.models import BertClassifier
+    from experiments.demo.report import read_scalars
+
+    narrow = synthetic.make_model_dir(
+        str(tmp_path / "narrow_model"), hidden_size=16, num_attention_heads=2, intermediate_size=32
+    )
+    output_dir = str(tmp_path / "student")
+    results = distill(
+        output_dir,
+        teacher_dir=teacher["teacher_dir"],
+        student_model_dir=narrow,
+        hidden_loss_weight=10.0,
+        train_file=teacher["train_file"],
+        eval_file=teacher["eval_file"],
+        text_a_column="sentence",
+        num_train_steps=20,
+        learning_rate=1e-2,
+        warmup_proportion=0.0,
+        steps_per_loop=5,
+        seed=1,
+    )
+    assert results["student"]["global_step"] == 20
+    hidden_loss = [value for _, value in read_scalars(os.path.join(output_dir, "summaries", "train"))["hidden_loss"]]
+    assert len(hidden_loss) == 4 and hidden_loss[-1] < 0.8 * hidden_loss[0]
+    checkpoint = _checkpoint_values(os.path.join(output_dir, "ckpt-20"))
+    kernel = [v for name, v in checkpoint.items() if name.startswith("hidden_projection/") and v.ndim == 2]
+    assert len(kernel) == 1 and kernel[0].shape == (16, 32)
+    # Initialised with a standard deviation of 0.02: trained, it has moved well beyond that.
+    assert kernel[0].std() > 0.04
+    weights, _ = read_weights_file(os.path.join(output_dir, "weights.safetensors"))
+    assert weights and not any("projection" in name for name in weights)
+    model = load_task_model(output_dir, lambda encoder: BertClassifier(encoder, num_classes=2))
+    assert model.encoder.config.hidden_size == 16
+    assert not any("projection" in v.path for v in model.weights)
+
+
 def test_tagging_student_with_unlabeled_sentences(tmp_path):
     """Per-token soft targets ([N, length, tags], cut with the batch's bucket) and a .txt of unlabelled sentences."""
     train = synthetic.write_conll(str(tmp_path / "train.conll"), synthetic.tagging_sentences(160, 1))

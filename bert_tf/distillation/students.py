@@ -73,3 +73,39 @@ def task_head(model):
         if hasattr(model, name):
             return getattr(model, name)
     raise ValueError(f"{type(model).__name__} has no classification head to distill.")
+
+
+def hidden_projection(student, teacher_width: int):
+    """TinyBERT's W_h: a dense layer from the student's width to the teacher's, built, for the hidden-state loss.
+
+    One projection serves the embedding output and every layer, as in TinyBERT's code (its `fit_dense`). It
+    is trained with the student (`bert_tf.jobs.distill` sets it as the student task model's
+    `hidden_projection`) and left out of the student that is written (`copy_without_projection`).
+    """
+    import keras
+
+    config = student.encoder.config
+    projection = keras.layers.Dense(
+        teacher_width,
+        kernel_initializer=keras.initializers.TruncatedNormal(stddev=config.initializer_range),
+        dtype=student.encoder.dtype_policy,
+        name="hidden_projection",
+    )
+    projection.build((None, None, config.hidden_size))
+    return projection
+
+
+def copy_without_projection(trained, student) -> None:
+    """Sets `student` (a fresh task model) to the weights of `trained`, the same model with a `hidden_projection`.
+
+    The projection's weights are tracked by `trained` after its own, so the remaining weights come in the
+    order of a model built without it.
+    """
+    projection_ids = {id(v) for v in trained.hidden_projection.weights}
+    weights = [v for v in trained.weights if id(v) not in projection_ids]
+    if len(weights) != len(student.weights):
+        raise ValueError(f"{len(weights)} trained weights for a student of {len(student.weights)}.")
+    for target, source in zip(student.weights, weights):
+        if tuple(target.shape) != tuple(source.shape):
+            raise ValueError(f"{target.path}: shape {tuple(target.shape)}, trained weight {tuple(source.shape)}.")
+        target.assign(source)

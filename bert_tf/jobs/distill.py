@@ -102,7 +102,9 @@ class DistillationConfig:
       teacher_dir: a fine-tuned model directory (`experiments.finetune --output_dir`).
       temperature: T of the soft targets (`bert_tf.distillation.losses`).
       alpha: the soft loss's weight; the hard-label loss has 1 - alpha.
-      hidden_loss_weight: weight of TinyBERT's hidden-state loss (0: off); needs a student of the teacher's width.
+      hidden_loss_weight: weight of TinyBERT's hidden-state loss (0: off). A student of another width than the
+        teacher's maps its states to the teacher's width through a learned projection (TinyBERT's W_h), trained
+        with it and left out of the student that is written.
       unlabeled_file: more text that only the teacher labels: a `.txt` file of one text per line (one word
         sequence per line for tagging), or a file in the training data's format whose labels are ignored.
       max_seq_length: packed length; None: the teacher's (`task_config.json`).
@@ -350,11 +352,6 @@ def _resolve_student(student: StudentConfig, teacher: _Teacher, config: Distilla
         resolved = _Student(student_config, None, None)
     check_compatible(resolved.config, None, max_seq_length)
     if config.hidden_loss_weight:
-        if resolved.config.hidden_size != teacher_config.hidden_size:
-            raise JobArgumentError(
-                f"--hidden_loss_weight needs a student of the teacher's width: hidden_size "
-                f"{resolved.config.hidden_size} vs {teacher_config.hidden_size}."
-            )
         if resolved.teacher_layers is None:
             if resolved.config.num_hidden_layers > teacher_config.num_hidden_layers:
                 raise JobArgumentError(
@@ -536,8 +533,25 @@ def _train(
             logging.info("Initialised the student from the teacher's layers %s.", student.teacher_layers)
 
     forward_fn = default_forward
+    teacher_width = teacher_model.encoder.config.hidden_size
+    # TinyBERT's learned W_h for a student narrower (or wider) than its teacher: trained and checkpointed with
+    # the student (so a resumed run is exact), but not part of the student that is written or evaluated.
+    project = bool(config.hidden_loss_weight) and student.config.hidden_size != teacher_width
     if config.hidden_loss_weight:
         forward_fn = _hidden_state_forward(teacher_model, student.teacher_layers)
+
+    def model_fn():
+        model = finetuning_phases.build_model(task_object, student.config)
+        if project:
+            model.hidden_projection = students.hidden_projection(model, teacher_width)
+        return model
+
+    def checkpoint_items_fn(model):
+        items = dict(model.checkpoint_items)
+        if project:
+            items["hidden_projection"] = model.hidden_projection
+        return items
+
     loss = DistillationLoss(
         _loss_kind(task_object),
         temperature=config.temperature,
@@ -546,15 +560,21 @@ def _train(
     )
     result = train(
         strategy,
-        lambda: finetuning_phases.build_model(task_object, student.config),
+        model_fn,
         loss,
         dataset_fn,
         inputs.output_dir,
         training_config,
         init_fn=init_fn,
         forward_fn=forward_fn,
+        checkpoint_items_fn=checkpoint_items_fn,
     )
-    return result.model, result.step
+    if not project:
+        return result.model, result.step
+    with strategy.scope():
+        student_model = finetuning_phases.build_model(task_object, student.config)
+    students.copy_without_projection(result.model, student_model)
+    return student_model, result.step
 
 
 def _hidden_state_forward(teacher_model, teacher_layers):
@@ -577,6 +597,9 @@ def _hidden_state_forward(teacher_model, teacher_layers):
             + [teacher_outputs["encoder_outputs"][i] for i in teacher_layers]
         ]
         student_states = [student_outputs["embedding_output"]] + list(student_outputs["encoder_outputs"])
+        projection = getattr(model, "hidden_projection", None)
+        if projection is not None:  # a student of another width: TinyBERT's W_h, one for every state
+            student_states = [projection(state) for state in student_states]
         return {"logits": logits, "student_states": student_states, "teacher_states": teacher_states}
 
     return forward

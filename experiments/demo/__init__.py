@@ -23,7 +23,10 @@ Real published weights, as people use BERT:
      against its randomly
      initialised twin; and whether the encoder pretrained in step 3 learned anything a token
      probe sees that its random twin does not (`--noprobe_layers` skips it);
-  8. classify new sentences with the real-weights classifier.
+  8. classify new sentences with the real-weights classifier;
+  9. distil that classifier into a 3-layer student from its own layers (`experiments.distill_frontier`):
+     the teacher's and the student's held-out accuracy and the sequences per second of their exported
+     encoder SavedModels, timed interleaved in one process (`--nodistill` skips it).
 
 Every step runs the project's real command-line tool in a subprocess, so its
 progress lines are the tool's own. A step whose result is already in
@@ -46,6 +49,7 @@ from experiments.demo.report import plot_curves, print_summary, summarize
 from experiments.demo.steps import (
     Recipe,
     convert_real_weights,
+    distill_classifier,
     export_encoders,
     fine_tune,
     learn_vocabulary,
@@ -135,6 +139,20 @@ def define_flags():
         "Probe every layer of the real encoder (POS tags and reviews) and of the one pretrained in step 3 "
         "(POS tags), each against its randomly initialised twin.",
     )
+    # Distillation of the real-weights classifier.
+    flags.DEFINE_bool("distill", True, "Distil the real-weights classifier into a shallower student (step 9).")
+    flags.DEFINE_integer(
+        "distill_student_layers", 3, "The student's layers, taken evenly spaced from the teacher's (DistilBERT)."
+    )
+    flags.DEFINE_integer(
+        "distill_seq_length",
+        64,
+        "Sequence length of the distillation, the teacher's and the student's evaluation and their timing "
+        "(64 keeps the step within the main job's time budget).",
+    )
+    flags.DEFINE_float("distill_epochs", 1, "Distillation epochs over the training reviews.")
+    flags.DEFINE_float("distill_learning_rate", 1e-4, "Peak AdamW learning rate of the student (10% warm-up).")
+    flags.DEFINE_integer("distill_speed_examples", 256, "Held-out reviews timed per model and round.")
     # Smaller runs.
     flags.DEFINE_integer("corpus_lines", 0, "Use only the first N lines of the bundled corpus (0: all).")
     flags.DEFINE_integer("train_examples", 0, "Use at most N labeled training reviews (0: all 4,000).")
@@ -170,11 +188,16 @@ def _check_flags():
         "real_weights_seq_length",
         "real_weights_epochs",
         "finetune_epochs",
+        "distill_student_layers",
+        "distill_seq_length",
+        "distill_speed_examples",
         "vocab_size",
         "tool_time_limit_minutes",
     ):
         if FLAGS[name].value < 1:
             raise errors.BadInputError(f"--{name} must be positive, got {FLAGS[name].value}.")
+    if not FLAGS.distill_epochs > 0:
+        raise errors.BadInputError(f"--distill_epochs must be positive, got {FLAGS.distill_epochs}.")
     if FLAGS.real_weights_dir and not os.path.isdir(FLAGS.real_weights_dir):
         raise errors.BadInputError(f"--real_weights_dir: directory not found: {FLAGS.real_weights_dir}")
     if not FLAGS.real_weights_dir:
@@ -234,6 +257,7 @@ def main(argv):
             FLAGS.real_weights_epochs,
             FLAGS.real_weights_learning_rate,
             warmup_fraction=0.1,
+            task_model=FLAGS.distill,
         )
     ]
     if FLAGS.compare_random_init:
@@ -268,7 +292,12 @@ def main(argv):
     for prediction in classifiers["real_weights"]["predictions"]:
         print(f"   {prediction['score']:.3f}  {prediction['label']:5s}  {prediction['text']}")
 
-    summary = summarize(data, pretrained, classifiers, probes, steps)
+    distillation = None
+    if FLAGS.distill:
+        distillation, step = distill_classifier(output_dir, classifiers["real_weights"], train_file, test_file)
+        steps.append(step)
+
+    summary = summarize(data, pretrained, classifiers, probes, steps, distillation)
     file_io.write_json(os.path.join(output_dir, "summary.json"), summary)
     plot_curves(os.path.join(output_dir, "curves.png"), pretrained["model_dir"], summary, classifiers)
     print_summary(steps, summary, time.time() - start, output_dir)

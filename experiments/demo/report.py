@@ -36,8 +36,9 @@ def arrow(series, digits=3):
     return " -> ".join(f"{value:.{digits}f}" for _, value in series)
 
 
-def summarize(data, pretrained, classifiers, probes, steps):
-    """The numbers of `summary.json`: accuracies, the MLM/NSP results with their baselines, seconds per step."""
+def summarize(data, pretrained, classifiers, probes, steps, distillation=None):
+    """The numbers of `summary.json`: accuracies, the MLM/NSP results with their baselines, the distilled
+    student against its teacher, seconds per step."""
     reference = classifiers.get("real_weights") or next(iter(classifiers.values()))
     accuracy = {label: result["test_accuracy"] for label, result in classifiers.items()}
     return {
@@ -56,6 +57,7 @@ def summarize(data, pretrained, classifiers, probes, steps):
         "nsp_prior_loss": data["nsp_prior_loss"],
         "test_examples": reference["test_examples"],
         "probe_layers": {label: value for label, value in (probes or {}).items() if label != "seconds"},
+        "distillation": {key: value for key, value in (distillation or {}).items() if key != "seconds"} or None,
         "seconds": {step.key: round(step.seconds, 1) for step in steps},
     }
 
@@ -158,6 +160,24 @@ def print_summary(steps, summary, total_seconds, output_dir):
         _print_table(["model, task", "best layer", "last", "mix", "random twin", "baseline"], probe_rows)
         for result in probes.values():
             print(f"   report: {result['report_dir']}/report.md, figure: {result['report_dir']}/layers.png")
+    d = summary["distillation"]
+    if d:
+        print(
+            f"\n   smaller and faster: the real-weights classifier distilled into a {d['student_layers']}-layer "
+            f"student (length {d['max_seq_length']}; sequences/s of the exported encoder SavedModels, timed "
+            f"interleaved on {d['speed_examples']} held-out reviews):"
+        )
+        rows = [
+            [
+                f"{name} ({d[f'{name}_layers']} layers)",
+                f"{d[f'{name}_accuracy']:.3f}",
+                f"{d[f'{name}_sequences_per_second']:.1f}",
+                f"{speedup:.2f}x",
+            ]
+            for name, speedup in (("teacher", 1.0), ("student", d["speedup"]))
+        ]
+        _print_table(["model", "held-out accuracy", "sequences/s", "speed-up"], rows)
+        print(f"   report: {d['report_dir']}/report.md")
     print(
         f"\n   steps {sum(step.seconds for step in steps):.0f} s in all; this run {total_seconds:.0f} s "
         f"(finished steps are reused). Results: {output_dir}/summary.json, curves: {output_dir}/curves.png, "

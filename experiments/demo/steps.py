@@ -394,11 +394,13 @@ class Recipe:
     epochs: int
     learning_rate: float
     warmup_fraction: float = 0.0
+    task_model: bool = False  # also write the classifier as a fine-tuned model directory (the distillation's teacher)
 
 
 def fine_tune(output_dir, exports, recipe, train_file, test_file):
     def work(step_dir):
         env = dict(os.environ, TF_USE_LEGACY_KERAS="1")
+        task_model_dir = os.path.join(step_dir, "task_model")
         _run_tool(
             "experiments.classify_with_hub",
             os.path.join(step_dir, "classify.log"),
@@ -412,10 +414,14 @@ def fine_tune(output_dir, exports, recipe, train_file, test_file):
             f"--max_train_examples={FLAGS.train_examples}",
             f"--max_eval_examples={FLAGS.test_examples}",
             "--label_names=other,great",  # the bundled reviews' labels 0 and 1 (data/README.md)
+            *([f"--task_model_dir={task_model_dir}"] if recipe.task_model else []),
             env=env,
         )
         with open(os.path.join(step_dir, "classifier", "results.json"), encoding="utf-8") as f:
-            return json.load(f)
+            result = json.load(f)
+        if recipe.task_model:
+            result["task_model_dir"] = task_model_dir
+        return result
 
     return Step(output_dir, f"classifier_{recipe.label}").run(
         recipe.title,
@@ -423,5 +429,73 @@ def fine_tune(output_dir, exports, recipe, train_file, test_file):
         lambda r: (
             f"held-out accuracy {r['test_accuracy']:.3f} vs the training majority class scored on it "
             f"{r['train_majority_class_test_accuracy']:.3f}"
+        ),
+    )
+
+
+def distill_classifier(output_dir, classifier, train_file, test_file):
+    """Distils the real-weights classifier into a shallower student; both exported and timed interleaved.
+
+    `experiments.distill_frontier` does the work: it distils the student from the teacher's layers, measures
+    both on the held-out reviews, exports both encoders and times the SavedModels in one process.
+    """
+
+    def work(step_dir):
+        if "task_model_dir" not in classifier:
+            raise RuntimeError(
+                "Step 6 ran before it wrote the classifier as a model directory; rerun the demo with --restart."
+            )
+        data_flags = []
+        for flag, path, count in (
+            ("train_file", train_file, FLAGS.train_examples),
+            ("eval_file", test_file, FLAGS.test_examples),
+        ):
+            if count:
+                path = _head_lines(path, os.path.join(step_dir, os.path.basename(path)), count, header=True)
+            data_flags.append(f"--{flag}={path}")
+        report_dir = os.path.join(step_dir, "frontier")
+        _run_tool(
+            "experiments.distill_frontier",
+            os.path.join(step_dir, "distill_frontier.log"),
+            f"--teacher_dir={classifier['task_model_dir']}",
+            f"--output_dir={report_dir}",
+            *data_flags,
+            "--text_a_column=text",
+            "--label_column=label",
+            f"--student_layers={FLAGS.distill_student_layers}",
+            "--forms=float32",
+            f"--max_seq_length={FLAGS.distill_seq_length}",
+            f"--num_train_epochs={FLAGS.distill_epochs}",
+            f"--learning_rate={FLAGS.distill_learning_rate}",
+            "--warmup_proportion=0.1",
+            "--eval_batch_size=64",
+            f"--speed_examples={FLAGS.distill_speed_examples}",
+            "--speed_rounds=3",
+        )
+        with open(os.path.join(report_dir, "report.json"), encoding="utf-8") as f:
+            report = json.load(f)
+        rows = {row["model"]: row for row in report["rows"]}
+        teacher, student = rows["teacher"], rows[f"layers_{FLAGS.distill_student_layers}"]
+        return {
+            "report_dir": report_dir,
+            "max_seq_length": report["max_seq_length"],
+            "speed_examples": report["speed"]["examples"],
+            "teacher_layers": teacher["num_layers"],
+            "student_layers": student["num_layers"],
+            "teacher_accuracy": teacher["metric"],
+            "student_accuracy": student["metric"],
+            "teacher_sequences_per_second": teacher["sequences_per_second"],
+            "student_sequences_per_second": student["sequences_per_second"],
+            "speedup": student["speedup"],
+        }
+
+    return Step(output_dir, "distill").run(
+        f"9. distil the real-weights classifier into a {FLAGS.distill_student_layers}-layer student",
+        work,
+        lambda r: (
+            f"held-out accuracy at length {r['max_seq_length']}: teacher ({r['teacher_layers']} layers) "
+            f"{r['teacher_accuracy']:.3f}, student ({r['student_layers']} layers) {r['student_accuracy']:.3f}; "
+            f"exported SavedModels {r['teacher_sequences_per_second']:.0f} and {r['student_sequences_per_second']:.0f} "
+            f"sequences/s ({r['speedup']:.2f}x)"
         ),
     )
