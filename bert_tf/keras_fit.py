@@ -63,24 +63,16 @@ def read_labeled_tsv(path: str, limit: int = 0, label_list=None) -> tuple[list, 
 def warmup_linear_decay(peak: float, num_steps: int, warmup_steps: int):
     """BERT's schedule (`bert_tf.training.schedule`) as a Keras 3 schedule: keras.ops, any backend."""
     import keras
-    from keras import ops
 
-    from bert_tf.training.schedule import warmup_polynomial_decay
+    from bert_tf.training.schedule import linear_schedule
 
-    class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
-        def __call__(self, step):
-            return warmup_polynomial_decay(
-                ops.cast(step, "float32"),
-                ops,
-                learning_rate=peak,
-                num_train_steps=num_steps,
-                num_warmup_steps=warmup_steps,
-            )
-
-        def get_config(self):
-            return {"peak": peak, "num_steps": num_steps, "warmup_steps": warmup_steps}
-
-    return WarmupLinearDecay()
+    return linear_schedule(
+        keras.optimizers.schedules.LearningRateSchedule,
+        keras.ops,
+        learning_rate=peak,
+        num_train_steps=num_steps,
+        num_warmup_steps=warmup_steps,
+    )
 
 
 def fit_classifier(

@@ -335,22 +335,15 @@ def warmup_linear_decay(peak, num_steps, warmup_steps):
     """BERT's schedule (`bert_tf.training.schedule`) as a tf_keras schedule."""
     import tensorflow as tf
 
-    from bert_tf.training.schedule import warmup_polynomial_decay
+    from bert_tf.training.schedule import linear_schedule
 
-    class _Schedule(tf.keras.optimizers.schedules.LearningRateSchedule):
-        def __call__(self, step):
-            return warmup_polynomial_decay(
-                tf.cast(step, tf.float32),
-                tf,
-                learning_rate=peak,
-                num_train_steps=num_steps,
-                num_warmup_steps=warmup_steps,
-            )
-
-        def get_config(self):
-            return {"peak": peak, "num_steps": num_steps, "warmup_steps": warmup_steps}
-
-    return _Schedule()
+    return linear_schedule(
+        tf.keras.optimizers.schedules.LearningRateSchedule,
+        tf,
+        learning_rate=peak,
+        num_train_steps=num_steps,
+        num_warmup_steps=warmup_steps,
+    )
 
 
 @cli.main_function("classify_with_hub", bad_input=(ValueError, OSError))

@@ -45,3 +45,30 @@ def warmup_polynomial_decay(
         return decayed
     warmup = learning_rate * step / float(num_warmup_steps)
     return ops.where(step < float(num_warmup_steps), warmup, decayed)
+
+
+def linear_schedule(base_class, ops, *, learning_rate: float, num_train_steps: int, num_warmup_steps: int):
+    """`warmup_polynomial_decay` (linear) as an instance of a framework's schedule class.
+
+    Args:
+      base_class: `keras.optimizers.schedules.LearningRateSchedule` (Keras 3) or tf_keras' class of that name.
+      ops: the array namespace of the framework's steps: `keras.ops` or `tensorflow`.
+
+    Example:
+
+    >>> import keras
+    >>> schedule = linear_schedule(keras.optimizers.schedules.LearningRateSchedule, keras.ops, learning_rate=1.0,
+    ...                            num_train_steps=10, num_warmup_steps=2)
+    >>> round(float(schedule(5)), 2)
+    0.5
+    """
+    config = dict(learning_rate=learning_rate, num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps)
+
+    class WarmupLinearDecay(base_class):
+        def __call__(self, step):
+            return warmup_polynomial_decay(ops.cast(step, "float32"), ops, **config)
+
+        def get_config(self):
+            return dict(config)
+
+    return WarmupLinearDecay()
