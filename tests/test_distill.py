@@ -19,7 +19,12 @@ from tests.helpers.jobs import distill, finetune
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEACHER_ARGUMENTS = dict(
-    max_seq_length=16, train_batch_size=32, learning_rate=1e-3, warmup_proportion=0.1, steps_per_loop=50, seed=1
+    max_seq_length=16,
+    train_batch_size=32,
+    learning_rate=1e-3,
+    warmup_proportion=0.1,
+    steps_per_loop=50,
+    seed=1,
 )
 
 
@@ -141,6 +146,7 @@ def test_one_layer_student_learns_what_its_teacher_knows_and_is_a_fine_tuned_mod
         "--text_a_column=sentence",
         "--num_train_steps=40",
         "--learning_rate=1e-3",
+        *synthetic.ORIGINAL_UPDATE_FLAGS,
         "--steps_per_loop=20",
         "--seed=1",
         f"--output_dir={output_dir}",
@@ -440,6 +446,7 @@ def test_frontier_reports_every_model_and_form_with_interleaved_speeds(teacher, 
         "--forms=float32",  # the int8 and bfloat16 forms: tests/test_distillation_inference.py
         "--num_train_steps=20",
         "--learning_rate=1e-3",
+        *synthetic.ORIGINAL_UPDATE_FLAGS,
         "--steps_per_loop=10",
         "--speed_examples=40",
         "--speed_rounds=2",

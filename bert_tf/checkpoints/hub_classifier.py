@@ -6,17 +6,14 @@ variables (in the order `bert_tf.export.EncoderModule` saved them: the Keras `Be
 variables) plus that unit. `classifier_from_hub_weights` puts them into a `BertClassifier` with two classes:
 `sigmoid(z)` is `softmax([0, z])[1]`, so a head whose first class has a zero kernel and bias gives exactly
 the same probabilities. The result is written as `experiments.finetune` writes a classifier
-(`write_classifier_model_dir`), so `experiments.distill --teacher_dir`, `experiments.export` and
-`load_task_model` take it.
+(`bert_tf.jobs.finetuning_files.write_classifier_model_dir`), so `experiments.distill --teacher_dir`,
+`experiments.export` and `load_task_model` take it.
 
     model = classifier_from_hub_weights(config, encoder_weights, kernel, bias, dropout_rate=0.1)
-    write_classifier_model_dir("runs/classifier_model", model, "vocab.txt", ["0", "1"], 128, True,
-                               text_a_column="text", label_column="label")
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -63,32 +60,3 @@ def classifier_from_hub_weights(
     model.classifier.dense.kernel.assign(np.concatenate([np.zeros_like(kernel), kernel], axis=1))
     model.classifier.dense.bias.assign(np.concatenate([np.zeros_like(bias), bias]))
     return model
-
-
-def write_classifier_model_dir(
-    output_dir: str,
-    model,
-    vocab_file: str,
-    label_list: Sequence[str],
-    max_seq_length: int,
-    do_lower_case: bool,
-    **data_settings,
-) -> str:
-    """Writes `model` (a `BertClassifier`) as a fine-tuned classification model directory; returns its path.
-
-    The layout is `experiments.finetune`'s: `bert_config.json`, `vocab.txt`, a checkpoint,
-    `weights.safetensors` and `task_config.json` (`label_list` in id order, the packed length, the casing and
-    the data columns in `data_settings`, e.g. `text_a_column="text"`).
-    """
-    from bert_tf.checkpoints.model_dir import write_model_dir
-    from bert_tf.checkpoints.model_source import TASK_CONFIG_NAME
-    from bert_tf.jobs.finetune import FinetuningDataConfig, task_record
-    from bert_tf.tasks.classification import ClassificationTask
-
-    write_model_dir(output_dir, model, vocab_file=vocab_file)
-    task = ClassificationTask(None, max_seq_length, label_list, dropout_rate=model.dropout_rate)
-    record = task_record(task, do_lower_case, FinetuningDataConfig(**data_settings))
-    from bert_tf import file_io
-
-    file_io.write_json(os.path.join(output_dir, TASK_CONFIG_NAME), record)
-    return os.path.abspath(output_dir)

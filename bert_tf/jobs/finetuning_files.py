@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Sequence
 
 from bert_tf import file_io
 from bert_tf.checkpoints.model_source import TASK_CONFIG_NAME, ResolvedModel
@@ -58,3 +59,28 @@ def check_no_earlier_predictions(output_dir: str) -> None:
             f"--output_dir: {earlier[0]} exists (an earlier --do_predict); pass --overwrite_predictions to "
             "replace it, or move it away."
         )
+
+
+def write_classifier_model_dir(
+    output_dir: str,
+    model,
+    vocab_file: str,
+    label_list: Sequence[str],
+    max_seq_length: int,
+    do_lower_case: bool,
+    **data_settings,
+) -> str:
+    """Writes `model` (a `BertClassifier`) as a fine-tuned classification model directory; returns its path.
+
+    The layout is `experiments.finetune`'s: `bert_config.json`, `vocab.txt`, a checkpoint,
+    `weights.safetensors` and `task_config.json` (`label_list` in id order, the packed length, the casing and
+    the data columns in `data_settings`, e.g. `text_a_column="text"`).
+    """
+    from bert_tf.checkpoints.model_dir import write_model_dir
+    from bert_tf.tasks.classification import ClassificationTask
+
+    write_model_dir(output_dir, model, vocab_file=vocab_file)
+    task = ClassificationTask(None, max_seq_length, label_list, dropout_rate=model.dropout_rate)
+    record = task_record(task, do_lower_case, FinetuningDataConfig(**data_settings))
+    file_io.write_json(os.path.join(output_dir, TASK_CONFIG_NAME), record)
+    return os.path.abspath(output_dir)

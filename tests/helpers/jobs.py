@@ -3,7 +3,9 @@
     result = jobs.pretrain(output_dir=..., input_file=..., bert_config_file=..., num_train_steps=20, ...)
     results = jobs.finetune("classification", output_dir, train_file=..., model_dir=..., do_train=True)
 
-The task's options go into its registered plug-in's config class (`SquadConfig` for "squad").
+The task's options go into its registered plug-in's config class (`SquadConfig` for "squad"). Fine-tuning and
+distillation default to the original BERT update (`synthetic.ORIGINAL_UPDATE`), whose larger first steps let
+the tests' tiny models learn in few steps; the jobs' own default is checked where it is set.
 
 Each sorts the names into the job's config objects (by their fields; a name no
 config has goes to the job as a keyword argument, so an unknown one is a
@@ -14,6 +16,8 @@ arguments of `training_run.py`, hence flat.
 """
 
 import dataclasses
+
+from tests.fixtures.finetune.synthetic import ORIGINAL_UPDATE
 
 
 def _take(config_class, arguments: dict, **defaults):
@@ -53,7 +57,7 @@ def finetune(task, output_dir, **arguments):
     model = _take(ModelSource, arguments)
     data = _take(FinetuningDataConfig, arguments)
     runtime = _take(RuntimeConfig, arguments, seed=DEFAULT_SEED)
-    training_config = _take(TrainingConfig, arguments, **DEFAULT_SCHEDULE)
+    training_config = _take(TrainingConfig, arguments, **dict(DEFAULT_SCHEDULE, **ORIGINAL_UPDATE))
     return run_finetuning(output_dir, task_config, model, data, training_config, runtime, **arguments)
 
 
@@ -68,7 +72,7 @@ def distill(output_dir, **arguments):
     student = _take(job.StudentConfig, arguments)
     data = _take(FinetuningDataConfig, arguments)
     runtime = _take(RuntimeConfig, arguments, seed=job.DEFAULT_SEED)
-    training_config = _take(TrainingConfig, arguments, **DEFAULT_SCHEDULE)
+    training_config = _take(TrainingConfig, arguments, **dict(DEFAULT_SCHEDULE, **ORIGINAL_UPDATE))
     return job.run_distillation(output_dir, config, student, data, training_config, runtime, **arguments)
 
 
