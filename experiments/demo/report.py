@@ -160,7 +160,7 @@ def print_summary(steps, summary, total_seconds, output_dir):
         _print_table(["model, task", "best layer", "last", "mix", "random twin", "baseline"], probe_rows)
         for result in probes.values():
             print(f"   report: {result['report_dir']}/report.md, figure: {result['report_dir']}/layers.png")
-    d = summary["distillation"]
+    d = summary.get("distillation")  # absent with --nodistill
     if d:
         print(
             f"\n   smaller and faster: the real-weights classifier distilled into a {d['student_layers']}-layer "
