@@ -119,7 +119,7 @@ def define_flags():
         "Megabytes of text per chunk. Random next sentences and the instance "
         "shuffle stay within a chunk; memory grows with chunk_mb x num_workers.",
     )
-    flags.DEFINE_bool("gzip", False, "Write GZIP-compressed TFRecords.")
+    flags.DEFINE_enum("compression", "NONE", ["NONE", "GZIP"], "TFRecord compression of the output files.")
     flags.DEFINE_bool(
         "do_masking",
         True,
@@ -171,7 +171,7 @@ def main(argv):
             seed=FLAGS.seed,
             num_workers=FLAGS.num_workers,
             chunk_bytes=max(1, int(FLAGS.chunk_mb * (1 << 20))),
-            compression="GZIP" if FLAGS.gzip else None,
+            compression=None if FLAGS.compression == "NONE" else FLAGS.compression,
             skip_invalid_utf8=FLAGS.skip_invalid_utf8,
             progress_seconds=FLAGS.progress_seconds,
         )

@@ -214,7 +214,7 @@ def run_distillation(
     inputs.add_phase("train", reader.read("train", data.train_file))
     unlabeled_features = None
     if config.unlabeled_file:
-        unlabeled = _read_unlabeled(config.unlabeled_file, reader, task_type)
+        unlabeled = _read_unlabeled(config.unlabeled_file, reader, task_object)
         unlabeled_features = task_object.featurize(unlabeled, training=False)
     if do_eval:
         inputs.add_phase("eval", reader.read("eval", data.eval_file))
@@ -427,10 +427,8 @@ def _write_model_files(output_dir, student: _Student, teacher: _Teacher, task_ob
 # --- data -------------------------------------------------------------------------
 
 
-def _read_unlabeled(path: str, reader: ExamplesReader, task_type: str) -> list:
+def _read_unlabeled(path: str, reader: ExamplesReader, task_object) -> list:
     """Examples without labels: a `.txt` file has one text (tagging: one sentence of words) per line."""
-    from bert_tf.data.examples import TaggingExample, TextExample
-
     if not path.endswith(".txt"):
         return [finetuning_inputs.without_label(e) for e in reader.read("predict", path)]
     if reader.sentence_pair:
@@ -445,10 +443,7 @@ def _read_unlabeled(path: str, reader: ExamplesReader, task_type: str) -> list:
             if not text:
                 continue
             guid = f"{os.path.basename(path)}:{number}"
-            if task_type == "token_classification":
-                examples.append(TaggingExample(guid=guid, words=tuple(text.split()), labels=None))
-            else:
-                examples.append(TextExample(guid=guid, text_a=text))
+            examples.append(task_object.unlabeled_example(guid, text))
     if not examples:
         raise DataError(f"--unlabeled_file: {path} has no text.")
     return examples

@@ -88,6 +88,12 @@ class FinetuningTask(abc.ABC):
         """The `bert_tf.distillation.losses.DistillationLoss` kind for `--task=task`; None: not distillable."""
         return None
 
+    def unlabeled_example(self, guid: str, text: str):
+        """An example without a label from one line of plain text (distillation's `--unlabeled_file`)."""
+        from bert_tf.data.examples import TextExample
+
+        return TextExample(guid=guid, text_a=text)
+
     @abc.abstractmethod
     def build_model(self, encoder):
         """The task's Keras model on top of `encoder`."""

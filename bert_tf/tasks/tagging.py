@@ -84,6 +84,10 @@ class TaggingTask(FinetuningTask):
     def distillation_loss(cls, task: str) -> str:
         return "tagging"
 
+    def unlabeled_example(self, guid: str, text: str):
+        """One sentence of whitespace-separated words, untagged."""
+        return TaggingExample(guid=guid, words=tuple(text.split()), labels=None)
+
     def __init__(
         self,
         tokenizer,
