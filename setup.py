@@ -54,6 +54,7 @@ CONSOLE_SCRIPTS = [
     "bert_tf_inspect_tfrecords=tfrecords_tools.inspect_tfrecords:run",
     "bert_tf_make_vocab=tfrecords_tools.make_vocab:run",
     "bert_tf_prepare_corpus=tfrecords_tools.prepare_corpus:run",
+    "bert_tf_write_weights_file=experiments.write_weights_file:run",
 ]
 setuptools.setup(
     name="bert_tf",

@@ -261,20 +261,25 @@ def test_pretraining_and_finetuning_jobs_write_the_weights_file(tmp_path):
 
 
 def test_weights_file_is_rewritten_from_the_latest_checkpoint(tiny_dir, tmp_path, capsys):
-    """`python -m bert_tf.checkpoints.weights_file DIR`: for a directory whose weights file is missing or stale."""
+    """`python -m experiments.write_weights_file`: for a directory whose weights file is missing or stale."""
+    from experiments import write_weights_file
+    from tests.helpers.absl_flags import run_main
+
     path, pretrainer = tiny_dir
     copy = tmp_path / "copy"
     shutil.copytree(path, copy)
     os.remove(copy / WEIGHTS_NAME)
-    assert weights_file.main([str(copy)]) == 0
-    assert capsys.readouterr().out.strip() == str(copy / WEIGHTS_NAME)
+    assert run_main(write_weights_file, [f"--model_dir={copy}"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == str(copy / WEIGHTS_NAME)
     rewritten, metadata = weights_file.read_weights_file(str(copy))
     original, _ = weights_file.read_weights_file(path)
     assert metadata["checkpoint"] == "ckpt-0" and metadata["model"] == "BertPretrainer"
     assert sorted(rewritten) == sorted(original)
     for key, value in original.items():
         np.testing.assert_array_equal(rewritten[key], value, err_msg=key)
-    assert weights_file.main([]) == 2
+    assert run_main(write_weights_file, []) == 2
+    assert "--model_dir" in capsys.readouterr().err
+    assert run_main(write_weights_file, [f"--model_dir={tmp_path / 'missing'}"]) == 2
 
 
 def test_keras_fit_command_line_on_tensorflow(tiny_dir, tmp_path, capsys):

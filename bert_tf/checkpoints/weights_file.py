@@ -28,18 +28,17 @@ The file's metadata names the TF2 checkpoint it was written with
 checkpoint of its directory. Standard library, numpy, safetensors and keras
 only: no TensorFlow.
 
-    python -m bert_tf.checkpoints.weights_file MODEL_DIR   # (re)writes it from the latest checkpoint (TensorFlow)
+    python -m experiments.write_weights_file --model_dir=DIR   # (re)writes it from the latest checkpoint (TensorFlow)
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sys
 
 import numpy as np
 
-from bert_tf import file_io, tensorflow_startup
+from bert_tf import file_io
 
 WEIGHTS_NAME = "weights.safetensors"
 FORMAT = "bert_tf.weights.v1"
@@ -150,7 +149,8 @@ def check_current(model_dir: str) -> None:
     if latest and written and latest != written:
         raise ValueError(
             f"{weights_path(model_dir)} holds the weights of {written}, but the latest checkpoint of {model_dir} is "
-            f"{latest}; rewrite it with `python -m bert_tf.checkpoints.weights_file {model_dir}` (needs TensorFlow)."
+            f"{latest}; rewrite it with `python -m experiments.write_weights_file --model_dir={model_dir}` "
+            "(needs TensorFlow)."
         )
 
 
@@ -178,24 +178,13 @@ def load_weights_file(model, path: str) -> None:
         variable.assign(value)  # cast to the variable's dtype by Keras
 
 
-def main(argv=None) -> int:
-    """(Re)writes a model directory's weights file from its latest TF2 checkpoint (TensorFlow backend)."""
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m bert_tf.checkpoints.weights_file MODEL_DIR", file=sys.stderr)
-        return 2
+def rewrite_weights_file(model_dir: str) -> str:
+    """(Re)writes `model_dir`'s weights file from its latest TF2 checkpoint (TensorFlow backend); returns its path."""
     from bert_tf.checkpoints import model_dir as model_dir_lib
 
-    model_dir = argv[0]
     checkpoint = model_dir_lib.find_checkpoint(model_dir)
     if model_dir_lib.has_pretraining_heads(checkpoint):
         model = model_dir_lib.load_pretrainer(model_dir, checkpoint)
     else:
         model = model_dir_lib.load_encoder(model_dir, checkpoint)
-    print(write_weights_file(model_dir, model, checkpoint))
-    return 0
-
-
-if __name__ == "__main__":
-    tensorflow_startup.quiet_first_import()  # run as a program, it owns the process (as bert_tf.cli.run)
-    sys.exit(main())
+    return write_weights_file(model_dir, model, checkpoint)
