@@ -78,7 +78,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bucket_widths", default="0,16", help="classify_with_hub --bucket_width values")
     parser.add_argument("--seeds", default="1", help="comma-separated --seed values, one interleaved round each")
-    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--max_train_examples", type=int, default=0, help="0: all 4,000 (the main job's)")
     parser.add_argument("--max_test_examples", type=int, default=0, help="0: all 1,000")
     parser.add_argument("--work_dir", default=os.path.join(os.path.expanduser("~"), ".cache", "bert_tf_bench"))
@@ -93,7 +93,7 @@ def main():
         parser.error("--bucket_widths must be non-negative integers and --seeds must name at least one seed")
 
     os.makedirs(args.work_dir, exist_ok=True)
-    export_dir = export_minilm(args.work_dir, args.seq_length)
+    export_dir = export_minilm(args.work_dir, args.max_seq_length)
     load_before = _common.load_average()
     runs = {w: [] for w in widths}
     for round_index, seed in enumerate(seeds):
@@ -132,9 +132,9 @@ def main():
 
     lines = [
         "The main job's step 6 for the real weights: `experiments.classify_with_hub` on the exported "
-        f"all-MiniLM-L6-v2 (sequence length {args.seq_length}), the bundled reviews, one epoch, batch 32, peak 1e-4 "
-        f"with 10% warm-up; {len(seeds)} interleaved round(s), seed(s) {', '.join(map(str, seeds))}; step = the "
-        "process's wall-clock time, fit = training plus the held-out evaluation (medians over the rounds).",
+        f"all-MiniLM-L6-v2 (sequence length {args.max_seq_length}), the bundled reviews, one epoch, batch 32, "
+        f"peak 1e-4 with 10% warm-up; {len(seeds)} interleaved round(s), seed(s) {', '.join(map(str, seeds))}; "
+        "step = the process's wall-clock time, fit = training plus the held-out evaluation (medians over the rounds).",
         "",
     ]
     command = "python benchmarks/hub_finetune_speed.py " + " ".join(sys.argv[1:])

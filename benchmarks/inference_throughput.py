@@ -82,7 +82,7 @@ PEERS = [
 
 def batch(args, np):
     rng = np.random.default_rng(0)
-    B, S = args.batch_size, args.seq_length
+    B, S = args.batch_size, args.max_seq_length
     return {
         "input_word_ids": rng.integers(1000, VOCAB, (B, S)).astype("int32"),
         "input_mask": np.ones((B, S), "int32"),
@@ -201,7 +201,7 @@ CHILDREN = {
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="bert_base", choices=sorted(SHAPES))
-    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--warmup_steps", type=int, default=3)
     parser.add_argument("--timed_steps", type=int, default=10)
@@ -240,7 +240,7 @@ def main():
         contenders += [c for c in PEERS if c[1] in keep]
     common_flags = [
         f"--preset={args.preset}",
-        f"--seq_length={args.seq_length}",
+        f"--max_seq_length={args.max_seq_length}",
         f"--batch_size={args.batch_size}",
         f"--warmup_steps={args.warmup_steps}",
         f"--timed_steps={args.timed_steps}",
@@ -288,7 +288,7 @@ def main():
     fastest = max(peers, key=peers.get) if peers else None
 
     lines = [
-        f"`{args.preset}` encoder forward, seq {args.seq_length}, batch {args.batch_size}, float32"
+        f"`{args.preset}` encoder forward, seq {args.max_seq_length}, batch {args.batch_size}, float32"
         f"{' (ours also ' + ' and '.join(f for f in forms if f != 'float32') + ')' if len(forms) > 1 else ''}, random "
         f"weights; {args.rounds} interleaved round(s) of {args.warmup_steps} warm-up + {args.timed_steps} timed "
         "calls per contender, each in a fresh process; figure = median call.",

@@ -90,7 +90,7 @@ def write_records(text: str, path: str, args, sentence_task: str, masking: str, 
 
     if not os.path.exists(path):
         config = InstanceConfig(
-            max_seq_length=args.seq_length,
+            max_seq_length=args.max_seq_length,
             max_predictions_per_seq=args.max_predictions,
             dupe_factor=dupe_factor,
             sentence_task=sentence_task,
@@ -110,7 +110,7 @@ def model_config(args, albert: bool = False):
         num_hidden_layers=args.num_layers,
         num_attention_heads=max(1, args.hidden_size // 64),
         intermediate_size=4 * args.hidden_size,
-        max_position_embeddings=args.seq_length,
+        max_position_embeddings=args.max_seq_length,
         embedding_size=args.hidden_size // 4 if albert else None,
         hidden_dropout_prob=args.dropout,
         attention_probs_dropout_prob=args.dropout,
@@ -129,7 +129,7 @@ def held_out_metrics(model, path: str, args, sentence_task: str) -> dict:
     dataset = pretraining_dataset(
         path,
         64,
-        args.seq_length,
+        args.max_seq_length,
         args.max_predictions,
         training=False,
         drop_remainder=False,
@@ -168,7 +168,7 @@ def baselines(records: dict, args) -> dict:
         "mlm_accuracy": unigram_baseline(
             records[("nsp", "token")],
             records["held_out_shared"],
-            args.seq_length,
+            args.max_seq_length,
             args.max_predictions,
             len(load_vocab(VOCAB)),
         ).accuracy
@@ -177,7 +177,7 @@ def baselines(records: dict, args) -> dict:
         dataset = pretraining_dataset(
             records[("held_out", task)],
             256,
-            args.seq_length,
+            args.max_seq_length,
             args.max_predictions,
             training=False,
             drop_remainder=False,
@@ -198,7 +198,7 @@ def run_choice(name: str, seed: int, records: dict, args) -> dict:
     shutil.rmtree(output_dir, ignore_errors=True)  # a fresh run, not a resumed one
     data = PretrainingDataConfig(
         input_file=records[(sentence_task, masking)],
-        max_seq_length=args.seq_length,
+        max_seq_length=args.max_seq_length,
         max_predictions_per_seq=args.max_predictions,
         train_batch_size=batch,
         shuffle_buffer_size=1000,
@@ -265,7 +265,7 @@ def main() -> None:
     parser.add_argument("--steps_per_loop", type=int, default=50)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--seq_length", type=int, default=64)
+    parser.add_argument("--max_seq_length", type=int, default=64)
     parser.add_argument("--max_predictions", type=int, default=10)
     parser.add_argument("--hidden_size", type=int, default=128)
     parser.add_argument("--num_layers", type=int, default=2)
@@ -336,7 +336,7 @@ def write_results(results, baseline, choices, commit, load_before, start, args) 
         *_common.header_lines(command, load_before, _common.load_average(), {})[:3],
         f"- Wall time: {time.time() - start:,.0f} s. The machine was shared with other agents' work while it ran:"
         " sequences/s are indicative only (ratios within this run).",
-        f"- Model: L={args.num_layers}, H={args.hidden_size}, seq {args.seq_length}, {args.steps} steps, "
+        f"- Model: L={args.num_layers}, H={args.hidden_size}, seq {args.max_seq_length}, {args.steps} steps, "
         f"batch {args.batch_size} (LAMB {args.lamb_batch_multiplier * args.batch_size}), "
         f"lr {args.learning_rate} (LAMB {args.lamb_learning_rate}), 10% warm-up, dropout {args.dropout}; "
         f"{args.train_mb} MB of "

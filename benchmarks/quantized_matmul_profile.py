@@ -1,6 +1,6 @@
 r"""Why int8 is not faster on TensorFlow's CPU kernels: one encoder Dense layer's matrix product, by dtype.
 
-    python benchmarks/quantized_matmul_profile.py --batch_size=32 --seq_length=128 --hidden=384 --intermediate=1536
+    python benchmarks/quantized_matmul_profile.py --batch_size=32 --max_seq_length=128 --hidden=384 --intermediate=1536
 
 Times, interleaved in one process (median of --rounds rounds of --calls calls each), the pieces of a feed-forward
 `Dense` ([batch, length, hidden] x [hidden, intermediate]) as each inference form runs it:
@@ -23,7 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--hidden", type=int, default=384)
     parser.add_argument("--intermediate", type=int, default=1536)
     parser.add_argument("--rounds", type=int, default=5)
@@ -34,7 +34,7 @@ def main():
     import tensorflow as tf
 
     rng = np.random.default_rng(0)
-    shape = (args.batch_size, args.seq_length, args.hidden)
+    shape = (args.batch_size, args.max_seq_length, args.hidden)
     x = tf.constant(rng.normal(size=shape).astype("float32"))
     w = tf.constant(rng.normal(size=(args.hidden, args.intermediate)).astype("float32"))
     x_int8 = tf.constant(rng.integers(-127, 128, shape).astype("int8"))

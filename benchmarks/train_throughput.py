@@ -199,7 +199,7 @@ def model_shape(args) -> tuple[dict, int]:
 def synthetic_batch(args, np, vocab: int = VOCAB):
     """The batch every contender trains on (same numbers everywhere), as numpy arrays."""
     rng = np.random.default_rng(0)
-    B, S, P = args.batch_size, args.seq_length, args.predictions
+    B, S, P = args.batch_size, args.max_seq_length, args.predictions
     low = min(1000, vocab // 2)
     positions = np.sort(np.stack([rng.choice(np.arange(1, S), P, replace=False) for _ in range(B)]), -1)
     return {
@@ -565,7 +565,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="bert_mini", choices=sorted(SHAPES))
     parser.add_argument("--model_dir", default="", help="JAX only: start from this model directory's weights")
-    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--predictions", type=int, default=20, help="masked positions per sequence")
     parser.add_argument("--warmup_steps", type=int, default=3)
@@ -585,8 +585,8 @@ def main():
         parser.error("--warmup_steps and --rounds must be >= 1")
     if args.timed_steps < 10:
         parser.error("--timed_steps must be >= 10 (the figure is a median of at least 10 steps)")
-    if args.predictions >= args.seq_length:
-        parser.error("--predictions must be below --seq_length")
+    if args.predictions >= args.max_seq_length:
+        parser.error("--predictions must be below --max_seq_length")
 
     if args.child:
         print("RESULT " + json.dumps(CHILDREN[args.child](args)), flush=True)
@@ -614,7 +614,7 @@ def main():
 
     common_flags = [
         f"--preset={args.preset}",
-        f"--seq_length={args.seq_length}",
+        f"--max_seq_length={args.max_seq_length}",
         f"--batch_size={args.batch_size}",
         f"--predictions={args.predictions}",
         f"--warmup_steps={args.warmup_steps}",
@@ -658,7 +658,7 @@ def main():
     load_after = _common.load_average()
 
     shape, vocab = model_shape(args)
-    flops = training_flops_per_sequence(shape, args.seq_length, args.predictions, vocab)
+    flops = training_flops_per_sequence(shape, args.max_seq_length, args.predictions, vocab)
     matmul_rate = max(matmul.values()) if matmul else None
     rows = _common.step_rows(results, args.batch_size, args.timed_steps)
     ours, peers = _common.ours_and_peers({label: row["sequences_per_s"] for label, row in rows.items()})
@@ -666,7 +666,7 @@ def main():
 
     model_name = f"`{args.model_dir}` (L={shape['L']}, H={shape['H']})" if args.model_dir else f"`{args.preset}`"
     lines = [
-        f"{model_name}, seq {args.seq_length}, batch {args.batch_size}, {args.predictions} masked positions, "
+        f"{model_name}, seq {args.max_seq_length}, batch {args.batch_size}, {args.predictions} masked positions, "
         f"MLM + NSP (keras-hub: MLM only), dropout 0.1, {args.precision}, synthetic batches; "
         f"{args.rounds} interleaved round(s) of {args.warmup_steps} warm-up + {args.timed_steps} timed steps "
         f"per contender, each in a fresh process; figure = median step.",

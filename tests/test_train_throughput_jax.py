@@ -23,7 +23,7 @@ def test_jax_benchmark_runs_from_a_model_dir_without_tensorflow(tmp_path):
             f"--model_dir={model_dir}",
             "--precision=mixed_bfloat16",
             "--batch_size=4",
-            "--seq_length=32",
+            "--max_seq_length=32",
             "--predictions=4",
             "--warmup_steps=1",
             "--timed_steps=10",
