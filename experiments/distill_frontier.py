@@ -4,8 +4,9 @@
         --train_file=train.tsv --eval_file=dev.tsv --text_a_column=sentence --label_column=label \\
         --student_layers=1,2,3 --forms=float32,bfloat16,int8 --num_train_epochs=3 --learning_rate=1e-4
 
-Distils a student of each depth in --student_layers from the teacher (`experiments.distill`'s job, into
-<output_dir>/students/layers_<n>; rerunning resumes what is unfinished), converts the teacher and every student
+Distils a student of each depth in --student_layers from the teacher, once per seed of --seeds
+(`experiments.distill`'s job, into <output_dir>/students/layers_<n>/seed_<s>; rerunning resumes what is
+unfinished), converts the teacher and every student
 to each inference form of --forms, measures the held-out metric, exports each encoder as a SavedModel and times
 all of them interleaved in one process (--speed_rounds rounds over the first --speed_examples evaluation texts).
 Writes report.md, report.json and frontier.png (metric against sequences per second) to --output_dir. The data,
@@ -29,6 +30,12 @@ def define_flags():
     flags.DEFINE_string("output_dir", None, "Where the students, exports and report go.")
     flags.DEFINE_list("student_layers", ["1", "2", "3"], "Depths of the students (each below the teacher's).")
     flags.DEFINE_list("forms", list(INFERENCE_FORMS), "Inference forms measured for every model.")
+    flags.DEFINE_list(
+        "seeds",
+        [],
+        "Distil each student once per seed and report the mean metric, each seed's beside it (a claim that one "
+        "student beats another needs three); empty: --seed alone.",
+    )
     flags.DEFINE_float("temperature", 2.0, "Temperature of the teacher's soft targets.")
     flags.DEFINE_float("alpha", 0.5, "Weight of the soft-target loss; the hard-label loss has 1 - alpha.")
     flags.DEFINE_integer("speed_examples", 512, "Evaluation texts timed per model and round.")
@@ -48,7 +55,13 @@ def main(argv):
         layers = tuple(int(n) for n in FLAGS.student_layers)
     except ValueError:
         raise errors.BadInputError(f"--student_layers: expected integers, got {FLAGS.student_layers}.") from None
-    config = job_flags.config_from_flags(FrontierConfig, student_layers=layers, forms=tuple(FLAGS.forms))
+    try:
+        seeds = tuple(int(s) for s in FLAGS.seeds)
+    except ValueError:
+        raise errors.BadInputError(f"--seeds: expected integers, got {FLAGS.seeds}.") from None
+    config = job_flags.config_from_flags(
+        FrontierConfig, student_layers=layers, forms=tuple(FLAGS.forms), seeds=seeds
+    )
     data = distill.data_config_from_flags()
     training_config = job_flags.config_from_flags(TrainingConfig)
     runtime = job_flags.config_from_flags(RuntimeConfig)

@@ -443,6 +443,7 @@ def test_frontier_reports_every_model_and_form_with_interleaved_speeds(teacher, 
         f"--eval_file={teacher['eval_file']}",
         "--text_a_column=sentence",
         "--student_layers=1",
+        "--seeds=3,4",
         "--forms=float32",  # the int8 and bfloat16 forms: tests/test_distillation_inference.py
         "--num_train_steps=20",
         "--learning_rate=1e-3",
@@ -465,5 +466,15 @@ def test_frontier_reports_every_model_and_form_with_interleaved_speeds(teacher, 
         assert len(row["round_seconds"]) == 2 and row["sequences_per_second"] > 0
         assert os.path.exists(os.path.join(row["export_dir"], "saved_model.pb"))
     assert report["speed"]["examples"] == 40 and rows["layers_1", "float32"]["num_layers"] == 1
+    # A student's metric is the mean of its seeds' own evaluations, each distilled with its seed.
+    student = rows["layers_1", "float32"]
+    assert report["seeds"] == [3, 4] and len(student["metric_per_seed"]) == 2
+    assert student["metric"] == pytest.approx(sum(student["metric_per_seed"]) / 2)
+    assert min(student["metric_per_seed"]) >= 0.8  # the keyword task, which the teacher has learned
+    weights = [
+        (output_dir / "students" / "layers_1" / f"seed_{seed}" / "weights.safetensors").read_bytes() for seed in (3, 4)
+    ]
+    assert weights[0] != weights[1]  # each seed its own dropout and batch order
+    assert rows["teacher", "float32"]["metric_per_seed"] == [rows["teacher", "float32"]["metric"]]
     assert (output_dir / "frontier.png").stat().st_size > 1000
     assert "| layers_1 | 1 | float32 |" in (output_dir / "report.md").read_text()

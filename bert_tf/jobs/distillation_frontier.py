@@ -6,11 +6,14 @@
 
 For a fine-tuned teacher and the user's data (a `FinetuningDataConfig` with `train_file` and `eval_file`):
 
-1. distils a student of each depth in `student_layers` (`bert_tf.jobs.distill`, into `students/layers_<n>`;
-   a finished or interrupted one is resumed, so rerunning the command costs only what is missing);
+1. distils a student of each depth in `student_layers` once per seed in `seeds` (`bert_tf.jobs.distill`, into
+   `students/layers_<n>/seed_<s>`; a finished or interrupted one is resumed, so rerunning the command costs
+   only what is missing);
 2. makes every model (teacher and students) in every inference form of `forms` (float32, bfloat16, int8:
-   `bert_tf.distillation.inference`), measures its held-out metric on the evaluation data, and exports its
-   encoder as a SavedModel (`exports/<model>_<form>`, `bert_tf.export.export_encoder`, verified);
+   `bert_tf.distillation.inference`) and measures its held-out metric on the evaluation data (a student's
+   row: the mean over its seeds, each seed's figure beside it); exports each encoder as a SavedModel
+   (`exports/<model>_<form>`, `bert_tf.export.export_encoder`, verified; a student's first seed, since its
+   speed does not depend on the weights' values);
 3. loads every SavedModel and times them interleaved in one process: `speed_rounds` rounds, each running
    every model (in a rotated order) over the same length-bucketed batches of the first `speed_examples`
    evaluation texts; the figure is the median round's sequences per second;
@@ -44,6 +47,8 @@ class FrontierConfig:
       teacher_dir: the fine-tuned teacher.
       student_layers: depths of the students (each at most the teacher's depth).
       forms: inference forms measured for every model.
+      seeds: each student is distilled once per seed and its metric is the mean (one distillation's metric
+        moves with the seed by about as much as neighbouring students differ); empty: the runtime's seed.
       temperature, alpha: the students' losses (`DistillationConfig`).
       max_seq_length: None: the teacher's.
       speed_examples: evaluation texts timed per model and round.
@@ -54,6 +59,7 @@ class FrontierConfig:
     teacher_dir: str
     student_layers: tuple = (1, 2, 3)
     forms: tuple = ("float32", "bfloat16", "int8")
+    seeds: tuple = ()
     temperature: float = 2.0
     alpha: float = 0.5
     max_seq_length: int | None = None
@@ -66,6 +72,9 @@ class FrontierConfig:
 
         object.__setattr__(self, "student_layers", tuple(int(n) for n in self.student_layers))
         object.__setattr__(self, "forms", tuple(self.forms))
+        object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
+        if len(set(self.seeds)) != len(self.seeds):
+            raise JobArgumentError(f"--seeds: each seed once, got {list(self.seeds)}.")
         for n in self.student_layers:
             check_int("student_layers", n)
         unknown = [form for form in self.forms if form not in INFERENCE_FORMS]
@@ -88,7 +97,7 @@ def run_frontier(output_dir: str, config: FrontierConfig, data, training_config=
     Raises:
       JobArgumentError, DataError: bad flags or data, before any work.
     """
-    from bert_tf.jobs import distill, finetuning_inputs
+    from bert_tf.jobs import DEFAULT_SEED, distill, finetuning_inputs
     from bert_tf.tasks import registry
     from bert_tf.tasks.task_config import FinetuningTaskConfig
 
@@ -106,27 +115,35 @@ def run_frontier(output_dir: str, config: FrontierConfig, data, training_config=
     if os.path.exists(report_path):
         raise JobArgumentError(f"--output_dir={output_dir} already holds {REPORT_JSON}; use a new --output_dir.")
 
-    models = {"teacher": os.path.abspath(config.teacher_dir)}
+    from bert_tf.training import RuntimeConfig
+
+    runtime = runtime if runtime is not None else RuntimeConfig(seed=DEFAULT_SEED)
+    seeds = config.seeds or (runtime.seed,)
+    # {model name: [model directory per seed]}; the teacher is one model.
+    models = {"teacher": [os.path.abspath(config.teacher_dir)]}
     distillation_seconds = {}
     for n in sorted(config.student_layers, reverse=True):
-        student_dir = os.path.join(output_dir, "students", f"layers_{n}")
-        started = time.perf_counter()
-        distill.run_distillation(
-            student_dir,
-            distill.DistillationConfig(
-                teacher_dir=config.teacher_dir,
-                temperature=config.temperature,
-                alpha=config.alpha,
-                max_seq_length=config.max_seq_length,
-            ),
-            distill.StudentConfig(student_num_layers=n),
-            data,
-            training_config,
-            runtime,
-            do_eval=False,
-        )
-        distillation_seconds[f"layers_{n}"] = round(time.perf_counter() - started, 1)
-        models[f"layers_{n}"] = student_dir
+        name = f"layers_{n}"
+        models[name] = []
+        for seed in seeds:
+            student_dir = os.path.join(output_dir, "students", name, f"seed_{seed}")
+            started = time.perf_counter()
+            distill.run_distillation(
+                student_dir,
+                distill.DistillationConfig(
+                    teacher_dir=config.teacher_dir,
+                    temperature=config.temperature,
+                    alpha=config.alpha,
+                    max_seq_length=config.max_seq_length,
+                ),
+                distill.StudentConfig(student_num_layers=n),
+                data,
+                training_config,
+                dataclasses.replace(runtime, seed=seed),
+                do_eval=False,
+            )
+            distillation_seconds[f"{name}/seed_{seed}"] = round(time.perf_counter() - started, 1)
+            models[name].append(student_dir)
 
     # The evaluation data, featurized once with the teacher's task (the students share it).
     task_type = teacher.task_config["task"]
@@ -141,24 +158,29 @@ def run_frontier(output_dir: str, config: FrontierConfig, data, training_config=
     eval_features = task_object.featurize(eval_examples, training=False)
 
     rows, exports = [], {}
-    for name, model_dir in models.items():
-        float_model = _load(task_object, model_dir)
+    for name, model_dirs in models.items():
         for form in config.forms:
-            model = _in_form(float_model, form)
-            metrics = _evaluate(task_object, model, eval_examples, eval_features, data.eval_batch_size)
-            export_dir = os.path.join(output_dir, "exports", f"{name}_{form}")
-            exports[(name, form)] = _export(model, export_dir, teacher.source.vocab_file)
+            per_seed = []
+            for index, model_dir in enumerate(model_dirs):
+                model = _in_form(_load(task_object, model_dir), form)
+                metrics = _evaluate(task_object, model, eval_examples, eval_features, data.eval_batch_size)
+                logging.info("%s %s %s: %s", name, form, model_dir, metrics)
+                per_seed.append(metrics)
+                if index == 0:
+                    export_dir = os.path.join(output_dir, "exports", f"{name}_{form}")
+                    exports[(name, form)] = _export(model, export_dir, teacher.source.vocab_file)
+                    num_layers = model.encoder.config.num_hidden_layers
             rows.append(
                 {
                     "model": name,
-                    "num_layers": model.encoder.config.num_hidden_layers,
+                    "num_layers": num_layers,
                     "form": form,
-                    "metric": metrics[metric],
-                    "metrics": metrics,
+                    "metric": round(statistics.fmean(m[metric] for m in per_seed), 6),
+                    "metric_per_seed": [m[metric] for m in per_seed],
+                    "metrics_per_seed": per_seed,
                     "export_dir": export_dir,
                 }
             )
-            logging.info("%s %s: %s", name, form, metrics)
 
     batches = _speed_batches(task_object, eval_features, config.speed_examples, config.speed_batch_size)
     speeds = _interleaved_speeds(exports, batches, config.speed_rounds)
@@ -171,7 +193,7 @@ def run_frontier(output_dir: str, config: FrontierConfig, data, training_config=
         row["metric_change"] = round(row["metric"] - reference["metric"], 4)
 
     report = {
-        "teacher_dir": models["teacher"],
+        "teacher_dir": models["teacher"][0],
         "task": task_type,
         "metric": metric,
         "eval_file": data.eval_file,
@@ -183,6 +205,7 @@ def run_frontier(output_dir: str, config: FrontierConfig, data, training_config=
             "rounds": config.speed_rounds,
             "what": "encoder SavedModel (tf.saved_model.load), length-bucketed evaluation batches, one process",
         },
+        "seeds": list(seeds),
         "distillation_seconds": distillation_seconds,
         "machine": _machine(),
         "rows": rows,
@@ -298,26 +321,34 @@ def _machine() -> dict:
 
 
 def report_markdown(report: dict) -> str:
-    """The report as a Markdown table (best metric first within equal speed: sorted by speed)."""
+    """The report as a Markdown table, fastest first."""
     metric = report["metric"]
     machine = report["machine"]
+    seeds = report["seeds"]
+    several = len(seeds) > 1
     lines = [
         "# Distillation frontier",
         "",
         f"Teacher `{report['teacher_dir']}` ({report['task']}), held-out {metric} on "
-        f"{report['num_eval_examples']} examples of `{report['eval_file']}`. Speed: {report['speed']['what']}, "
-        f"{report['speed']['examples']} sequences (max length {report['max_seq_length']}, batch "
-        f"{report['speed']['batch_size']}), median of {report['speed']['rounds']} interleaved rounds.",
+        f"{report['num_eval_examples']} examples of `{report['eval_file']}`"
+        + (f"; a student's {metric} is the mean over seeds {', '.join(map(str, seeds))}" if several else "")
+        + f". Speed: {report['speed']['what']}, {report['speed']['examples']} sequences (max length "
+        f"{report['max_seq_length']}, batch {report['speed']['batch_size']}), median of {report['speed']['rounds']} "
+        "interleaved rounds.",
         f"Machine: {machine['cpu']}, {machine['cpu_count']} CPUs, load average {machine['load_average']} at "
         f"{machine['date']}.",
         "",
-        f"| model | layers | form | {metric} | change | sequences/s | speed-up |",
-        "|---|---:|---|---:|---:|---:|---:|",
+        f"| model | layers | form | {metric} | "
+        + ("per seed | " if several else "")
+        + "change | sequences/s | speed-up |",
+        "|---|---:|---|---:|" + ("---|" if several else "") + "---:|---:|---:|",
     ]
     for row in sorted(report["rows"], key=lambda r: -r["sequences_per_second"]):
+        per_seed = " / ".join(f"{m:.4f}" for m in row["metric_per_seed"])
         lines.append(
             f"| {row['model']} | {row['num_layers']} | {row['form']} | {row['metric']:.4f} | "
-            f"{row['metric_change']:+.4f} | {row['sequences_per_second']:.1f} | {row['speedup']:.2f}x |"
+            + (f"{per_seed} | " if several else "")
+            + f"{row['metric_change']:+.4f} | {row['sequences_per_second']:.1f} | {row['speedup']:.2f}x |"
         )
     return "\n".join(lines) + "\n"
 
