@@ -429,6 +429,24 @@ def test_bad_input_exits_2_with_one_line(teacher, bad_input_files, tmp_path, cap
     assert sorted(os.listdir(bad_input_files["existing"])) == existing_before
 
 
+def test_teacher_logits_file_is_read_only_when_it_has_a_row_per_feature(tmp_path):
+    from bert_tf.jobs import distill as job
+
+    features = {"text_a": np.array(["a", "b", "c"]), "label": np.array([0, 1, 0])}
+    kept = np.array([[1.0, -1.0], [2.0, -2.0], [3.0, -3.0]], np.float32)
+    path = str(tmp_path / "logits.npy")
+    np.save(path, kept)
+    # No task and no teacher model: the logits can only come from the file.
+    with_logits = job._with_teacher_logits(None, None, features, None, 8, None, path)
+    np.testing.assert_array_equal(with_logits[job.TEACHER_LOGITS_KEY], kept)
+    np.testing.assert_array_equal(with_logits[job.LABEL_WEIGHT_KEY], [1, 1, 1])
+
+    np.save(path, kept[:2])  # another data set's: one row short
+    assert job._read_logits(path, 3) is None and job._read_logits(str(tmp_path / "none.npy"), 3) is None
+    (tmp_path / "corrupt.npy").write_bytes(b"not numpy")
+    assert job._read_logits(str(tmp_path / "corrupt.npy"), 3) is None
+
+
 # --- the frontier ----------------------------------------------------------------------
 
 
@@ -476,5 +494,8 @@ def test_frontier_reports_every_model_and_form_with_interleaved_speeds(teacher, 
     ]
     assert weights[0] != weights[1]  # each seed its own dropout and batch order
     assert rows["teacher", "float32"]["metric_per_seed"] == [rows["teacher", "float32"]["metric"]]
+    # The teacher labelled the 320 training sentences once for both students.
+    (logits_file,) = (output_dir / "teacher_logits").glob("*.npy")
+    assert np.load(logits_file).shape == (320, 2)
     assert (output_dir / "frontier.png").stat().st_size > 1000
     assert "| layers_1 | 1 | float32 |" in (output_dir / "report.md").read_text()

@@ -160,6 +160,7 @@ def run_distillation(
     *,
     do_eval: bool = True,
     do_predict: bool = False,
+    teacher_logits_file: str | None = None,
 ) -> dict:
     """Trains the student, then evaluates it and the teacher; returns {"student": metrics, "teacher": metrics}.
 
@@ -171,6 +172,9 @@ def run_distillation(
       training_config: the `TrainingConfig`; None: fine-tuning's `DEFAULT_SCHEDULE`.
       runtime: strategy, precision and seeds; None: `RuntimeConfig(seed=DEFAULT_SEED)`.
       do_eval, do_predict: evaluate on `data.eval_file` (when given), predict on `data.predict_file`.
+      teacher_logits_file: an `.npy` file that keeps the teacher's logits on the training (and unlabeled)
+        features: read if it holds one row per feature, else computed and written. For a caller that distils
+        several students from one teacher on the same data (`run_frontier`), which names the file after them.
 
     Raises:
       DataError: bad input data, naming the file and line or record.
@@ -229,7 +233,13 @@ def run_distillation(
         with strategy.scope():
             teacher_model = _load_teacher_model(task_object, teacher)
         inputs.train_features = _with_teacher_logits(
-            task_object, teacher_model, inputs.train_features, unlabeled_features, data.eval_batch_size, strategy
+            task_object,
+            teacher_model,
+            inputs.train_features,
+            unlabeled_features,
+            data.eval_batch_size,
+            strategy,
+            teacher_logits_file if is_chief else None,
         )
         if is_chief:
             _write_model_files(output_dir, student_model, teacher, task_object, data, settings)
@@ -449,8 +459,12 @@ def _read_unlabeled(path: str, reader: ExamplesReader, task_object) -> list:
     return examples
 
 
-def _with_teacher_logits(task_object, teacher_model, features, unlabeled_features, batch_size, strategy):
-    """The training features (with the unlabeled ones appended) and the teacher's logits as a column."""
+def _with_teacher_logits(task_object, teacher_model, features, unlabeled_features, batch_size, strategy, logits_file):
+    """The training features (with the unlabeled ones appended) and the teacher's logits as a column.
+
+    `logits_file`: None, or an `.npy` file to read the logits from (if it has one row per feature) or to
+    write them to.
+    """
     if isinstance(features, dict):  # classification, regression
         features = dict(features)
         features[LABEL_WEIGHT_KEY] = np.ones(len(features["text_a"]), np.float32)
@@ -477,14 +491,34 @@ def _with_teacher_logits(task_object, teacher_model, features, unlabeled_feature
     num_features = (
         finetuning_phases.num_features(features) if isinstance(features, dict) else len(features.example_index)
     )
-    dataset = task_object.dataset(features, batch_size, training=False)
-    logits = predict_outputs(teacher_model, dataset, strategy=strategy, num_features=num_features)["logits"]
-    logging.info("The teacher labelled %d training features.", num_features)
+    logits = _read_logits(logits_file, num_features)
+    if logits is None:
+        dataset = task_object.dataset(features, batch_size, training=False)
+        logits = predict_outputs(teacher_model, dataset, strategy=strategy, num_features=num_features)["logits"]
+        logging.info("The teacher labelled %d training features.", num_features)
+        if logits_file:
+            os.makedirs(os.path.dirname(os.path.abspath(logits_file)), exist_ok=True)
+            with file_io.atomic_path(logits_file) as tmp:
+                with open(tmp, "wb") as f:
+                    np.save(f, logits)
+    else:
+        logging.info("The teacher's logits on %d training features: %s", num_features, logits_file)
     if isinstance(features, dict):
         return dict(features, **{TEACHER_LOGITS_KEY: logits.astype(np.float32)})
     seq_length = features.inputs["input_word_ids"].shape[1]
     logits = np.pad(logits, [(0, 0), (0, seq_length - logits.shape[1]), (0, 0)]).astype(np.float32)
     return dataclasses.replace(features, inputs=dict(features.inputs, **{TEACHER_LOGITS_KEY: logits}))
+
+
+def _read_logits(path, num_features):
+    """The logits kept in `path`, or None if there is no such file or it is not one row per feature."""
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        logits = np.load(path)
+    except (OSError, ValueError):
+        return None
+    return logits if logits.shape[:1] == (num_features,) else None
 
 
 # --- training ---------------------------------------------------------------------
