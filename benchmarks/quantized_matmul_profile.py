@@ -1,12 +1,13 @@
-r"""Why int8 is not faster on TensorFlow's CPU kernels: one encoder Dense layer's matrix product, by dtype.
+r"""Where int8 is fast on TensorFlow's CPU: one encoder Dense layer's matrix product, by dtype and kernel.
 
     python benchmarks/quantized_matmul_profile.py --batch_size=32 --max_seq_length=128 --hidden=384 --intermediate=1536
 
 Times, interleaved in one process (median of --rounds rounds of --calls calls each), the pieces of a feed-forward
 `Dense` ([batch, length, hidden] x [hidden, intermediate]) as each inference form runs it:
 float32 `tf.matmul` (3-D, as Keras calls it, and 2-D), bfloat16 `tf.matmul`, int8 x int8 -> int32 `tf.matmul`
-(what `Model.quantize("int8")` layers call, 3-D and 2-D), and the per-token abs-max quantization of the input
-that every int8 layer adds. Prints a table; the figures belong in benchmarks/RESULTS.md
+(what `Model.quantize("int8")` layers call, 3-D and 2-D), the same integer product on oneDNN's uint8 x int8
+kernel (`bert_tf.distillation.onednn_int8.integer_product`), the per-token abs-max quantization of the input
+that every int8 layer adds, and whole layers: float32 `Dense`, Keras' int8 `Dense` and `OneDnnInt8Dense`. Prints a table; the figures belong in benchmarks/RESULTS.md
 (`distillation_frontier` section) with the machine and its load.
 """
 
@@ -47,13 +48,30 @@ def main():
         scale = 127.0 / tf.maximum(tf.reduce_max(tf.abs(x), axis=-1, keepdims=True), 1e-7)
         return tf.cast(tf.clip_by_value(tf.round(x * scale), -127.0, 127.0), tf.int8)
 
+    import keras
+
+    from bert_tf.distillation.onednn_int8 import integer_product, use_onednn_int8
+
+    x_uint8 = tf.cast(tf.cast(tf.reshape(x_int8, flat), tf.int32) + 128, tf.uint8)
+    layers = {}
+    for name in ("float32", "int8", "onednn_int8"):
+        keras.utils.set_random_seed(0)
+        layers[name] = keras.layers.Dense(args.intermediate)
+        layers[name].build((None, args.hidden))
+        if name != "float32":
+            layers[name].quantize("int8")
+    use_onednn_int8(layers["onednn_int8"])
     pieces = {
         "float32 matmul (3-D)": lambda: tf.matmul(x, w),
         "float32 matmul (2-D)": lambda: tf.matmul(tf.reshape(x, flat), w),
         "bfloat16 matmul (3-D)": lambda: tf.matmul(x_bf16, w_bf16),
         "int8 matmul -> int32 (3-D)": lambda: tf.matmul(x_int8, w_int8, output_type=tf.int32),
         "int8 matmul -> int32 (2-D)": lambda: tf.matmul(tf.reshape(x_int8, flat), w_int8, output_type=tf.int32),
+        "int8 matmul on oneDNN (uint8 x int8, 2-D)": lambda: integer_product(x_uint8, w_int8),
         "int8 input quantization": quantize_input,
+        "float32 Dense layer (2-D, with bias)": lambda: layers["float32"](tf.reshape(x, flat)),
+        "Keras int8 Dense layer (2-D)": lambda: layers["int8"](tf.reshape(x, flat)),
+        "OneDnnInt8Dense layer (2-D; the int8 form)": lambda: layers["onednn_int8"](tf.reshape(x, flat)),
     }
     functions = {name: tf.function(fn) for name, fn in pieces.items()}
     for fn in functions.values():

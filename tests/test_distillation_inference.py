@@ -1,5 +1,8 @@
 """bfloat16 and int8 inference forms (`bert_tf.distillation.inference`) and their SavedModels (`--quantize`)."""
 
+import os
+import platform
+
 import numpy as np
 import pytest
 
@@ -95,11 +98,51 @@ def test_inference_form_of_a_task_model_keeps_its_head_and_float_model():
         inference_form(classifier, "float16")
 
 
+ONEDNN = platform.machine().lower() in ("x86_64", "amd64") and os.environ.get("TF_ENABLE_ONEDNN_OPTS") != "0"
+
+
+def test_onednn_int8_dense_computes_keras_int8_dense_on_onednns_kernel():
+    import keras
+
+    from bert_tf.distillation.onednn_int8 import OneDnnInt8Dense, onednn_int8_available, use_onednn_int8
+
+    # TensorFlow runs oneDNN on x86 unless it is switched off; the int8 form then takes its kernel.
+    assert onednn_int8_available() == ONEDNN
+    if not ONEDNN:
+        pytest.skip("TensorFlow without oneDNN: the int8 form keeps Keras' products")
+    keras.utils.set_random_seed(0)
+    dense = keras.layers.Dense(24, activation="gelu")
+    x = np.random.default_rng(0).normal(size=(3, 5, 40)).astype(np.float32)
+    x[0, 0] *= 30  # one token of large values: the input is quantized per token
+    float_outputs = np.asarray(dense(x))
+    dense.quantize("int8")
+    keras_int8 = np.asarray(dense(x))
+    assert use_onednn_int8(dense) == 1 and type(dense) is OneDnnInt8Dense
+    onednn_int8 = np.asarray(dense(x))
+    # Keras' int8 numbers (the same integer products, de-scaled alike) ...
+    np.testing.assert_allclose(onednn_int8, keras_int8, rtol=1e-5, atol=1e-5)
+    # ... which are rounded: int8, not float32 under another name.
+    assert np.abs(onednn_int8 - float_outputs).max() > 1e-3
+    assert dense.get_config() == keras.layers.Dense.from_config(dense.get_config()).get_config()
+
+
+def test_int8_export_runs_its_products_on_onednn(exports):
+    import tensorflow as tf
+
+    if not ONEDNN:
+        pytest.skip("TensorFlow without oneDNN: the int8 form keeps Keras' products")
+    loaded = tf.saved_model.load(exports["paths"]["int8"])
+    graph = loaded.signatures["serving_default"].graph.as_graph_def()
+    ops = [node.op for function in graph.library.function for node in function.node_def]
+    # The tiny encoder's 2 layers: query, key, value, attention output, intermediate, output; and the pooler.
+    assert ops.count("QuantizedMatMulWithBiasAndDequantize") == 2 * 6 + 1
+
+
 def test_distillation_modules_docstring_examples_run():
     import doctest
 
-    from bert_tf.distillation import inference, losses, students
+    from bert_tf.distillation import inference, losses, onednn_int8, students
 
-    for module in (students, losses, inference):
+    for module in (students, losses, inference, onednn_int8):
         result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
         assert result.attempted >= 2 and result.failed == 0, module.__name__

@@ -10,11 +10,12 @@ runs its matrix products at up to twice the float32 rate; elsewhere TensorFlow e
 
 `"int8"` is Keras' post-training `Model.quantize("int8")`: every `Dense` and `Embedding` kernel becomes int8
 with a per-output-channel scale, and each `Dense` quantizes its input per token on the fly (abs-max) and runs
-an int8 x int8 -> int32 matrix product. The model is 4x smaller in its kernels; whether it is faster depends
-on the backend's int8 kernels (see docs/distillation.md for what TensorFlow's CPU kernels give).
+an int8 x int8 -> int32 matrix product. The model is 4x smaller in its kernels. On TensorFlow with oneDNN (x86)
+the products run on oneDNN's int8 kernel (`bert_tf.distillation.onednn_int8`, the same integers), since
+TensorFlow's own integer `MatMul` is slower than float32; elsewhere they are the backend's `matmul`.
 
 Either form exports as a SavedModel through `bert_tf.export` (`experiments.export --quantize=...`), whose
-outputs stay float32. Backend-free (Keras only).
+outputs stay float32. Backend-free (Keras), but for the oneDNN products on TensorFlow.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ def inference_form(model: keras.Model, form: str) -> keras.Model:
             # Keras warns for every layer without weights to quantize (inputs, LayerNorm, dropout).
             warnings.filterwarnings("ignore", message=".*does not have a `quantize` method.*")
             clone.quantize("int8")
+        if keras.backend.backend() == "tensorflow":
+            from bert_tf.distillation.onednn_int8 import onednn_int8_available, use_onednn_int8
+
+            if onednn_int8_available():
+                use_onednn_int8(clone)
     return clone
 
 
