@@ -7,8 +7,9 @@ Times, interleaved in one process (median of --rounds rounds of --calls calls ea
 float32 `tf.matmul` (3-D, as Keras calls it, and 2-D), bfloat16 `tf.matmul`, int8 x int8 -> int32 `tf.matmul`
 (what `Model.quantize("int8")` layers call, 3-D and 2-D), the same integer product on oneDNN's uint8 x int8
 kernel (`bert_tf.distillation.onednn_int8.integer_product`), the per-token abs-max quantization of the input
-that every int8 layer adds, and whole layers: float32 `Dense`, Keras' int8 `Dense` and `OneDnnInt8Dense`. Prints a table; the figures belong in benchmarks/RESULTS.md
-(`distillation_frontier` section) with the machine and its load.
+that every int8 layer adds, and whole layers: float32 `Dense`, Keras' int8 `Dense` and `OneDnnInt8Dense`.
+Prints a table; the figures belong in benchmarks/RESULTS.md (`distillation_frontier` section) with the machine
+and its load.
 """
 
 from __future__ import annotations

@@ -59,9 +59,7 @@ def main(argv):
         seeds = tuple(int(s) for s in FLAGS.seeds)
     except ValueError:
         raise errors.BadInputError(f"--seeds: expected integers, got {FLAGS.seeds}.") from None
-    config = job_flags.config_from_flags(
-        FrontierConfig, student_layers=layers, forms=tuple(FLAGS.forms), seeds=seeds
-    )
+    config = job_flags.config_from_flags(FrontierConfig, student_layers=layers, forms=tuple(FLAGS.forms), seeds=seeds)
     data = distill.data_config_from_flags()
     training_config = job_flags.config_from_flags(TrainingConfig)
     runtime = job_flags.config_from_flags(RuntimeConfig)
