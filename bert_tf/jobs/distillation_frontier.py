@@ -100,6 +100,7 @@ def run_frontier(output_dir: str, config: FrontierConfig, data, training_config=
     from bert_tf.jobs import DEFAULT_SEED, distill, finetuning_inputs
     from bert_tf.tasks import registry
     from bert_tf.tasks.task_config import FinetuningTaskConfig
+    from bert_tf.training import RuntimeConfig
 
     if not data.eval_file and not data.tfds_name:
         raise JobArgumentError("--eval_file is required: the frontier is measured on held-out data.")
@@ -114,8 +115,6 @@ def run_frontier(output_dir: str, config: FrontierConfig, data, training_config=
     report_path = os.path.join(output_dir, REPORT_JSON)
     if os.path.exists(report_path):
         raise JobArgumentError(f"--output_dir={output_dir} already holds {REPORT_JSON}; use a new --output_dir.")
-
-    from bert_tf.training import RuntimeConfig
 
     runtime = runtime if runtime is not None else RuntimeConfig(seed=DEFAULT_SEED)
     seeds = config.seeds or (runtime.seed,)
