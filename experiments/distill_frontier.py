@@ -5,12 +5,12 @@
         --student_layers=1,2,3 --forms=float32,bfloat16,int8 --num_train_epochs=3 --learning_rate=1e-4
 
 Distils a student of each depth in --student_layers from the teacher, once per seed of --seeds
-(`experiments.distill`'s job, into <output_dir>/students/layers_<n>/seed_<s>; rerunning resumes what is
-unfinished), converts the teacher and every student
-to each inference form of --forms, measures the held-out metric, exports each encoder as a SavedModel and times
-all of them interleaved in one process (--speed_rounds rounds over the first --speed_examples evaluation texts).
-Writes report.md, report.json and frontier.png (metric against sequences per second) to --output_dir. The data,
-task and schedule flags are experiments.distill's (and experiments.finetune's). See docs/distillation.md.
+(`experiments.distill`'s job, into <output_dir>/students/layers_<n>/seed_<s>; rerunning resumes what is unfinished),
+converts the teacher and every student to each inference form of --forms, measures the held-out metric, exports each
+encoder as a SavedModel and times all of them interleaved in one process (--speed_rounds rounds over the first
+--speed_examples evaluation texts). Writes report.md, report.json and frontier.png (metric against sequences per
+second) to --output_dir. The data, task and schedule flags are experiments.distill's (and experiments.finetune's).
+See docs/distillation.md.
 """
 
 from absl import flags
@@ -51,21 +51,26 @@ def main(argv):
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
     cli.require_flags("teacher_dir", "output_dir", "eval_file")
-    try:
-        layers = tuple(int(n) for n in FLAGS.student_layers)
-    except ValueError:
-        raise errors.BadInputError(f"--student_layers: expected integers, got {FLAGS.student_layers}.") from None
-    try:
-        seeds = tuple(int(s) for s in FLAGS.seeds)
-    except ValueError:
-        raise errors.BadInputError(f"--seeds: expected integers, got {FLAGS.seeds}.") from None
-    config = job_flags.config_from_flags(FrontierConfig, student_layers=layers, forms=tuple(FLAGS.forms), seeds=seeds)
+    config = job_flags.config_from_flags(
+        FrontierConfig,
+        student_layers=_integers("student_layers"),
+        forms=tuple(FLAGS.forms),
+        seeds=_integers("seeds"),
+    )
     data = distill.data_config_from_flags()
     training_config = job_flags.config_from_flags(TrainingConfig)
     runtime = job_flags.config_from_flags(RuntimeConfig)
     run_frontier(FLAGS.output_dir, config, data, training_config, runtime)
     with open(f"{FLAGS.output_dir}/{REPORT_MD}", encoding="utf-8") as f:
         print(f.read())
+
+
+def _integers(name: str) -> tuple:
+    """The list flag `name` as integers; otherwise bad input naming the flag."""
+    try:
+        return tuple(int(value) for value in FLAGS[name].value)
+    except ValueError:
+        raise errors.BadInputError(f"--{name}: expected integers, got {FLAGS[name].value}.") from None
 
 
 def run(argv=None):
