@@ -300,6 +300,15 @@ def child_ours_jax(args):
 
     if args.precision != "float32":
         keras.mixed_precision.set_global_policy(args.precision)
+    if args.attention == "einsum":
+        from bert_tf.layers import attention
+
+        attention.fused_attention_available = lambda: False
+    dropout = dict(
+        hidden_dropout_prob=args.hidden_dropout,
+        attention_probs_dropout_prob=args.attention_dropout,
+        hidden_act=args.hidden_act,
+    )
     if args.model_dir:
         from bert_tf.checkpoints import load_encoder, load_pretrainer, weights_file
 
@@ -309,7 +318,7 @@ def child_ours_jax(args):
             model = BertPretrainer(load_encoder(args.model_dir))
         config = model.encoder.config
     else:
-        config = BertConfig.from_preset(args.preset)
+        config = BertConfig.from_preset(args.preset, **dropout)
         model = BertPretrainer(BertEncoder(config))
     batch = {k: jnp.asarray(v) for k, v in synthetic_batch(args, np, config.vocab_size).items()}
     inputs = {name: batch[name] for name in model.input}
@@ -349,11 +358,67 @@ def child_ours_jax(args):
         return loss
 
     result = _time_steps(step, args, sync=lambda x: x.block_until_ready())
+    if args.profile_dir:
+        with jax.profiler.trace(args.profile_dir, create_perfetto_trace=True):
+            for _ in range(PROFILED_STEPS):
+                step().block_until_ready()
+        result["profile"] = kernel_time_summary(args.profile_dir, PROFILED_STEPS)
     result["versions"] = {"jax": jax.__version__, "keras": keras.__version__}
     result["device"] = str(jax.devices()[0].device_kind)
     result["final_loss"] = float(step())
     result["tensorflow_imported"] = any(m.split(".")[0] == "tensorflow" for m in sys.modules)
     return result
+
+
+PROFILED_STEPS = 3
+# Kernel-name patterns, first match wins: what share of a GPU step each kind of work takes.
+KERNEL_KINDS = (
+    ("attention (cuDNN)", ("cudnn", "fmha", "flash", "sdpa")),
+    ("matrix products", ("gemm", "nvjet", "cutlass", "xmma", "sm90_", "sm80_", "cublas", "triton_gemm")),
+    ("random bits", ("threefry", "rng", "philox", "random")),
+    ("reductions (softmax, layer norm, losses)", ("reduce", "reduction")),
+    ("copies", ("memcpy", "memset", "copy", "transpose")),
+    ("elementwise fusions", ("fusion", "loop_", "convert", "add", "multiply", "select")),
+)
+
+
+def kernel_time_summary(profile_dir: str, steps: int) -> dict:
+    """GPU kernel time per step, by kind and by the top kernels, from a perfetto trace of `steps` steps."""
+    import collections
+    import glob
+    import gzip
+
+    path = sorted(glob.glob(os.path.join(profile_dir, "**", "perfetto_trace.json.gz"), recursive=True))[-1]
+    with gzip.open(path, "rt") as f:
+        trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    processes, threads = {}, {}
+    for event in events:
+        if event.get("ph") == "M" and event.get("name") == "process_name":
+            processes[event["pid"]] = event["args"]["name"]
+        if event.get("ph") == "M" and event.get("name") == "thread_name":
+            threads[(event["pid"], event["tid"])] = event["args"]["name"]
+    by_name = collections.Counter()
+    for event in events:
+        if event.get("ph") != "X" or "dur" not in event:
+            continue
+        process = processes.get(event["pid"], "")
+        thread = threads.get((event["pid"], event["tid"]), "")
+        # Kernels as the device ran them: the GPU's stream lines, not its "XLA Ops" / "Steps" summaries.
+        if "GPU" in process and "Stream" in thread:
+            by_name[event["name"]] += event["dur"]
+    if not by_name:
+        return {"no_gpu_kernels": sorted({f"{processes.get(p, p)} / {t}" for (p, _), t in threads.items()})[:40]}
+    by_kind = collections.Counter()
+    for name, microseconds in by_name.items():
+        kind = next((k for k, patterns in KERNEL_KINDS if any(p in name.lower() for p in patterns)), "other")
+        by_kind[kind] += microseconds
+    per_step = lambda us: round(us / 1000 / steps, 2)  # noqa: E731
+    return {
+        "kernel_ms_per_step": per_step(sum(by_name.values())),
+        "by_kind_ms": {k: per_step(v) for k, v in by_kind.most_common()},
+        "top_kernels_ms": [[name[:90], per_step(v)] for name, v in by_name.most_common(25)],
+    }
 
 
 def child_hf(args):
@@ -580,6 +645,18 @@ def main():
     parser.add_argument("--no-write", dest="write", action="store_false", help="do not update RESULTS.md")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--hf_mode", default="masked", help=argparse.SUPPRESS)
+    parser.add_argument("--hidden_dropout", type=float, default=0.1, help="JAX: hidden_dropout_prob (--preset)")
+    parser.add_argument(
+        "--attention_dropout", type=float, default=0.1, help="JAX: attention_probs_dropout_prob (--preset)"
+    )
+    parser.add_argument(
+        "--attention",
+        default="auto",
+        choices=("auto", "einsum"),
+        help="JAX: einsum keeps the unfused attention even where the fused cuDNN kernel would run",
+    )
+    parser.add_argument("--hidden_act", default="gelu", choices=("gelu", "gelu_new"), help="JAX: (--preset)")
+    parser.add_argument("--profile_dir", default="", help="JAX: trace 3 more steps here and sum kernel time")
     args = parser.parse_args()
     if args.warmup_steps < 1 or args.rounds < 1:
         parser.error("--warmup_steps and --rounds must be >= 1")
@@ -621,6 +698,14 @@ def main():
         f"--timed_steps={args.timed_steps}",
         f"--precision={args.precision}",
     ]
+    common_flags += [
+        f"--hidden_dropout={args.hidden_dropout}",
+        f"--attention_dropout={args.attention_dropout}",
+        f"--attention={args.attention}",
+        f"--hidden_act={args.hidden_act}",
+    ]
+    if args.profile_dir:
+        common_flags.append(f"--profile_dir={os.path.abspath(args.profile_dir)}")
     if args.model_dir:
         if "tensorflow" in backends or args.peers:
             parser.error("--model_dir is for --backends=jax alone (the other contenders build --preset)")
@@ -641,6 +726,8 @@ def main():
                 results[label]["tensorflow_imported"] = True
             if "device" in out:
                 versions["device"] = out["device"]
+            if "profile" in out:
+                print(f"[round {round_index + 1}] {label}: GPU kernel time {json.dumps(out['profile'])}", flush=True)
             results[label]["step_s"] += out["step_s"]
             results[label]["first_step_s"].append(out["first_step_s"])
             versions.update(out.get("versions", {}))
@@ -667,7 +754,8 @@ def main():
     model_name = f"`{args.model_dir}` (L={shape['L']}, H={shape['H']})" if args.model_dir else f"`{args.preset}`"
     lines = [
         f"{model_name}, seq {args.max_seq_length}, batch {args.batch_size}, {args.predictions} masked positions, "
-        f"MLM + NSP (keras-hub: MLM only), dropout 0.1, {args.precision}, synthetic batches; "
+        f"MLM + NSP (keras-hub: MLM only), dropout {args.hidden_dropout} (attention probabilities: "
+        f"{args.attention_dropout}, attention {args.attention}), {args.precision}, synthetic batches; "
         f"{args.rounds} interleaved round(s) of {args.warmup_steps} warm-up + {args.timed_steps} timed steps "
         f"per contender, each in a fresh process; figure = median step.",
         "",

@@ -111,13 +111,17 @@ def test_dropout_on_the_jax_backend_without_tensorflow():
         "import sys; sys.modules['tensorflow'] = None\n"
         "import numpy as np\n"
         "from bert_tf.layers.dropout import Dropout\n"
-        "y = np.asarray(Dropout(0.1, seed=1)(np.ones((512, 512), 'float32'), training=True))\n"
-        "print(round(float(np.mean(y == 0)), 2), sorted(round(float(v), 4) for v in np.unique(y)))\n"
+        "dropout = Dropout(0.1, seed=1)\n"
+        "y = np.asarray(dropout(np.ones((512, 512), 'float32'), training=True))\n"
+        "z = np.asarray(dropout(np.ones((512, 512), 'float32'), training=True))\n"
+        "print(float(np.mean((y == 0) & (z == 0))) < 0.02, round(float(np.mean(y == 0)), 2),"
+        " sorted(round(float(v), 4) for v in np.unique(y)))\n"
     )
     env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=ROOT)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip().splitlines()[-1] == "0.1 [0.0, 1.1111]"
+    # Each call draws a new mask: two masks at rate 0.1 share about 1% of their zeros, not 10%.
+    assert result.stdout.strip().splitlines()[-1] == "True 0.1 [0.0, 1.1111]"
 
 
 def test_mlm_cross_entropy_and_hits_equal_keras_loss_and_argmax():
@@ -139,3 +143,30 @@ def test_mlm_cross_entropy_and_hits_equal_keras_loss_and_argmax():
     softmax = np.exp(logits - logits.max(-1, keepdims=True))
     softmax /= softmax.sum(-1, keepdims=True)
     np.testing.assert_allclose(tape.gradient(value, tensor).numpy(), softmax - np.eye(300)[labels], atol=1e-6)
+
+
+def test_fused_attention_branch_computes_the_einsum_path(monkeypatch):
+    """The `ops.dot_product_attention` branch (taken on a GPU with JAX) gives the einsum path's outputs."""
+    from bert_tf.layers import attention
+
+    assert not attention.fused_attention_available()  # TensorFlow on a CPU keeps the einsum path
+    layer = attention.MultiHeadSelfAttention(num_heads=4, hidden_size=64, initializer_range=0.5, dtype="mixed_bfloat16")
+    rng = np.random.default_rng(7)
+    states = rng.normal(size=(3, 12, 64)).astype("float32")
+    mask = np.ones((3, 12), "int32")
+    mask[1, 8:] = 0
+    mask[2, 2:] = 0
+    einsum = np.asarray(layer(states, mask), "float32")
+    assert not layer._fused(training=False)
+
+    monkeypatch.setattr(attention, "fused_attention_available", lambda: True)
+    assert layer._fused(training=False) and not layer._fused(training=True)  # dropout 0.1 keeps the einsum path
+    fused = np.asarray(layer(states, mask), "float32")
+    assert np.abs(einsum).mean() > 1.0  # weights drawn wide, so bfloat16's tolerance is small beside the values
+    np.testing.assert_allclose(fused, einsum, rtol=2e-2, atol=0.1)
+    # Padding still gets no weight: changing what it holds leaves the real positions as they were.
+    other = states.copy()
+    other[2, 2:] = 9.0
+    np.testing.assert_allclose(np.asarray(layer(other, mask), "float32")[2, :2], fused[2, :2], rtol=2e-2, atol=0.1)
+    assert attention.MultiHeadSelfAttention(4, 64, dropout_rate=0.0, dtype="mixed_bfloat16")._fused(training=True)
+    assert not attention.MultiHeadSelfAttention(4, 64, dtype="float32")._fused(training=False)

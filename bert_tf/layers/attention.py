@@ -1,5 +1,6 @@
 """Bidirectional multi-head self-attention with a padding mask."""
 
+import functools
 import math
 
 import keras
@@ -24,6 +25,20 @@ def padding_attention_bias(input_mask):
     """
     is_padding = ops.logical_not(ops.cast(input_mask, "bool"))
     return ops.cast(is_padding, "float32")[:, None, None, :] * _MASK_PENALTY
+
+
+@functools.cache
+def fused_attention_available():
+    """True on the JAX backend with a CUDA GPU, where `ops.dot_product_attention` runs cuDNN's fused kernel.
+
+    Elsewhere the einsum path below is kept: on CPUs and TensorFlow the fused op is the same products
+    through another graph, so exported models and every CPU result stay as they are.
+    """
+    if keras.backend.backend() != "jax":
+        return False
+    import jax
+
+    return jax.devices()[0].platform == "gpu"
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -88,6 +103,14 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         batch_size, seq_length = ops.shape(x)[0], ops.shape(x)[1]
         return ops.reshape(x, (batch_size, seq_length, self.num_heads, self.head_size))
 
+    def _fused(self, training):
+        """Whether this call takes the fused kernel: no dropout on the probabilities, half precision, a GPU."""
+        return (
+            (not training or self.dropout_rate == 0)
+            and self.compute_dtype in ("bfloat16", "float16")
+            and fused_attention_available()
+        )
+
     def call(self, hidden_states, input_mask=None, attention_bias=None, training=None):
         if attention_bias is None:
             if input_mask is None:
@@ -100,6 +123,15 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         )
         key = self._split_heads(self.key(hidden_states))
         value = self._split_heads(self.value(hidden_states))
+        batch_size, seq_length = ops.shape(hidden_states)[0], ops.shape(hidden_states)[1]
+
+        if self._fused(training):
+            # cuDNN takes the bias as [batch, 1, seq, seq] in the compute dtype; -3e4 is finite in
+            # float16 and still gives padding a softmax weight of exactly zero.
+            bias = ops.cast(ops.maximum(ops.cast(attention_bias, "float32"), -3e4), self.compute_dtype)
+            bias = ops.broadcast_to(bias, (batch_size, 1, seq_length, seq_length))
+            context = ops.dot_product_attention(query, key, value, bias=bias, scale=1.0)
+            return self.output_dense(ops.reshape(context, (batch_size, seq_length, self.hidden_size)))
 
         scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
         # Keras casts float call arguments to the compute dtype; the bias is 0 or about -1e9 in any of them.
@@ -108,7 +140,6 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         probs = self.dropout(probs, training=training)
 
         context = ops.einsum("bhqk,bkhd->bqhd", probs, value)
-        batch_size, seq_length = ops.shape(hidden_states)[0], ops.shape(hidden_states)[1]
         context = ops.reshape(context, (batch_size, seq_length, self.hidden_size))
         return self.output_dense(context)
 

@@ -13,7 +13,8 @@ which is a few 32-bit multiplies and shifts per word where Philox runs 10 rounds
 of 32x32->64-bit products (the step times are in benchmarks/RESULTS.md). A hash is ample for
 dropout, which needs independent, evenly spread bits, not cryptographic
 strength (tests/test_layers_speed_paths.py checks the rate, the neighbour and
-call-to-call independence). JAX keeps `jax.random.bits`.
+call-to-call independence). JAX draws `jax.random.bits` from an "rbg" key (XLA's
+RngBitGenerator) made of the 64-bit seed and its keyed copy.
 
 Replicas: under a `tf.distribute` strategy (mirrored, multi-worker, TPU) the
 seed state is one mirrored variable, so every replica would draw the same
@@ -94,8 +95,11 @@ def _keep_mask(inputs, threshold, seed_generator):
         import jax
         import jax.numpy as jnp
 
-        bits = jax.random.bits(seed_generator.next(), inputs.shape, jnp.uint16)
-        return bits >= jnp.uint16(threshold)
+        # XLA's RngBitGenerator ("rbg": Philox where XLA runs it) rather than jax.random's default threefry,
+        # whose rounds cost a GPU training step more time than the masks are worth.
+        seed = jnp.asarray(seed_generator.next(), jnp.uint32)
+        key = jax.random.wrap_key_data(jnp.concatenate([seed, seed ^ jnp.uint32(0x9E3779B9)]), impl="rbg")
+        return jax.random.bits(key, inputs.shape, jnp.uint16) >= jnp.uint16(threshold)
     bits = keras.random.randint(ops.shape(inputs), 0, _RANGE, dtype="int32", seed=seed_generator)
     return ops.greater_equal(bits, threshold)
 
