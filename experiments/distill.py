@@ -60,6 +60,12 @@ def define_flags():
         None,
         "More text that only the teacher labels: .txt (one text per line) or the training file's format.",
     )
+    flags.DEFINE_integer(
+        "augmented_copies",
+        0,
+        "Altered copies of each training text (15% of words dropped, half cropped to a span of at least half) "
+        "that only the teacher labels: TinyBERT's augmentation without a second model. 0 = none.",
+    )
     define_data_and_schedule_flags()
     flags.DEFINE_string("predict_file", None, "Prediction data (labels optional), same formats.")
     flags.DEFINE_string("tfds_predict_split", None, "TFDS split for prediction.")

@@ -201,12 +201,15 @@ def test_sentence_pair_student_with_unlabeled_text_and_hidden_state_loss(tmp_pat
         **TEACHER_ARGUMENTS,
     )
     output_dir = str(tmp_path / "student")
+    logits_file = str(tmp_path / "teacher_logits.npy")
     results = distill(
         output_dir,
+        teacher_logits_file=logits_file,
         teacher_dir=teacher_dir,
         student_num_layers=1,
         hidden_loss_weight=1.0,
         unlabeled_file=unlabeled,
+        augmented_copies=2,
         train_file=train,
         eval_file=dev,
         num_train_steps=4,
@@ -220,6 +223,9 @@ def test_sentence_pair_student_with_unlabeled_text_and_hidden_state_loss(tmp_pat
     with open(os.path.join(output_dir, "distillation.json")) as f:
         settings = json.load(f)
     assert settings["hidden_loss_weight"] == 1.0 and settings["unlabeled_file"] == unlabeled
+    assert settings["augmented_copies"] == 2
+    # The teacher labelled the 96 training pairs, the 32 unlabeled ones and two altered copies of each training pair.
+    assert np.load(logits_file).shape == (96 + 32 + 2 * 96, 2)
     with open(os.path.join(output_dir, "task_config.json")) as f:
         assert json.load(f)["task"] == "sentence_pair_classification"
 
@@ -296,6 +302,19 @@ def test_tagging_student_with_unlabeled_sentences(tmp_path):
     # Names and places from fixed lists: the teacher learns them, and its 1-layer student keeps them.
     assert results["teacher"]["entity_f1"] >= 0.9
     assert results["student"]["entity_f1"] >= results["teacher"]["entity_f1"] - 0.1
+    # Dropping words would misalign the tags: altered copies are for texts only, refused before any work.
+    from bert_tf.errors import JobArgumentError
+
+    with pytest.raises(JobArgumentError, match="--augmented_copies"):
+        distill(
+            str(tmp_path / "augmented"),
+            teacher_dir=teacher_dir,
+            student_num_layers=1,
+            augmented_copies=1,
+            train_file=train,
+            seed=1,
+        )
+    assert not os.path.exists(tmp_path / "augmented")
 
 
 # --- resume after a kill ---------------------------------------------------------------
@@ -403,6 +422,11 @@ def bad_input_files(teacher):
             "bad_temperature",
             ["--teacher_dir={teacher_dir}", "--student_num_layers=1", "--temperature=0"],
             "--temperature",
+        ),
+        (
+            "negative_copies",
+            ["--teacher_dir={teacher_dir}", "--student_num_layers=1", "--augmented_copies=-1"],
+            "--augmented_copies",
         ),
         (
             "output_exists",

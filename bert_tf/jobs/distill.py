@@ -50,7 +50,9 @@ from bert_tf.checkpoints.model_source import (
     read_config,
     read_task_config,
 )
+from bert_tf.data.examples import TextExample
 from bert_tf.data.finetuning_data import ExamplesReader
+from bert_tf.distillation.augmentation import augmented_examples
 from bert_tf.errors import DataError, JobArgumentError, check_int, check_utf8
 from bert_tf.jobs import DEFAULT_SEED, finetuning_inputs, finetuning_phases
 from bert_tf.jobs.finetuning_config import DEFAULT_SCHEDULE, FinetuningDataConfig, check_data_sources
@@ -107,6 +109,8 @@ class DistillationConfig:
         with it and left out of the student that is written.
       unlabeled_file: more text that only the teacher labels: a `.txt` file of one text per line (one word
         sequence per line for tagging), or a file in the training data's format whose labels are ignored.
+      augmented_copies: altered copies of each training text (words dropped, some cropped to a span) that only
+        the teacher labels (`bert_tf.distillation.augmentation`; classification and regression). 0: none.
       max_seq_length: packed length; None: the teacher's (`task_config.json`).
       bucket_width, dropout_rate: as `FinetuningTaskConfig`'s.
       do_lower_case: the teacher's vocabulary is uncased.
@@ -117,6 +121,7 @@ class DistillationConfig:
     alpha: float = 0.5
     hidden_loss_weight: float = 0.0
     unlabeled_file: str | None = None
+    augmented_copies: int = 0
     max_seq_length: int | None = None
     bucket_width: int = 16
     dropout_rate: float | None = None
@@ -131,6 +136,7 @@ class DistillationConfig:
             raise JobArgumentError(f"--alpha must be in [0, 1], got {self.alpha}.")
         if not self.hidden_loss_weight >= 0:
             raise JobArgumentError(f"--hidden_loss_weight must be >= 0, got {self.hidden_loss_weight}.")
+        check_int("augmented_copies", self.augmented_copies, minimum=0)
         if self.max_seq_length is not None:
             check_int("max_seq_length", self.max_seq_length, minimum=2)
         check_int("bucket_width", self.bucket_width, minimum=0)
@@ -215,11 +221,17 @@ def run_distillation(
             "set --text_b_column to match."
         )
     inputs = finetuning_inputs.FinetuningInputs(output_dir, teacher.source, task_object)
-    inputs.add_phase("train", reader.read("train", data.train_file))
-    unlabeled_features = None
-    if config.unlabeled_file:
-        unlabeled = _read_unlabeled(config.unlabeled_file, reader, task_object)
-        unlabeled_features = task_object.featurize(unlabeled, training=False)
+    train_examples = reader.read("train", data.train_file)
+    inputs.add_phase("train", train_examples)
+    unlabeled = _read_unlabeled(config.unlabeled_file, reader, task_object) if config.unlabeled_file else []
+    if config.augmented_copies:
+        if not all(isinstance(example, TextExample) for example in train_examples):
+            raise JobArgumentError(
+                f"--augmented_copies alters texts (classification, sentence pairs, regression); the teacher's "
+                f"task is {task_type}."
+            )
+        unlabeled += augmented_examples(train_examples, config.augmented_copies, runtime.seed)
+    unlabeled_features = task_object.featurize(unlabeled, training=False) if unlabeled else None
     if do_eval:
         inputs.add_phase("eval", reader.read("eval", data.eval_file))
     if do_predict:
@@ -386,6 +398,7 @@ def _settings(config, student, student_model: _Student, teacher: _Teacher, max_s
         "alpha": config.alpha,
         "hidden_loss_weight": config.hidden_loss_weight,
         "unlabeled_file": os.path.abspath(config.unlabeled_file) if config.unlabeled_file else None,
+        "augmented_copies": config.augmented_copies,
         "max_seq_length": max_seq_length,
     }
 
