@@ -1,6 +1,5 @@
 """benchmarks/student_inference_jax.py on CPU with TensorFlow blocked: the GPU machine's path (JAX, no TensorFlow)."""
 
-import subprocess
 import sys
 
 import pytest
@@ -11,10 +10,9 @@ SCRIPT = str(training_data.ROOT / "benchmarks" / "student_inference_jax.py")
 
 
 def test_times_each_depth_and_precision_without_tensorflow(tmp_path):
-    result = subprocess.run(
+    result = no_tensorflow.run_jax_script(
+        SCRIPT,
         [
-            sys.executable,
-            SCRIPT,
             "--layers=2,1",
             "--precisions=float32,mixed_bfloat16",
             "--batch_size=2",
@@ -23,11 +21,7 @@ def test_times_each_depth_and_precision_without_tensorflow(tmp_path):
             "--timed_steps=10",
             "--no-write",
         ],
-        env=no_tensorflow.environment(str(tmp_path / "no_tensorflow"), KERAS_BACKEND="jax"),
-        cwd=str(training_data.ROOT),
-        capture_output=True,
-        text=True,
-        timeout=300,
+        tmp_path / "no_tensorflow",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [

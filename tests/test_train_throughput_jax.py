@@ -4,9 +4,6 @@ The path of the GPU command at the top of the script (a machine with JAX and no 
 model directory and few steps: the benchmark must run, train (finite loss) and import no TensorFlow.
 """
 
-import subprocess
-import sys
-
 from tests.helpers import export_fixtures, no_tensorflow, training_data
 
 SCRIPT = str(training_data.ROOT / "benchmarks" / "train_throughput.py")
@@ -15,10 +12,9 @@ SCRIPT = str(training_data.ROOT / "benchmarks" / "train_throughput.py")
 def test_jax_benchmark_runs_from_a_model_dir_without_tensorflow(tmp_path):
     model_dir = tmp_path / "model"
     export_fixtures.write_tiny_model_dir(str(model_dir), with_heads=True)
-    result = subprocess.run(
+    result = no_tensorflow.run_jax_script(
+        SCRIPT,
         [
-            sys.executable,
-            SCRIPT,
             "--backends=jax",
             f"--model_dir={model_dir}",
             "--precision=mixed_bfloat16",
@@ -29,11 +25,7 @@ def test_jax_benchmark_runs_from_a_model_dir_without_tensorflow(tmp_path):
             "--timed_steps=10",
             "--no-write",
         ],
-        env=no_tensorflow.environment(str(tmp_path / "no_tensorflow"), KERAS_BACKEND="jax"),
-        cwd=str(training_data.ROOT),
-        capture_output=True,
-        text=True,
-        timeout=300,
+        tmp_path / "no_tensorflow",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout

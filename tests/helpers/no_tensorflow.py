@@ -33,3 +33,18 @@ def environment(tmp_dir, **extra) -> dict:
     env = training_data.subprocess_env(**extra)
     env["PYTHONPATH"] = str(tmp_dir) + os.pathsep + env["PYTHONPATH"]
     return env
+
+
+def run_jax_script(script, args, tmp_dir, timeout=300):
+    """Runs `python script *args` on the JAX backend without TensorFlow, from the repository root."""
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        env=environment(str(tmp_dir), KERAS_BACKEND="jax"),
+        cwd=str(training_data.ROOT),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
