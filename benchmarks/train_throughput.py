@@ -307,7 +307,7 @@ def child_ours_jax(args):
         from bert_tf.layers import attention
 
         attention.fused_attention_available = lambda: False
-    dropout = dict(
+    preset_overrides = dict(
         hidden_dropout_prob=args.hidden_dropout,
         attention_probs_dropout_prob=args.attention_dropout,
         hidden_act=args.hidden_act,
@@ -321,7 +321,7 @@ def child_ours_jax(args):
             model = BertPretrainer(load_encoder(args.model_dir))
         config = model.encoder.config
     else:
-        config = BertConfig.from_preset(args.preset, **dropout)
+        config = BertConfig.from_preset(args.preset, **preset_overrides)
         model = BertPretrainer(BertEncoder(config))
     batch = {k: jnp.asarray(v) for k, v in synthetic_batch(args, np, config.vocab_size).items()}
     inputs = {name: batch[name] for name in model.input}
@@ -700,8 +700,6 @@ def main():
         f"--warmup_steps={args.warmup_steps}",
         f"--timed_steps={args.timed_steps}",
         f"--precision={args.precision}",
-    ]
-    common_flags += [
         f"--hidden_dropout={args.hidden_dropout}",
         f"--attention_dropout={args.attention_dropout}",
         f"--attention={args.attention}",

@@ -110,7 +110,7 @@ class DistillationConfig:
       unlabeled_file: more text that only the teacher labels: a `.txt` file of one text per line (one word
         sequence per line for tagging), or a file in the training data's format whose labels are ignored.
       augmented_copies: altered copies of each training text (words dropped, some cropped to a span) that only
-        the teacher labels (`bert_tf.distillation.augmentation`; classification and regression). 0: none.
+        the teacher labels (`bert_tf.distillation.augmentation`; texts and sentence pairs, not tagging). 0: none.
       max_seq_length: packed length; None: the teacher's (`task_config.json`).
       bucket_width, dropout_rate: as `FinetuningTaskConfig`'s.
       do_lower_case: the teacher's vocabulary is uncased.
