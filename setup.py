@@ -26,6 +26,7 @@ INSTALL_REQUIRES = [
 EXTRAS_REQUIRE = {
     "test": [
         "pytest",
+        "pytest-xdist",  # pytest.ini runs the suite on every core, a test file per worker
         "hypothesis",
         "jax[cpu]",  # the backend-independence test runs the encoder on JAX
         "nbclient",

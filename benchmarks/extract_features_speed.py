@@ -3,12 +3,12 @@ r"""extract_features on the bundled reviews: sequences per second, every batch p
     python benchmarks/extract_features_speed.py --model_dir=<converted all-MiniLM-L6-v2>
     python benchmarks/extract_features_speed.py --model_dir=... --rounds=2 --bucket_widths=0,16,32
 
-What is measured: `bert_tf.jobs.extract_features.extract_features` (what `experiments.extract_features` runs)
+What is measured: `bert_tf.jobs.run_feature_extraction` (what `experiments.extract_features` runs)
 on the 4,000 bundled training reviews (`data/fine_foods_train.tsv`, one review per line, truncated at 128
 WordPieces), sentence embeddings as sentence-transformers computes them (`layers=[-1]`, `pooling="mean"`,
 `normalize=True`, written as `.npy`), batch 32, once per `--bucket_widths` entry (0: every batch padded to
 `max_seq_length`, as before length buckets; 16: the default), each in a fresh process, the entries
-interleaved over `--rounds`. Timed: the whole `extract_features` call (model build and restore,
+interleaved over `--rounds`. Timed: the whole `run_feature_extraction` call (model build and restore,
 tokenization, forward passes, writing), i.e. what a user pays after the interpreter and TensorFlow start.
 Target (issue #21): at least 1.5x the padded sequences/s.
 
@@ -35,9 +35,9 @@ REVIEWS = os.path.join(_common.ROOT, "data", "fine_foods_train.tsv")
 
 
 def _child(args) -> None:
-    """One timed extract_features call; prints `RESULT {json}`."""
+    """One timed run_feature_extraction call; prints `RESULT {json}`."""
     from bert_tf.checkpoints.model_source import ModelSource
-    from bert_tf.jobs.extract_features import FeatureExtractionConfig, extract_features
+    from bert_tf.jobs.extract_features import FeatureExtractionConfig, run_feature_extraction
 
     with open(args.input_file, encoding="utf-8") as f:
         num_lines = sum(1 for _ in f)
@@ -52,7 +52,7 @@ def _child(args) -> None:
         batch_size=32,
         bucket_width=args.bucket_width,
     )
-    extract_features(args.output_file, config)
+    run_feature_extraction(args.output_file, config)
     seconds = time.perf_counter() - start
     print("RESULT " + json.dumps({"seconds": seconds, "lines": num_lines}), flush=True)
 
@@ -115,7 +115,7 @@ def main() -> None:
     lines = [
         f"`extract_features` of all-MiniLM-L6-v2 sentence embeddings (last layer, mean over real tokens, unit "
         f"length) for the {num_lines:,} bundled training reviews, batch 32, max_seq_length 128; {args.rounds} "
-        "interleaved round(s), each run a fresh process; time = the whole `extract_features` call.",
+        "interleaved round(s), each run a fresh process; time = the whole `run_feature_extraction` call.",
         "",
         *_common.header_lines(command, load_before, _common.load_average(), {"commit": commit}),
         "",

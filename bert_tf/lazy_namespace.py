@@ -11,6 +11,7 @@ Keras until a name that needs them is touched.
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import sys
 
 
@@ -18,7 +19,15 @@ def lazy_names(package: str, module_of: dict):
     """`(__getattr__, __dir__)` for `package`, whose public names `module_of` maps to the modules defining them.
 
     A name is imported on first access and then set on the package, so later accesses are plain lookups.
+
+    Raises:
+      ImportError: a name is also one of the package's submodules: importing that submodule sets the same
+        attribute, so the name would mean whichever of the two was imported last.
     """
+    submodules = {module.name for module in pkgutil.iter_modules(sys.modules[package].__path__)}
+    clashes = sorted(submodules & set(module_of))
+    if clashes:
+        raise ImportError(f"{package}: {', '.join(clashes)} names both an exported object and a submodule.")
 
     def __getattr__(name):
         if name not in module_of:

@@ -66,13 +66,13 @@ def define_flags():
 def main(argv):
     del argv  # Checked by cli.main_function.
     from bert_tf.checkpoints.model_source import ModelSource
-    from bert_tf.jobs.extract_features import FeatureExtractionConfig, extract_features
+    from bert_tf.jobs.extract_features import FeatureExtractionConfig, run_feature_extraction
 
     cli.require_flags("input_file", "output_file")
     if FLAGS.pooling == "pooled" and FLAGS["layers"].present:
         raise errors.BadInputError("--layers does not apply to --pooling=pooled (the pooler reads the last layer).")
     config = job_flags.config_from_flags(FeatureExtractionConfig, model=job_flags.config_from_flags(ModelSource))
-    path = extract_features(FLAGS.output_file, config, jit_compile=FLAGS.jit_compile)
+    path = run_feature_extraction(FLAGS.output_file, config, jit_compile=FLAGS.jit_compile)
     print(f"Wrote {path}")
 
 

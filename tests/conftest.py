@@ -17,6 +17,18 @@ from bert_tf import tensorflow_startup
 tensorflow_startup.quiet_first_import()
 
 
+@pytest.fixture(autouse=True)
+def _environment_as_found():
+    """Every test leaves os.environ as it found it, whatever it imports: a program may set variables for its own
+    process at import (experiments.classify_with_hub sets TF_USE_LEGACY_KERAS), and a later test's subprocess
+    would inherit them, so that a test's outcome would depend on which tests ran before it in the process."""
+    found = dict(os.environ)
+    yield
+    if os.environ != found:
+        os.environ.clear()
+        os.environ.update(found)
+
+
 @pytest.fixture
 def tiny_config():
     """L=2, H=32 BERT: big enough to exercise every code path, fast on a CPU."""

@@ -8,9 +8,9 @@ pieces, shared with the distillation jobs, in `finetuning_config`, `finetuning_i
 `finetuning_files`),
 `pretrain` (`run_pretraining`: masked LM + next sentence prediction from TFRecords), `distill`
 (`run_distillation`: a fine-tuned teacher trains a smaller student), `distillation_frontier` (`run_frontier`:
-students, int8 and bfloat16 forms, accuracy against speed), `extract_features`
-(activations of chosen layers, per token or pooled per line) and `probe_layers` (which layer's frozen
-features serve a task best). Each resolves its model's files with `bert_tf.checkpoints.model_source`.
+students, int8 and bfloat16 forms, accuracy against speed), `extract_features` (`run_feature_extraction`:
+activations of chosen layers, per token or pooled per line) and `probe_layers` (`run_probe_layers`: which layer's
+frozen features serve a task best). Each resolves its model's files with `bert_tf.checkpoints.model_source`.
 Each `run_*` takes its output location first, then its validated config dataclasses, then
 `training_config` (one `bert_tf.training.TrainingConfig`; batch sizes are in the data configs) and `runtime`
 (a `RuntimeConfig`), then its phase switches as keywords, and raises the types of `bert_tf.errors`;
@@ -28,7 +28,7 @@ _LAZY = {
     "run_pretraining": "bert_tf.jobs.pretrain",
     "resolve_bert_config": "bert_tf.jobs.pretrain",
     "PretrainingDataConfig": "bert_tf.jobs.pretrain",
-    "extract_features": "bert_tf.jobs.extract_features",
+    "run_feature_extraction": "bert_tf.jobs.extract_features",
     "FeatureExtractionConfig": "bert_tf.jobs.extract_features",
     "run_probe_layers": "bert_tf.jobs.probe_layers",
     "ProbeLayersConfig": "bert_tf.jobs.probe_layers",

@@ -7,11 +7,11 @@ Input: a text file with one example per line, either a text or a pair
 first Transformer layer's input) or `all` (`bert_tf.features.layer_selection`).
 
     from bert_tf.checkpoints.model_source import ModelSource
-    from bert_tf.jobs.extract_features import FeatureExtractionConfig, extract_features
+    from bert_tf.jobs.extract_features import FeatureExtractionConfig, run_feature_extraction
 
     config = FeatureExtractionConfig("input.txt", ModelSource(model_dir="models/minilm"), layers=(-1,),
                                      pooling="mean", normalize=True)
-    extract_features("embeddings.npy", config)
+    run_feature_extraction("embeddings.npy", config)
 
 Per-token output (`pooling=None`), by the file's extension:
 
@@ -127,7 +127,7 @@ class FeatureExtractionConfig:
             raise JobArgumentError("--normalize needs --pooling: it scales sentence features to unit length.")
 
 
-def extract_features(
+def run_feature_extraction(
     output_file: str, config: FeatureExtractionConfig, *, strategy=None, jit_compile: bool = False
 ) -> str:
     """Writes the activations of `config.layers` for every line of `config.input_file` to `output_file`.

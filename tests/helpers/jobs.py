@@ -77,7 +77,7 @@ def distill(output_dir, **arguments):
 
 
 def extract_features(input_file, output_file, **arguments):
-    """`bert_tf.jobs.extract_features.extract_features` with the flags of `experiments.extract_features` as
+    """`bert_tf.jobs.run_feature_extraction` with the flags of `experiments.extract_features` as
     keywords (`jit_compile` and `strategy` go to the call)."""
     from bert_tf.checkpoints.model_source import ModelSource
     from bert_tf.jobs import extract_features as job
@@ -85,4 +85,4 @@ def extract_features(input_file, output_file, **arguments):
     arguments = dict(arguments)
     model = _take(ModelSource, arguments)
     config = _take(job.FeatureExtractionConfig, arguments, input_file=input_file, model=model)
-    return job.extract_features(output_file, config, **arguments)
+    return job.run_feature_extraction(output_file, config, **arguments)
