@@ -5,6 +5,11 @@
         --train_file=train.tsv --eval_file=dev.tsv --text_a_column=sentence --label_column=label \\
         --output_dir=runs/sst_3_layers --learning_rate=1e-4 --num_train_epochs=3
 
+    # The same student through a 4-layer one: layers dropped a few at a time
+    python -m experiments.distill --teacher_dir=runs/sst --student_num_layers=3 --intermediate_num_layers=4 \\
+        --train_file=train.tsv --eval_file=dev.tsv --text_a_column=sentence --label_column=label \\
+        --output_dir=runs/sst_3_layers_via_4 --learning_rate=1e-4 --num_train_epochs=3
+
     # A smaller pretrained encoder (with the teacher's vocabulary) as the student, plus unlabelled text
     python -m experiments.distill --teacher_dir=runs/sst --student_model_dir=models/small \\
         --train_file=train.tsv --eval_file=dev.tsv --unlabeled_file=more_text.txt --output_dir=runs/sst_small
@@ -45,6 +50,12 @@ def define_flags():
         "student_model_dir", None, "A smaller pretrained encoder (model directory with the teacher's vocab.txt)."
     )
     flags.DEFINE_string("student_bert_config_file", None, "bert_config.json of a randomly initialised student.")
+    flags.DEFINE_list(
+        "intermediate_num_layers",
+        [],
+        "With --student_num_layers: deeper students distilled first, deepest first, each starting from evenly "
+        "spaced layers of the model before it, the student from the last (layers dropped a few at a time).",
+    )
 
     # Losses.
     flags.DEFINE_float("temperature", 2.0, "Temperature of the teacher's soft targets.")
@@ -139,7 +150,9 @@ def main(argv):
 
     cli.require_flags("teacher_dir", "output_dir")
     config = job_flags.config_from_flags(job.DistillationConfig)
-    student = job_flags.config_from_flags(job.StudentConfig)
+    student = job_flags.config_from_flags(
+        job.StudentConfig, intermediate_num_layers=job_flags.integer_list("intermediate_num_layers")
+    )
     data = data_config_from_flags()
     training_config = job_flags.config_from_flags(TrainingConfig)
     runtime = job_flags.config_from_flags(RuntimeConfig)

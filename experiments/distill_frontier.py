@@ -15,7 +15,7 @@ See docs/distillation.md.
 
 from absl import flags
 
-from bert_tf import cli, errors
+from bert_tf import cli
 from experiments import distill, job_flags
 
 FLAGS = flags.FLAGS
@@ -38,6 +38,11 @@ def define_flags():
     )
     flags.DEFINE_float("temperature", 2.0, "Temperature of the teacher's soft targets.")
     flags.DEFINE_float("alpha", 0.5, "Weight of the soft-target loss; the hard-label loss has 1 - alpha.")
+    flags.DEFINE_list(
+        "intermediate_num_layers",
+        [],
+        "Deeper students each student is distilled through first (those above its depth), deepest first.",
+    )
     flags.DEFINE_integer("speed_examples", 512, "Evaluation texts timed per model and round.")
     flags.DEFINE_integer("speed_batch_size", 32, "Batch size of the timed batches.")
     flags.DEFINE_integer("speed_rounds", 3, "Interleaved timing rounds; the median is reported.")
@@ -53,9 +58,10 @@ def main(argv):
     cli.require_flags("teacher_dir", "output_dir", "eval_file")
     config = job_flags.config_from_flags(
         FrontierConfig,
-        student_layers=_integers("student_layers"),
+        student_layers=job_flags.integer_list("student_layers"),
         forms=tuple(FLAGS.forms),
-        seeds=_integers("seeds"),
+        seeds=job_flags.integer_list("seeds"),
+        intermediate_num_layers=job_flags.integer_list("intermediate_num_layers"),
     )
     data = distill.data_config_from_flags()
     training_config = job_flags.config_from_flags(TrainingConfig)
@@ -63,14 +69,6 @@ def main(argv):
     run_frontier(FLAGS.output_dir, config, data, training_config, runtime)
     with open(f"{FLAGS.output_dir}/{REPORT_MD}", encoding="utf-8") as f:
         print(f.read())
-
-
-def _integers(name: str) -> tuple:
-    """The list flag `name` as integers; otherwise bad input naming the flag."""
-    try:
-        return tuple(int(value) for value in FLAGS[name].value)
-    except ValueError:
-        raise errors.BadInputError(f"--{name}: expected integers, got {FLAGS[name].value}.") from None
 
 
 def run(argv=None):

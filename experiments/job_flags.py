@@ -14,6 +14,8 @@ import dataclasses
 
 from absl import flags
 
+from bert_tf import errors
+
 FLAGS = flags.FLAGS
 
 
@@ -78,3 +80,11 @@ def config_from_flags(config_class, **overrides):
         if field.name not in overrides and field.name in FLAGS
     }
     return config_class(**values, **overrides)
+
+
+def integer_list(name: str) -> tuple:
+    """The list flag `name` as integers; otherwise bad input naming the flag."""
+    try:
+        return tuple(int(value) for value in FLAGS[name].value)
+    except ValueError:
+        raise errors.BadInputError(f"--{name}: expected integers, got {FLAGS[name].value}.") from None

@@ -183,6 +183,73 @@ def test_one_layer_student_learns_what_its_teacher_knows_and_is_a_fine_tuned_mod
     assert os.path.exists(os.path.join(output_dir, "weights.safetensors"))
 
 
+def test_student_through_an_intermediate_student_starts_from_its_trained_layers_and_resumes(
+    teacher, tmp_path, monkeypatch
+):
+    """4-layer teacher -> 3-layer intermediate -> 2-layer student; each starts from the model before it."""
+    from bert_tf.distillation import students
+
+    deep_teacher = str(tmp_path / "teacher")
+    finetune(
+        "classification",
+        deep_teacher,
+        model_dir=synthetic.make_model_dir(str(tmp_path / "model"), num_hidden_layers=4),
+        train_file=teacher["train_file"],
+        text_a_column="sentence",
+        num_train_steps=60,
+        do_train=True,
+        do_eval=False,
+        **TEACHER_ARGUMENTS,
+    )
+    copies = []
+    original_copy = students.copy_teacher_layers
+
+    def recording_copy(student, source, layers):
+        copies.append((len(source.encoder.transformer_layers), list(layers), source))
+        original_copy(student, source, layers)
+
+    monkeypatch.setattr(students, "copy_teacher_layers", recording_copy)
+    output_dir = tmp_path / "student"
+    arguments = dict(
+        teacher_dir=deep_teacher,
+        student_num_layers=2,
+        intermediate_num_layers=(3,),
+        train_file=teacher["train_file"],
+        eval_file=teacher["eval_file"],
+        text_a_column="sentence",
+        max_seq_length=16,
+        learning_rate=1e-3,
+        num_train_steps=30,
+        steps_per_loop=15,
+        seed=1,
+    )
+    results = distill(str(output_dir), **arguments)
+
+    # The intermediate student starts from the teacher's layers [0, 2, 3]; the student from its layers
+    # [0, 2], the teacher's [0, 3], as trained (its final checkpoint's values), not as the teacher had them.
+    assert [(depth, layers) for depth, layers, _ in copies] == [(4, [0, 2, 3]), (3, [0, 2])]
+    intermediate_dir = output_dir / "intermediate_3_layers"
+    assert os.path.exists(intermediate_dir / "ckpt-30.index")
+    trained_intermediate = copies[1][2]
+    stored = _checkpoint_values(str(intermediate_dir / "ckpt-30"))
+    kernel = trained_intermediate.encoder.transformer_layers[1].attention.query.kernel
+    matching = [name for name, value in stored.items() if value.shape == tuple(kernel.shape)]
+    assert any(np.array_equal(stored[name], kernel.numpy()) for name in matching)
+    teacher_model = copies[0][2]
+    assert not np.array_equal(
+        teacher_model.encoder.transformer_layers[2].attention.query.kernel.numpy(), kernel.numpy()
+    )
+    with open(output_dir / "distillation.json") as f:
+        settings = json.load(f)
+    assert settings["teacher_layers"] == [0, 3] and settings["student"]["intermediate_num_layers"] == [3]
+    assert results["student"]["accuracy"] >= 0.9
+
+    # The same command again resumes both finished students: nothing is trained or initialised again.
+    copies.clear()
+    again = distill(str(output_dir), **arguments)
+    assert copies == [] and again["student"] == results["student"]
+
+
 def test_sentence_pair_student_with_unlabeled_text_and_hidden_state_loss(tmp_path):
     rows = synthetic.pair_rows(128, 1)
     train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["a", "b", "label"], rows[:96])
@@ -429,6 +496,26 @@ def bad_input_files(teacher):
             "--augmented_copies",
         ),
         (
+            "intermediate_not_deeper",
+            ["--teacher_dir={teacher_dir}", "--student_num_layers=1", "--intermediate_num_layers=1"],
+            "--intermediate_num_layers=1: each must be deeper than --student_num_layers=1",
+        ),
+        (
+            "intermediate_as_deep_as_the_teacher",
+            ["--teacher_dir={teacher_dir}", "--student_num_layers=1", "--intermediate_num_layers=2"],
+            "--intermediate_num_layers=2 is not below the teacher's 2 layers",
+        ),
+        (
+            "intermediate_without_student_num_layers",
+            ["--teacher_dir={teacher_dir}", "--student_model_dir={model_dir}", "--intermediate_num_layers=1"],
+            "--intermediate_num_layers needs --student_num_layers",
+        ),
+        (
+            "intermediate_not_an_integer",
+            ["--teacher_dir={teacher_dir}", "--student_num_layers=1", "--intermediate_num_layers=two"],
+            "--intermediate_num_layers: expected integers",
+        ),
+        (
             "output_exists",
             ["--teacher_dir={teacher_dir}", "--student_num_layers=1", "--output_dir={existing}"],
             "not empty",
@@ -523,3 +610,39 @@ def test_frontier_reports_every_model_and_form_with_interleaved_speeds(teacher, 
     assert np.load(logits_file).shape == (320, 2)
     assert (output_dir / "frontier.png").stat().st_size > 1000
     assert "| layers_1 | 1 | float32 |" in (output_dir / "report.md").read_text()
+    assert report["distillation"] == {"temperature": 2.0, "alpha": 0.5, "intermediate_num_layers": []}
+
+
+@pytest.mark.parametrize(
+    "flag,expected",
+    [
+        ("--intermediate_num_layers=2", "--intermediate_num_layers: [2] not below the teacher's 2 layers"),
+        ("--student_layers=2", "--student_layers: [2] not below the teacher's 2 layers"),
+        ("--seeds=1,x", "--seeds: expected integers"),
+    ],
+)
+def test_frontier_bad_input_exits_2_with_one_line_before_any_work(teacher, tmp_path, capfd, flag, expected):
+    from experiments import distill_frontier
+
+    output_dir = tmp_path / "frontier"
+    argv = [
+        f"--teacher_dir={teacher['teacher_dir']}",
+        f"--output_dir={output_dir}",
+        f"--train_file={teacher['train_file']}",
+        f"--eval_file={teacher['eval_file']}",
+        "--text_a_column=sentence",
+        "--student_layers=1",
+        flag,
+    ]
+    capfd.readouterr()
+    code = run_main(distill_frontier, argv)
+    err = capfd.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and expected in err, err[-3000:]
+    assert not output_dir.exists()
+
+
+def test_frontier_config_routes_students_deepest_first():
+    from bert_tf.jobs.distillation_frontier import FrontierConfig
+
+    config = FrontierConfig(teacher_dir="t", student_layers=("1", "3"), intermediate_num_layers=("4", "5", "4"))
+    assert config.intermediate_num_layers == (5, 4) and config.student_layers == (1, 3)

@@ -53,7 +53,8 @@ def copy_teacher_layers(student, teacher, layers: list[int]) -> None:
 
     Args:
       student, teacher: task models (`bert_tf.models.Task`) of the same width and head; the student has
-        `len(layers)` Transformer layers.
+        `len(layers)` Transformer layers. The teacher is the model the student starts from: the teacher of
+        the distillation, or a deeper student distilled from it (`StudentConfig.intermediate_num_layers`).
       layers: the teacher layer for each student layer (`evenly_spaced_layers`).
     """
     s_encoder, t_encoder = student.encoder, teacher.encoder

@@ -16,7 +16,9 @@ The teacher is a model directory that `experiments.finetune` wrote (`task_config
 The data are read by the fine-tuning job's readers with its `FinetuningDataConfig`, featurized by the same
 task plug-in (`bert_tf.tasks`) with the teacher's labels and vocabulary, and the student trains in the
 project's distributed loop (`bert_tf.training.train`: strategies, length buckets, exact resume after a
-kill) with `bert_tf.distillation.losses.DistillationLoss` in place of the task's loss.
+kill) with `bert_tf.distillation.losses.DistillationLoss` in place of the task's loss. With
+`StudentConfig.intermediate_num_layers` the student is the last of a route of ever shallower students, each
+trained the same way in `intermediate_<n>_layers/` and started from the one before.
 
 The teacher's logits are computed once, before training, over the training features (and the
 `unlabeled_file` ones, which only the teacher labels) and travel with the batches as a `teacher_logits`
@@ -79,14 +81,20 @@ class StudentConfig:
       student_model_dir: a smaller pretrained encoder (a model directory with the teacher's vocabulary); the
         head starts random.
       student_bert_config_file: a `bert_config.json`; the student starts random.
+      intermediate_num_layers: with `student_num_layers`, deeper students distilled first, deepest first,
+        each starting from evenly spaced layers of the model before it (the teacher, then the previous one),
+        the student from the last: layers are dropped a few at a time, each step trained against the
+        teacher's soft targets, instead of all at once. Empty: the student starts from the teacher.
     """
 
     student_num_layers: int | None = None
     student_model_dir: str | None = None
     student_bert_config_file: str | None = None
+    intermediate_num_layers: tuple = ()
 
     def __post_init__(self):
-        given = [name for name, value in dataclasses.asdict(self).items() if value is not None]
+        sources = ("student_num_layers", "student_model_dir", "student_bert_config_file")
+        given = [name for name in sources if getattr(self, name) is not None]
         if len(given) != 1:
             raise JobArgumentError(
                 "Give exactly one of --student_num_layers, --student_model_dir and --student_bert_config_file"
@@ -94,6 +102,18 @@ class StudentConfig:
             )
         if self.student_num_layers is not None:
             check_int("student_num_layers", self.student_num_layers)
+        # The route runs deepest first, whatever order the depths were given in.
+        depths = tuple(sorted(set(self.intermediate_num_layers), reverse=True))
+        object.__setattr__(self, "intermediate_num_layers", depths)
+        if depths and self.student_num_layers is None:
+            raise JobArgumentError("--intermediate_num_layers needs --student_num_layers: they are its layers' route.")
+        for depth in depths:
+            check_int("intermediate_num_layers", depth)
+        if depths and depths[-1] <= self.student_num_layers:
+            raise JobArgumentError(
+                f"--intermediate_num_layers={depths[-1]}: each must be deeper than "
+                f"--student_num_layers={self.student_num_layers}."
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,7 +173,10 @@ class _Student:
     config: object  # BertConfig
     checkpoint: str | None  # pretrained encoder weights (--student_model_dir)
     teacher_layers: list | None  # the teacher layer each student layer starts from / is matched with
-    from_teacher: bool = False  # initialised from the teacher's weights (--student_num_layers)
+    # Initialised from `source_layers` of the teacher's weights, or of the intermediate student before it
+    # (--student_num_layers).
+    source_layers: list | None = None
+    intermediate: list = dataclasses.field(default_factory=list)  # _Students trained first, deepest first
 
 
 def run_distillation(
@@ -255,8 +278,31 @@ def run_distillation(
         )
         if is_chief:
             _write_model_files(output_dir, student_model, teacher, task_object, data, settings)
+        source_model = teacher_model
+        for intermediate in student_model.intermediate:
+            source_model, _ = _train(
+                inputs,
+                os.path.join(output_dir, intermediate_dir_name(intermediate.config.num_hidden_layers)),
+                teacher_model,
+                source_model,
+                intermediate,
+                config,
+                strategy,
+                training_config,
+                data.train_batch_size,
+                runtime,
+            )
         trained, step = _train(
-            inputs, teacher_model, student_model, config, strategy, training_config, data.train_batch_size, runtime
+            inputs,
+            output_dir,
+            teacher_model,
+            source_model,
+            student_model,
+            config,
+            strategy,
+            training_config,
+            data.train_batch_size,
+            runtime,
         )
         results = {}
         if not is_chief:
@@ -333,10 +379,21 @@ def _resolve_student(student: StudentConfig, teacher: _Teacher, config: Distilla
                 f"--student_num_layers={student.student_num_layers} exceeds the teacher's "
                 f"{teacher_config.num_hidden_layers} layers: a student takes a subset of them."
             )
-        layers = students.evenly_spaced_layers(teacher_config.num_hidden_layers, student.student_num_layers)
-        resolved = _Student(
-            students.student_config(teacher_config, student.student_num_layers), None, layers, from_teacher=True
-        )
+        if student.intermediate_num_layers and student.intermediate_num_layers[0] >= teacher_config.num_hidden_layers:
+            raise JobArgumentError(
+                f"--intermediate_num_layers={student.intermediate_num_layers[0]} is not below the teacher's "
+                f"{teacher_config.num_hidden_layers} layers."
+            )
+        # Each model of the route starts from evenly spaced layers of the one before; `teacher_layers` composes
+        # the maps, so every student's layers (and hidden-state pairs) name the teacher layers they descend from.
+        chain, teacher_layers = [], list(range(teacher_config.num_hidden_layers))
+        for depth in (*student.intermediate_num_layers, student.student_num_layers):
+            layers = students.evenly_spaced_layers(len(teacher_layers), depth)
+            teacher_layers = [teacher_layers[i] for i in layers]
+            config_of_depth = students.student_config(teacher_config, depth)
+            chain.append(_Student(config_of_depth, None, teacher_layers, source_layers=layers))
+        resolved = chain[-1]
+        resolved.intermediate = chain[:-1]
     elif student.student_model_dir is not None:
         if not os.path.isdir(student.student_model_dir):
             raise JobArgumentError(f"--student_model_dir: directory not found: {student.student_model_dir}")
@@ -391,7 +448,7 @@ def _settings(config, student, student_model: _Student, teacher: _Teacher, max_s
     return {
         "teacher_dir": os.path.abspath(config.teacher_dir),
         "teacher_task": teacher.task_config,
-        "student": {k: v for k, v in dataclasses.asdict(student).items() if v is not None},
+        "student": {k: v for k, v in dataclasses.asdict(student).items() if v not in (None, ())},
         "teacher_layers": student_model.teacher_layers,
         "student_config": student_model.config.to_dict(),
         "temperature": config.temperature,
@@ -541,9 +598,28 @@ def _loss_kind(task_object) -> str:
     return type(task_object).distillation_loss(task_object.name)
 
 
+def intermediate_dir_name(num_layers: int) -> str:
+    """The subdirectory of the student's `output_dir` where the intermediate student of `num_layers` trains."""
+    return f"intermediate_{num_layers}_layers"
+
+
 def _train(
-    inputs, teacher_model, student: _Student, config: DistillationConfig, strategy, schedule, batch_size, runtime
+    inputs,
+    model_dir,
+    teacher_model,
+    source_model,
+    student: _Student,
+    config: DistillationConfig,
+    strategy,
+    schedule,
+    batch_size,
+    runtime,
 ):
+    """Trains `student` in `model_dir` (resuming what is there); returns (model, step).
+
+    `source_model`: the task model whose `student.source_layers` a student from the teacher's weights starts
+    from: the teacher, or the intermediate student before it.
+    """
     from bert_tf.checkpoints.model_dir import restore
     from bert_tf.distillation import students
     from bert_tf.distillation.losses import DistillationLoss
@@ -555,7 +631,8 @@ def _train(
     )
     training_config = dataclasses.replace(schedule.in_steps(num_features, batch_size), jit_compile=runtime.jit_compile)
     logging.info(
-        "***** Distillation: %d features, batch size %d, %d steps, teacher layers %s *****",
+        "***** Distillation into %d layers: %d features, batch size %d, %d steps, teacher layers %s *****",
+        student.config.num_hidden_layers,
         num_features,
         batch_size,
         training_config.num_train_steps,
@@ -570,9 +647,10 @@ def _train(
         if student.checkpoint:
             restore(model.encoder, student.checkpoint)
             logging.info("Initialised the student's encoder from %s.", student.checkpoint)
-        elif student.from_teacher:
-            students.copy_teacher_layers(model, teacher_model, student.teacher_layers)
-            logging.info("Initialised the student from the teacher's layers %s.", student.teacher_layers)
+        elif student.source_layers is not None:
+            students.copy_teacher_layers(model, source_model, student.source_layers)
+            source = "teacher" if source_model is teacher_model else "intermediate student"
+            logging.info("Initialised the student from the %s's layers %s.", source, student.source_layers)
 
     forward_fn = default_forward
     teacher_width = teacher_model.encoder.config.hidden_size
@@ -605,7 +683,7 @@ def _train(
         model_fn,
         loss,
         dataset_fn,
-        inputs.output_dir,
+        model_dir,
         training_config,
         init_fn=init_fn,
         forward_fn=forward_fn,

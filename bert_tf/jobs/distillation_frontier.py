@@ -50,6 +50,9 @@ class FrontierConfig:
       seeds: each student is distilled once per seed and its metric is the mean (one distillation's metric
         moves with the seed by about as much as neighbouring students differ); empty: the runtime's seed.
       temperature, alpha: the students' losses (`DistillationConfig`).
+      intermediate_num_layers: deeper students each student is distilled through first, those of these
+        depths above its own (`StudentConfig.intermediate_num_layers`); empty: every student starts from the
+        teacher.
       max_seq_length: None: the teacher's.
       speed_examples: evaluation texts timed per model and round.
       speed_batch_size: batch size of the timed batches.
@@ -62,6 +65,7 @@ class FrontierConfig:
     seeds: tuple = ()
     temperature: float = 2.0
     alpha: float = 0.5
+    intermediate_num_layers: tuple = ()
     max_seq_length: int | None = None
     speed_examples: int = 512
     speed_batch_size: int = 32
@@ -77,6 +81,10 @@ class FrontierConfig:
             raise JobArgumentError(f"--seeds: each seed once, got {list(self.seeds)}.")
         for n in self.student_layers:
             check_int("student_layers", n)
+        depths = tuple(sorted({int(n) for n in self.intermediate_num_layers}, reverse=True))
+        object.__setattr__(self, "intermediate_num_layers", depths)
+        for n in depths:
+            check_int("intermediate_num_layers", n)
         unknown = [form for form in self.forms if form not in INFERENCE_FORMS]
         if unknown or not self.forms:
             raise JobArgumentError(f"--forms: expected some of {', '.join(INFERENCE_FORMS)}, got {list(self.forms)}.")
@@ -112,6 +120,9 @@ def run_frontier(output_dir: str, config: FrontierConfig, data, training_config=
         raise JobArgumentError(
             f"--student_layers: {deeper} not below the teacher's {teacher_layers} layers (the teacher is measured too)."
         )
+    deeper = [n for n in config.intermediate_num_layers if n >= teacher_layers]
+    if deeper:
+        raise JobArgumentError(f"--intermediate_num_layers: {deeper} not below the teacher's {teacher_layers} layers.")
     report_path = os.path.join(output_dir, REPORT_JSON)
     if os.path.exists(report_path):
         raise JobArgumentError(f"--output_dir={output_dir} already holds {REPORT_JSON}; use a new --output_dir.")
@@ -137,7 +148,10 @@ def run_frontier(output_dir: str, config: FrontierConfig, data, training_config=
                     alpha=config.alpha,
                     max_seq_length=config.max_seq_length,
                 ),
-                distill.StudentConfig(student_num_layers=n),
+                distill.StudentConfig(
+                    student_num_layers=n,
+                    intermediate_num_layers=tuple(d for d in config.intermediate_num_layers if d > n),
+                ),
                 data,
                 training_config,
                 dataclasses.replace(runtime, seed=seed),
@@ -208,6 +222,11 @@ def run_frontier(output_dir: str, config: FrontierConfig, data, training_config=
             "what": "encoder SavedModel (tf.saved_model.load), length-bucketed evaluation batches, one process",
         },
         "seeds": list(seeds),
+        "distillation": {
+            "temperature": config.temperature,
+            "alpha": config.alpha,
+            "intermediate_num_layers": list(config.intermediate_num_layers),
+        },
         "distillation_seconds": distillation_seconds,
         "machine": _machine(),
         "rows": rows,
