@@ -278,32 +278,27 @@ def run_distillation(
         )
         if is_chief:
             _write_model_files(output_dir, student_model, teacher, task_object, data, settings)
-        source_model = teacher_model
-        for intermediate in student_model.intermediate:
-            source_model, _ = _train(
+        # The route: each intermediate student in its own subdirectory, then the student; each starts from the
+        # model trained before it.
+        trained = teacher_model
+        for stage in (*student_model.intermediate, student_model):
+            stage_dir = (
+                output_dir
+                if stage is student_model
+                else os.path.join(output_dir, intermediate_dir_name(stage.config.num_hidden_layers))
+            )
+            trained, step = _train(
                 inputs,
-                os.path.join(output_dir, intermediate_dir_name(intermediate.config.num_hidden_layers)),
+                stage_dir,
                 teacher_model,
-                source_model,
-                intermediate,
+                trained,
+                stage,
                 config,
                 strategy,
                 training_config,
                 data.train_batch_size,
                 runtime,
             )
-        trained, step = _train(
-            inputs,
-            output_dir,
-            teacher_model,
-            source_model,
-            student_model,
-            config,
-            strategy,
-            training_config,
-            data.train_batch_size,
-            runtime,
-        )
         results = {}
         if not is_chief:
             return results
