@@ -8,7 +8,10 @@ What is measured: the encoder's forward pass (sequence and pooled outputs, train
 synthetic batch in memory, default bert_base shapes, seq 128, batch 8, random weights, float32.
 Every contender runs in a fresh process: `--warmup_steps` untimed calls (the first traces/compiles,
 reported apart), then `--timed_steps` calls each timed with the result fetched; the figure is the median.
-With --rounds=N the contender list runs N times in turn (A B C A B C).
+With --rounds=N the contender list runs N times in turn (A B C A B C). Each round also times TensorFlow's
+float32 2048x2048x2048 matmul (best of 10); the table gives each row's model GFLOP/s (sequences/s x the
+encoder's forward matmul FLOPs, `train_throughput.encoder_forward_flops`) and its share of that rate, and the
+closing lines the ceiling the rate puts on any float32 encoder against the fastest peer.
 
 Contenders:
 - ours, Keras: `BertEncoder` called in a `tf.function` (XLA off and on), as `bert_tf.tasks.inference`
@@ -45,6 +48,8 @@ from train_throughput import (
     SHAPES,
     VOCAB,
     _time_steps,
+    child_matmul_tf,
+    encoder_forward_flops,
     hf_bert_config,
     keras_hub_backbone,
     keras_hub_inputs,
@@ -195,6 +200,7 @@ CHILDREN = {
     "hf": child_hf,
     "keras_hub": child_keras_hub,
     "model_garden": child_model_garden,
+    "matmul_tf": child_matmul_tf,
 }
 
 
@@ -249,6 +255,7 @@ def main():
     load_before = _common.load_average()
     results = {label: {"step_s": [], "first_step_s": []} for label, *_ in contenders}
     versions = {}
+    matmul_rate = None
     with tempfile.TemporaryDirectory() as tmp:
         export_dir = os.path.join(tmp, "encoder")
         out = _common.run_child(
@@ -279,6 +286,10 @@ def main():
                     f"{args.batch_size / statistics.median(out['step_s']):.1f} sequences/s",
                     flush=True,
                 )
+            # The machine's float32 product rate, once a round like every contender: the ceiling for the rows.
+            out = _common.run_child(sys.executable, SCRIPT, ["--child=matmul_tf"])
+            if "error" not in out:
+                matmul_rate = max(matmul_rate or 0.0, out["flops_per_s"])
     load_after = _common.load_average()
 
     rows = _common.step_rows(results, args.batch_size, args.timed_steps)
@@ -297,7 +308,13 @@ def main():
     command = "python benchmarks/inference_throughput.py " + " ".join(sys.argv[1:])
     lines += _common.header_lines(command.strip(), load_before, load_after, versions)
     columns = [("contender", "<"), ("sequences/s (median)", ">"), ("per round", "<"), ("ms/call", ">")]
-    columns += [("first call s", ">"), ("vs fastest peer", ">")]
+    flops = encoder_forward_flops(SHAPES[args.preset], args.max_seq_length)
+    if matmul_rate:
+        lines.append(
+            f"- Forward FLOPs per sequence (matrix products, `encoder_forward_flops`): {flops / 1e9:.2f} GFLOP; "
+            f"float32 2048x2048 matmul rate (TensorFlow, best of 10 in each round): {matmul_rate / 1e9:.0f} GFLOP/s"
+        )
+    columns += [("first call s", ">"), ("model GFLOP/s", ">"), ("% of matmul rate", ">"), ("vs fastest peer", ">")]
     lines += [""] + _common.table_lines(
         columns,
         [
@@ -307,12 +324,25 @@ def main():
                 _common.per_round_cell(row["per_round"]),
                 f"{1000 * row['median_step_s']:.0f}",
                 f"{row['first_step_s']:.1f}",
+                f"{row['sequences_per_s'] * flops / 1e9:.1f}",
+                # A float32 product rate is no ceiling for the bfloat16 and int8 rows.
+                f"{100 * row['sequences_per_s'] * flops / matmul_rate:.0f}%"
+                if matmul_rate and label not in other_forms
+                else "-",
                 f"{row['sequences_per_s'] / peers[fastest]:.2f}x" if fastest and label not in other_forms else "-",
             ]
             for label, row in rows.items()
         ],
     )
     lines += _common.closing_lines({label: result.get("errors") for label, result in results.items()}, ours, peers, 1.1)
+    if matmul_rate and fastest:
+        ceiling = matmul_rate / flops
+        lines += [
+            "",
+            f"Ceiling: a float32 encoder whose products all ran at the matmul rate would do {ceiling:.1f} "
+            f"sequences/s, {ceiling / peers[fastest]:.2f}x the fastest peer: no float32 implementation can beat "
+            "it by more on this machine.",
+        ]
     reference = rows.get(FLOAT32_SAVED_MODEL, {}).get("sequences_per_s")
     ratios = [
         f"{label}: {rows[label]['sequences_per_s'] / reference:.2f}x"

@@ -97,12 +97,17 @@ SHAPES = {
 VOCAB = 30522
 
 
+def encoder_forward_flops(shape: dict, seq_length: int) -> float:
+    """The encoder's forward matmul FLOPs per sequence, pooler included (the module docstring's first and last
+    terms, without NSP)."""
+    L, H, I, S = shape["L"], shape["H"], shape["I"], seq_length
+    return float(L * S * (8 * H * H + 4 * H * I + 4 * S * H) + 2 * H * H)
+
+
 def training_flops_per_sequence(shape: dict, seq_length: int, predictions: int, vocab: int = VOCAB) -> float:
     """3 x the forward matmul FLOPs; see the module docstring for the formula."""
-    L, H, I = shape["L"], shape["H"], shape["I"]
-    S, P = seq_length, predictions
-    forward = L * S * (8 * H * H + 4 * H * I + 4 * S * H) + P * (2 * H * H + 2 * H * vocab) + 2 * H * H + 4 * H
-    return 3.0 * forward
+    H, P = shape["H"], predictions
+    return 3.0 * (encoder_forward_flops(shape, seq_length) + P * (2 * H * H + 2 * H * vocab) + 4 * H)
 
 
 # The peers' models, one constructor each for both benchmarks: BERT's shapes, vocabulary, 512 positions,

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import types
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
@@ -195,3 +196,36 @@ def test_publish_prints_the_section_and_writes_it_only_when_asked(tmp_path, caps
     _common.publish("alpha", "Alpha", ["| a |", "|---|"], write=True, path=str(path))
     assert capsys.readouterr().out == f"| a |\n|---|\nUpdated {path}\n"
     assert "<!-- alpha:start -->\n## Alpha\n\n| a |\n|---|\n<!-- alpha:end -->" in path.read_text(encoding="utf-8")
+
+
+def test_encoder_forward_flops_counts_the_encoders_products():
+    """The FLOP count behind the benchmarks' "model GFLOP/s" against the products of a real `BertEncoder`:
+    2 x in x out for every dense kernel of the layers at each position, the pooler's once, and the two
+    attention products (scores and context, 2 x seq x hidden each per position)."""
+    import train_throughput
+
+    from bert_tf import BertConfig, BertEncoder
+
+    shape, seq_length = dict(L=2, H=32, A=2, I=48), 16
+    config = BertConfig(
+        vocab_size=50,
+        hidden_size=shape["H"],
+        num_hidden_layers=shape["L"],
+        num_attention_heads=shape["A"],
+        intermediate_size=shape["I"],
+        max_position_embeddings=seq_length,
+    )
+    encoder = BertEncoder(config)
+    encoder({k: np.ones((1, seq_length), "int32") for k in ("input_word_ids", "input_mask", "input_type_ids")})
+    kernels = [v for v in encoder.weights if v.path.endswith("kernel")]
+    per_position = sum(2 * v.shape[0] * v.shape[1] for v in kernels if "pooler" not in v.path)
+    (pooler,) = [v for v in kernels if "pooler" in v.path]
+    attention = shape["L"] * 2 * (2 * seq_length * shape["H"])
+    expected = seq_length * (per_position + attention) + 2 * pooler.shape[0] * pooler.shape[1]
+    assert len(kernels) == shape["L"] * 6 + 1
+    assert train_throughput.encoder_forward_flops(shape, seq_length) == expected
+    # BERT-Large's training step with 20 masked positions, the figure RESULTS.md's GPU tables divide by.
+    assert (
+        round(train_throughput.training_flops_per_sequence(train_throughput.SHAPES["bert_large"], 128, 20) / 1e9, 1)
+        == 240.6
+    )
