@@ -4,8 +4,10 @@ A tiny teacher (L=2, H=32) is fine-tuned on the synthetic keyword-sentiment task
 dozen steps.
 """
 
+import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -244,10 +246,24 @@ def test_student_through_an_intermediate_student_starts_from_its_trained_layers_
     assert settings["teacher_layers"] == [0, 3] and settings["student"]["intermediate_num_layers"] == [3]
     assert results["student"]["accuracy"] >= 0.9
 
-    # The same command again resumes both finished students: nothing is trained or initialised again.
+    # The same command again resumes both finished students: nothing is trained or initialised again, and the
+    # teacher's logits on the training data come from the run's own file instead of a second labelling.
+    from bert_tf.jobs import distill as job
+
+    (kept,) = os.listdir(output_dir / job.TEACHER_LOGITS_DIR)
+    reads = []
+    original_read = job._read_logits
+
+    def recording_read(path, num_features):
+        logits = original_read(path, num_features)
+        reads.append((os.path.basename(path), logits is not None))
+        return logits
+
+    monkeypatch.setattr(job, "_read_logits", recording_read)
     copies.clear()
     again = distill(str(output_dir), **arguments)
     assert copies == [] and again["student"] == results["student"]
+    assert reads == [(kept, True)]
 
 
 def test_sentence_pair_student_with_unlabeled_text_and_hidden_state_loss(tmp_path):
@@ -556,6 +572,26 @@ def test_teacher_logits_file_is_read_only_when_it_has_a_row_per_feature(tmp_path
     assert job._read_logits(path, 3) is None and job._read_logits(str(tmp_path / "none.npy"), 3) is None
     (tmp_path / "corrupt.npy").write_bytes(b"not numpy")
     assert job._read_logits(str(tmp_path / "corrupt.npy"), 3) is None
+
+
+def test_teacher_logits_key_changes_with_what_the_teacher_labels(teacher, tmp_path):
+    from bert_tf.jobs import distill as job
+    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+
+    train_file = tmp_path / "train.tsv"
+    shutil.copy(teacher["train_file"], train_file)
+    config = job.DistillationConfig(teacher_dir=teacher["teacher_dir"])
+    data = FinetuningDataConfig(train_file=str(train_file), text_a_column="sentence")
+    key = job.teacher_logits_key(config, data, seed=1)
+    assert key == job.teacher_logits_key(config, data, seed=2)  # no augmented copies: the seed draws nothing
+
+    with open(train_file, "a", encoding="utf-8") as f:  # the same file name, other contents
+        f.write("one more line\t1\n")
+    edited = job.teacher_logits_key(config, data, seed=1)
+    longer = job.teacher_logits_key(dataclasses.replace(config, max_seq_length=64), data, seed=1)
+    augmented = dataclasses.replace(config, augmented_copies=2)
+    copies = {job.teacher_logits_key(augmented, data, seed) for seed in (1, 2)}
+    assert len({key, edited, longer, *copies}) == 5
 
 
 # --- the frontier ----------------------------------------------------------------------

@@ -68,6 +68,8 @@ if TYPE_CHECKING:
 DISTILLATION_CONFIG_NAME = "distillation.json"
 DISTILLATION_RESULTS_NAME = "distillation_results.json"
 TEACHER_LOGITS_KEY = "teacher_logits"
+# In a student's directory: the teacher's logits on the training data, kept for a resumed run.
+TEACHER_LOGITS_DIR = "teacher_logits"
 LABEL_WEIGHT_KEY = "label_weight"
 
 
@@ -202,8 +204,10 @@ def run_distillation(
       runtime: strategy, precision and seeds; None: `RuntimeConfig(seed=DEFAULT_SEED)`.
       do_eval, do_predict: evaluate on `data.eval_file` (when given), predict on `data.predict_file`.
       teacher_logits_file: an `.npy` file that keeps the teacher's logits on the training (and unlabeled)
-        features: read if it holds one row per feature, else computed and written. For a caller that distils
-        several students from one teacher on the same data (`run_frontier`), which names the file after them.
+        features: read if it holds one row per feature, else computed and written. None: a file in
+        `output_dir/teacher_logits/` named by `teacher_logits_key`, so that a resumed run does not label the
+        data again. A caller that distils several students from one teacher on the same data (`run_frontier`)
+        passes one file for all of them.
 
     Raises:
       DataError: bad input data, naming the file and line or record.
@@ -265,6 +269,12 @@ def run_distillation(
         training.check_microbatches(
             training_config.num_microbatches, data.train_batch_size, strategy.num_replicas_in_sync
         )
+        # The settings first: a run killed while the teacher labels the data resumes in its own directory.
+        if is_chief:
+            _write_model_files(output_dir, student_model, teacher, task_object, data, settings)
+        if teacher_logits_file is None:
+            key = teacher_logits_key(config, data, runtime.seed)
+            teacher_logits_file = os.path.join(output_dir, TEACHER_LOGITS_DIR, key + ".npy")
         with strategy.scope():
             teacher_model = _load_teacher_model(task_object, teacher)
         inputs.train_features = _with_teacher_logits(
@@ -276,8 +286,6 @@ def run_distillation(
             strategy,
             teacher_logits_file if is_chief else None,
         )
-        if is_chief:
-            _write_model_files(output_dir, student_model, teacher, task_object, data, settings)
         # The route: each intermediate student in its own subdirectory, then the student; each starts from the
         # model trained before it.
         trained = teacher_model
@@ -573,6 +581,30 @@ def _with_teacher_logits(task_object, teacher_model, features, unlabeled_feature
     seq_length = features.inputs["input_word_ids"].shape[1]
     logits = np.pad(logits, [(0, 0), (0, seq_length - logits.shape[1]), (0, 0)]).astype(np.float32)
     return dataclasses.replace(features, inputs=dict(features.inputs, **{TEACHER_LOGITS_KEY: logits}))
+
+
+def teacher_logits_key(config: DistillationConfig, data: FinetuningDataConfig, seed: int | None) -> str:
+    """A name for the teacher's logits on the training data: another teacher, data, length or augmentation,
+    another name. Files are known by path, size and modification time; `seed` counts only where it draws the
+    augmented copies."""
+    import hashlib
+
+    def identity(path):
+        stat = os.stat(path)
+        return [os.path.abspath(path), stat.st_size, stat.st_mtime_ns]
+
+    teacher_files = sorted(
+        entry.path for entry in os.scandir(config.teacher_dir) if entry.is_file(follow_symlinks=True)
+    )
+    key = {
+        "teacher": [identity(path) for path in teacher_files],
+        "data": dataclasses.asdict(data),
+        "train_file": identity(data.train_file) if data.train_file else None,
+        "unlabeled_file": identity(config.unlabeled_file) if config.unlabeled_file else None,
+        "augmented_copies": [config.augmented_copies, seed] if config.augmented_copies else 0,
+        "max_seq_length": config.max_seq_length,
+    }
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _read_logits(path, num_features):

@@ -132,7 +132,14 @@ def run_frontier(output_dir: str, config: FrontierConfig, data, training_config=
     # {model name: [model directory per seed]}; the teacher is one model.
     models = {"teacher": [os.path.abspath(config.teacher_dir)]}
     # Every student learns from the same teacher on the same data: the teacher labels it once.
-    teacher_logits_file = os.path.join(output_dir, "teacher_logits", _data_key(config, data) + ".npy")
+    distillation = distill.DistillationConfig(
+        teacher_dir=config.teacher_dir,
+        temperature=config.temperature,
+        alpha=config.alpha,
+        max_seq_length=config.max_seq_length,
+    )
+    key = distill.teacher_logits_key(distillation, data, None)
+    teacher_logits_file = os.path.join(output_dir, distill.TEACHER_LOGITS_DIR, key + ".npy")
     distillation_seconds = {}
     for n in sorted(config.student_layers, reverse=True):
         name = f"layers_{n}"
@@ -142,12 +149,7 @@ def run_frontier(output_dir: str, config: FrontierConfig, data, training_config=
             started = time.perf_counter()
             distill.run_distillation(
                 student_dir,
-                distill.DistillationConfig(
-                    teacher_dir=config.teacher_dir,
-                    temperature=config.temperature,
-                    alpha=config.alpha,
-                    max_seq_length=config.max_seq_length,
-                ),
+                distillation,
                 distill.StudentConfig(
                     student_num_layers=n,
                     intermediate_num_layers=tuple(d for d in config.intermediate_num_layers if d > n),
@@ -236,27 +238,6 @@ def run_frontier(output_dir: str, config: FrontierConfig, data, training_config=
     file_io.write_text(os.path.join(output_dir, REPORT_MD), report_markdown(report))
     _plot(report, os.path.join(output_dir, PLOT_NAME))
     return report
-
-
-def _data_key(config, data) -> str:
-    """A name for the teacher's logits on the training data; another teacher, data or length, another name."""
-    import hashlib
-    import json
-
-    def identity(path):
-        stat = os.stat(path)
-        return [os.path.abspath(path), stat.st_size, stat.st_mtime_ns]
-
-    teacher_files = sorted(
-        entry.path for entry in os.scandir(config.teacher_dir) if entry.is_file(follow_symlinks=True)
-    )
-    key = {
-        "teacher": [identity(path) for path in teacher_files],
-        "data": dataclasses.asdict(data),
-        "train_file": identity(data.train_file) if data.train_file else None,
-        "max_seq_length": config.max_seq_length,
-    }
-    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 # --- models -----------------------------------------------------------------------
