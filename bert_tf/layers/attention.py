@@ -99,10 +99,6 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             layer.build((None, None, self.hidden_size))
         self.built = True
 
-    def _split_heads(self, x):
-        batch_size, seq_length = ops.shape(x)[0], ops.shape(x)[1]
-        return ops.reshape(x, (batch_size, seq_length, self.num_heads, self.head_size))
-
     def _fused(self, training):
         """Whether this call takes the fused kernel: no dropout on the probabilities, half precision, a GPU."""
         return (
@@ -116,14 +112,19 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             if input_mask is None:
                 raise ValueError("MultiHeadSelfAttention needs input_mask or attention_bias.")
             attention_bias = padding_attention_bias(input_mask)
-        # Scaling the [batch, seq, hidden] query rather than the [batch, heads, seq, seq] scores
-        # touches fewer numbers; with BERT's head size 64 the factor 1/8 is exact either way.
-        query = self._split_heads(
-            self.query(hidden_states) * ops.cast(1.0 / math.sqrt(self.head_size), self.compute_dtype)
-        )
-        key = self._split_heads(self.key(hidden_states))
-        value = self._split_heads(self.value(hidden_states))
         batch_size, seq_length = ops.shape(hidden_states)[0], ops.shape(hidden_states)[1]
+        # The projections see [batch * seq_length, hidden] rows, as the feed-forward layers do: their bias
+        # gradients are then sums over one axis, which XLA:GPU reduces without transposing the activations.
+        rows = ops.reshape(hidden_states, (-1, self.hidden_size))
+
+        def split_heads(x):
+            return ops.reshape(x, (batch_size, seq_length, self.num_heads, self.head_size))
+
+        # Scaling the query rather than the [batch, heads, seq, seq] scores touches fewer numbers; with
+        # BERT's head size 64 the factor 1/8 is exact either way.
+        query = split_heads(self.query(rows) * ops.cast(1.0 / math.sqrt(self.head_size), self.compute_dtype))
+        key = split_heads(self.key(rows))
+        value = split_heads(self.value(rows))
 
         if self._fused(training):
             # cuDNN takes the bias as [batch, 1, seq, seq] in the compute dtype; -3e4 is finite in
@@ -131,17 +132,15 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             bias = ops.cast(ops.maximum(ops.cast(attention_bias, "float32"), -3e4), self.compute_dtype)
             bias = ops.broadcast_to(bias, (batch_size, 1, seq_length, seq_length))
             context = ops.dot_product_attention(query, key, value, bias=bias, scale=1.0)
-            return self.output_dense(ops.reshape(context, (batch_size, seq_length, self.hidden_size)))
-
-        scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
-        # Keras casts float call arguments to the compute dtype; the bias is 0 or about -1e9 in any of them.
-        scores = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
-        probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
-        probs = self.dropout(probs, training=training)
-
-        context = ops.einsum("bhqk,bkhd->bqhd", probs, value)
-        context = ops.reshape(context, (batch_size, seq_length, self.hidden_size))
-        return self.output_dense(context)
+        else:
+            scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
+            # Keras casts float call arguments to the compute dtype; the bias is 0 or about -1e9 in any of them.
+            scores = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
+            probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
+            probs = self.dropout(probs, training=training)
+            context = ops.einsum("bhqk,bkhd->bqhd", probs, value)
+        output = self.output_dense(ops.reshape(context, (-1, self.hidden_size)))
+        return ops.reshape(output, (batch_size, seq_length, self.hidden_size))
 
     def compute_output_shape(self, hidden_states_shape, input_mask_shape=None, attention_bias_shape=None):
         return tuple(hidden_states_shape)

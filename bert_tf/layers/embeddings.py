@@ -79,10 +79,12 @@ class BertEmbeddings(keras.layers.Layer):
 
     def call(self, input_word_ids, input_type_ids, training=None):
         seq_length = ops.shape(input_word_ids)[1]
-        position_embeddings = ops.cast(self.position_embeddings[:seq_length], self.compute_dtype)
-        embeddings = (
-            self.token_embedding(input_word_ids) + self.type_embedding(input_type_ids) + position_embeddings[None, :, :]
-        )
+        # Looked up per position like the word ids rather than broadcast over the batch: the broadcast's gradient
+        # is a sum over the batch, for which XLA:GPU lays the whole residual stream out batch-minor and then
+        # transposes it around every product (benchmarks/RESULTS.md, "JAX on a GPU"). The values are the same.
+        position_ids = ops.broadcast_to(ops.arange(seq_length, dtype="int32")[None, :], ops.shape(input_word_ids))
+        position_embeddings = ops.take(ops.cast(self.position_embeddings, self.compute_dtype), position_ids, axis=0)
+        embeddings = self.token_embedding(input_word_ids) + self.type_embedding(input_type_ids) + position_embeddings
         return self.dropout(self.layer_norm(embeddings), training=training)
 
     def compute_output_shape(self, input_word_ids_shape, input_type_ids_shape=None):
