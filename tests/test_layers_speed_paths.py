@@ -1,5 +1,6 @@
 """The faster code paths of the layers give the results of the plain ones (issue 13)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -145,28 +146,95 @@ def test_mlm_cross_entropy_and_hits_equal_keras_loss_and_argmax():
     np.testing.assert_allclose(tape.gradient(value, tensor).numpy(), softmax - np.eye(300)[labels], atol=1e-6)
 
 
-def test_fused_attention_branch_computes_the_einsum_path(monkeypatch):
-    """The `ops.dot_product_attention` branch (taken on a GPU with JAX) gives the einsum path's outputs."""
-    from bert_tf.layers import attention
+_JAX_FAST_PATHS = """
+import contextlib, io, json, sys
+sys.modules["tensorflow"] = None
+import jax, jax.numpy as jnp, numpy as np
+from jax.ad_checkpoint import print_saved_residuals
+from bert_tf.layers import activations, attention
 
-    assert not attention.fused_attention_available()  # TensorFlow on a CPU keeps the einsum path
-    layer = attention.MultiHeadSelfAttention(num_heads=4, hidden_size=64, initializer_range=0.5, dtype="mixed_bfloat16")
-    rng = np.random.default_rng(7)
-    states = rng.normal(size=(3, 12, 64)).astype("float32")
-    mask = np.ones((3, 12), "int32")
-    mask[1, 8:] = 0
-    mask[2, 2:] = 0
-    einsum = np.asarray(layer(states, mask), "float32")
-    assert not layer._fused(training=False)
+result = {}
+# gelu_new: the gradient of the tanh GELU, with only the input kept for the backward pass.
+x = jnp.asarray(np.random.default_rng(0).normal(scale=3.0, size=(64, 32)), jnp.float32)
+weights = jnp.arange(32, dtype=jnp.float32)
+def ours(x):
+    return (activations.gelu_new(x).astype(jnp.float32) * weights).sum()
+def autodiff(x):
+    return (jax.nn.gelu(x, approximate=True).astype(jnp.float32) * weights).sum()
+result["gelu_gradient_error"] = float(jnp.abs(jax.grad(ours)(x) - jax.grad(autodiff)(x)).max())
+result["gelu_gradient_scale"] = float(jnp.abs(jax.grad(autodiff)(x)).max())
+result["gelu_values_equal"] = bool(jnp.array_equal(activations.gelu_new(x), jax.nn.gelu(x, approximate=True)))
+bf16 = x.astype(jnp.bfloat16)
+bf16_gradient = jax.grad(lambda v: activations.gelu_new(v).astype(jnp.float32).sum())(bf16)
+result["gelu_bf16_gradient_dtype"] = str(bf16_gradient.dtype)
+for name, fn in (("ours", ours), ("autodiff", autodiff)):
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        print_saved_residuals(fn, bf16)
+    result[name + "_residuals"] = [line for line in printed.getvalue().splitlines() if "[64,32]" in line]
 
-    monkeypatch.setattr(attention, "fused_attention_available", lambda: True)
-    assert layer._fused(training=False) and not layer._fused(training=True)  # dropout 0.1 keeps the einsum path
-    fused = np.asarray(layer(states, mask), "float32")
-    assert np.abs(einsum).mean() > 1.0  # weights drawn wide, so bfloat16's tolerance is small beside the values
-    np.testing.assert_allclose(fused, einsum, rtol=2e-2, atol=0.1)
-    # Padding still gets no weight: changing what it holds leaves the real positions as they were.
-    other = states.copy()
-    other[2, 2:] = 9.0
-    np.testing.assert_allclose(np.asarray(layer(other, mask), "float32")[2, :2], fused[2, :2], rtol=2e-2, atol=0.1)
-    assert attention.MultiHeadSelfAttention(4, 64, dropout_rate=0.0, dtype="mixed_bfloat16")._fused(training=True)
-    assert not attention.MultiHeadSelfAttention(4, 64, dtype="float32")._fused(training=False)
+# The fused attention branch (JAX on a GPU; forced here on the CPU, where it runs XLA's kernel with the lengths).
+layer = attention.MultiHeadSelfAttention(num_heads=4, hidden_size=64, initializer_range=0.5, dtype="mixed_bfloat16")
+rng = np.random.default_rng(7)
+states = rng.normal(size=(3, 12, 64)).astype("float32")
+mask = np.ones((3, 12), "int32")
+mask[1, 8:] = 0
+mask[2, 2:] = 0
+einsum = np.asarray(layer(states, mask), "float32")
+result["fused_before_patch"] = layer._fused(training=False)
+attention.fused_attention_available = lambda: True
+result["fused_inference"] = layer._fused(training=False)
+result["fused_training_with_dropout"] = layer._fused(training=True)
+fused = np.asarray(layer(states, mask), "float32")
+real = mask.astype(bool)
+result["mean_abs"] = float(np.abs(einsum[real]).mean())
+# Both bfloat16 paths against the layer in float32 with the same weights (the einsum path rounds its scores
+# to bfloat16; the fused kernel keeps them in float32).
+twin = attention.MultiHeadSelfAttention(num_heads=4, hidden_size=64, dtype="float32")
+twin.build((None, None, 64))
+twin.set_weights(layer.get_weights())
+exact = np.asarray(twin(states, mask))[real]
+result["einsum_error"] = float(np.abs(einsum[real] - exact).mean())
+result["fused_error"] = float(np.abs(fused[real] - exact).mean())
+other = states.copy()
+other[2, 2:] = 9.0
+changed = np.asarray(layer(other, mask), "float32")
+result["padding_content_error"] = float(np.abs(changed[real] - fused[real]).max())
+holes = mask.copy()
+holes[0, 3] = 0  # padding before real tokens: lengths cannot say it
+poisoned = np.asarray(layer(states, holes), "float32")
+result["hole_row_nan"] = bool(np.isnan(poisoned[0, : holes[0].sum()]).all())
+result["other_rows_finite"] = bool(np.isfinite(poisoned[1:]).all())
+print(json.dumps(result))
+"""
+
+
+def test_jax_fast_paths_gelu_gradient_and_attention_over_lengths():
+    """JAX's fast paths: gelu_new's custom gradient and the fused attention branch that masks by lengths.
+
+    gelu_new keeps only its input for the backward pass (what lets XLA:GPU fold it into the product's
+    epilogue) and gives autodiff's gradient; the fused branch (taken on a GPU with JAX, forced here) gives the
+    einsum path's outputs at real positions, ignores what padding holds, and turns a row whose padding comes
+    before a real token into NaN instead of attending the wrong positions.
+    """
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", _JAX_FAST_PATHS], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["gelu_values_equal"]
+    assert found["gelu_gradient_scale"] > 30.0 and found["gelu_gradient_error"] < 1e-4
+    assert found["gelu_bf16_gradient_dtype"] == "bfloat16"
+    assert found["ours_residuals"] == ["bf16[64,32] from the argument x"], found["ours_residuals"]
+    assert len(found["autodiff_residuals"]) > 1  # autodiff keeps the tanh (and more) besides the input
+
+    assert not found["fused_before_patch"]  # a CPU keeps the einsum path
+    assert found["fused_inference"] and not found["fused_training_with_dropout"]
+    assert found["mean_abs"] > 1.0  # weights drawn wide, so bfloat16's tolerance is small beside the values
+    # As close to float32 as the einsum path, give or take rounding; attending a padded position would be ~mean_abs.
+    assert found["fused_error"] < 1.2 * found["einsum_error"] and found["einsum_error"] < 0.02 * found["mean_abs"], (
+        found
+    )
+    assert found["padding_content_error"] == 0.0
+    assert found["hole_row_nan"] and found["other_rows_finite"]

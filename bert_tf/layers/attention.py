@@ -29,7 +29,7 @@ def padding_attention_bias(input_mask):
 
 @functools.cache
 def fused_attention_available():
-    """True on the JAX backend with a CUDA GPU, where `ops.dot_product_attention` runs cuDNN's fused kernel.
+    """True on the JAX backend with a CUDA GPU, where `jax.nn.dot_product_attention` runs cuDNN's fused kernel.
 
     Elsewhere the einsum path below is kept: on CPUs and TensorFlow the fused op is the same products
     through another graph, so exported models and every CPU result stay as they are.
@@ -39,6 +39,37 @@ def fused_attention_available():
     import jax
 
     return jax.devices()[0].platform == "gpu"
+
+
+def _attention_over_lengths(query, key, value, attention_bias):
+    """JAX's fused attention, masking padding by each row's length: float [batch, seq, heads, head_size].
+
+    cuDNN's padding mask by sequence lengths reads no [batch, 1, seq, seq] bias and computes no bias
+    gradient (benchmarks/RESULTS.md). Lengths say what the mask says when padding comes after the real tokens,
+    as every BERT input pipeline writes it; a row with padding before a real token cannot be said that way, so
+    its outputs turn to NaN (and so does a loss over them) rather than attending the wrong positions. The query
+    is expected already scaled; positions past a row's length come out as zeros.
+
+    Args:
+      query, key, value: float [batch, seq, heads, head_size].
+      attention_bias: `padding_attention_bias(input_mask)`, float [batch, 1, 1, seq].
+    """
+    import jax
+    import jax.numpy as jnp
+
+    is_real = attention_bias[:, 0, 0, :] == 0
+    lengths = jnp.sum(is_real, axis=-1, dtype=jnp.int32)
+    padding_last = jnp.all(is_real == (jnp.arange(is_real.shape[-1]) < lengths[:, None]), axis=-1)
+    query = query * jnp.where(padding_last, 1.0, jnp.nan).astype(query.dtype)[:, None, None, None]
+    return jax.nn.dot_product_attention(
+        query,
+        key,
+        value,
+        scale=1.0,
+        query_seq_lengths=lengths,
+        key_value_seq_lengths=lengths,
+        implementation="cudnn" if jax.devices()[0].platform == "gpu" else "xla",
+    )
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -54,6 +85,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
       input_mask: int or bool [batch, seq_length]; 1 for real tokens, 0 for padding.
       attention_bias: instead of `input_mask`, `padding_attention_bias(input_mask)` (float32
         [batch, 1, 1, seq_length]), so a stack of layers computes it once.
+
+    On JAX with a GPU in half precision and without dropout on the probabilities, the layer takes cuDNN's
+    fused kernel with each row's length as its padding mask: padding must then come after the real tokens,
+    as BERT's input pipelines write it (`_attention_over_lengths`).
 
     Returns:
       float [batch, seq_length, hidden_size].
@@ -127,11 +162,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         value = split_heads(self.value(rows))
 
         if self._fused(training):
-            # cuDNN takes the bias as [batch, 1, seq, seq] in the compute dtype; -3e4 is finite in
-            # float16 and still gives padding a softmax weight of exactly zero.
-            bias = ops.cast(ops.maximum(ops.cast(attention_bias, "float32"), -3e4), self.compute_dtype)
-            bias = ops.broadcast_to(bias, (batch_size, 1, seq_length, seq_length))
-            context = ops.dot_product_attention(query, key, value, bias=bias, scale=1.0)
+            context = _attention_over_lengths(query, key, value, attention_bias)
         else:
             scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
             # Keras casts float call arguments to the compute dtype; the bias is 0 or about -1e9 in any of them.
