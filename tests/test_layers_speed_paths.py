@@ -205,6 +205,9 @@ holes[0, 3] = 0  # padding before real tokens: lengths cannot say it
 poisoned = np.asarray(layer(states, holes), "float32")
 result["hole_row_nan"] = bool(np.isnan(poisoned[0, : holes[0].sum()]).all())
 result["other_rows_finite"] = bool(np.isfinite(poisoned[1:]).all())
+empty = mask.copy()
+empty[1] = 0  # an all-padding row (a filler example in a padded batch) is not a hole: it stays finite
+result["empty_row_finite"] = bool(np.isfinite(np.asarray(layer(states, empty), "float32")).all())
 print(json.dumps(result))
 """
 
@@ -237,4 +240,4 @@ def test_jax_fast_paths_gelu_gradient_and_attention_over_lengths():
         found
     )
     assert found["padding_content_error"] == 0.0
-    assert found["hole_row_nan"] and found["other_rows_finite"]
+    assert found["hole_row_nan"] and found["other_rows_finite"] and found["empty_row_finite"]

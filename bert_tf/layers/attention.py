@@ -48,7 +48,8 @@ def _attention_over_lengths(query, key, value, attention_bias):
     gradient (benchmarks/RESULTS.md). Lengths say what the mask says when padding comes after the real tokens,
     as every BERT input pipeline writes it; a row with padding before a real token cannot be said that way, so
     its outputs turn to NaN (and so does a loss over them) rather than attending the wrong positions. The query
-    is expected already scaled; positions past a row's length come out as zeros.
+    is expected already scaled; positions past a row's length come out as zeros. A row of padding only (a dummy
+    example filling up a batch) has length 0 and is not a hole.
 
     Args:
       query, key, value: float [batch, seq, heads, head_size].
