@@ -70,15 +70,16 @@ class ClassifierModule(tf.Module):
 
     def serving_signature(self):
         """The concrete `serving_default`: named string inputs, the outputs of the module docstring."""
+        # No autograph: the packing branches on static shapes only (as in `bert_tf.tokenization.preprocessor`).
         if self.sentence_pair:
 
-            @tf.function(input_signature=[_STRINGS, _STRINGS])
+            @tf.function(input_signature=[_STRINGS, _STRINGS], autograph=False)
             def serve(text, text_b):
                 return self._scores([text, text_b])
 
         else:
 
-            @tf.function(input_signature=[_STRINGS])
+            @tf.function(input_signature=[_STRINGS], autograph=False)
             def serve(text):
                 return self._scores([text])
 

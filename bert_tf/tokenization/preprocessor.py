@@ -18,6 +18,8 @@ from bert_tf import file_io
 from bert_tf.tokenization.bert_tokenizer import BertTokenizer
 from bert_tf.tokenization.packing import MAX_SEGMENTS, bert_pack_inputs
 
+# The functions below branch on static shapes and Python values only, so they are traced without autograph, which
+# would otherwise convert tensorflow_text's Python packing code again for each of the SavedModel's traces.
 _STRINGS_SPEC = tf.TensorSpec([None], tf.string)
 _SEGMENT_SPEC = tf.RaggedTensorSpec([None, None], tf.int32, ragged_rank=1, row_splits_dtype=tf.int64)
 _SEQ_LENGTH_SPEC = tf.TensorSpec([], tf.int32)
@@ -34,11 +36,11 @@ class TokenizeModule(tf.Module):
         super().__init__(name=name)
         self.tokenizer = tokenizer
 
-    @tf.function(input_signature=[_STRINGS_SPEC])
+    @tf.function(input_signature=[_STRINGS_SPEC], autograph=False)
     def __call__(self, strings):
         return self.tokenizer(strings)
 
-    @tf.function(input_signature=[])
+    @tf.function(input_signature=[], autograph=False)
     def get_special_tokens_dict(self):
         """int32 scalars: vocab_size, start_of_sequence_id, end_of_segment_id,
         padding_id, mask_id, unknown_id."""
@@ -57,7 +59,7 @@ class PackInputsModule(tf.Module):
         )
         self.default_seq_length = int(default_seq_length)
 
-    @tf.function
+    @tf.function(autograph=False)
     def __call__(self, inputs, seq_length=None):
         if seq_length is None:
             seq_length = self.default_seq_length
@@ -116,11 +118,11 @@ class BertPreprocessor(tf.Module):
             special["start_of_sequence_id"], special["end_of_segment_id"], special["padding_id"], default_seq_length
         )
 
-    @tf.function(input_signature=[_STRINGS_SPEC])
+    @tf.function(input_signature=[_STRINGS_SPEC], autograph=False)
     def __call__(self, strings):
         return self.bert_pack_inputs([self.tokenize(strings)])
 
-    @tf.function(input_signature=[])
+    @tf.function(input_signature=[], autograph=False)
     def get_special_tokens_dict(self):
         return self.tokenize.get_special_tokens_dict()
 
