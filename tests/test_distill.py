@@ -75,6 +75,24 @@ def test_distillation_loss_mixes_soft_and_hard_and_skips_teacher_only_rows():
     np.testing.assert_allclose(float(metrics["loss"]), 0.25 * soft + 0.75 * hard, rtol=1e-5)
 
 
+def test_regression_loss_is_the_squared_difference_to_the_teacher_and_to_the_labelled_scores():
+    from bert_tf.distillation.losses import DistillationLoss
+
+    student = np.array([[1.0], [2.5], [0.0], [4.0]], np.float32)
+    teacher = np.array([[1.5], [2.0], [1.0], [2.0]], np.float32)
+    labels = np.array([1.0, 3.0, 9.0, 9.0], np.float32)  # the last two rows' labels are placeholders
+    weights = np.array([1, 1, 0, 0], np.float32)  # ... for rows that only the teacher scored
+    batch = {"label": labels, "label_weight": weights, "teacher_logits": teacher}
+    metrics = DistillationLoss("regression", temperature=5.0, alpha=0.25)(batch, student)
+
+    soft = np.mean((student[:, 0] - teacher[:, 0]) ** 2)  # every row; no temperature for scores
+    hard = np.mean((student[:2, 0] - labels[:2]) ** 2)  # labelled rows only
+    np.testing.assert_allclose(float(metrics["soft_loss"]), soft, rtol=1e-6)
+    np.testing.assert_allclose(float(metrics["hard_loss"]), hard, rtol=1e-6)
+    np.testing.assert_allclose(float(metrics["mean_absolute_error"]), np.mean(np.abs(student[:2, 0] - labels[:2])))
+    np.testing.assert_allclose(float(metrics["loss"]), 0.25 * soft + 0.75 * hard, rtol=1e-6)
+
+
 @pytest.mark.parametrize(
     "teacher_layers,student_layers,expected",
     [(12, 6, [0, 2, 4, 7, 9, 11]), (6, 3, [0, 3, 5]), (6, 2, [0, 5]), (6, 1, [5]), (4, 4, [0, 1, 2, 3])],
@@ -352,6 +370,51 @@ def test_narrower_student_learns_a_projection_for_the_hidden_state_loss_and_is_s
     model = load_task_model(output_dir, lambda encoder: BertClassifier(encoder, num_classes=2))
     assert model.encoder.config.hidden_size == 16
     assert not any("projection" in v.path for v in model.weights)
+
+
+def test_regression_student_learns_its_teachers_scores(tmp_path):
+    """A regression teacher (the count of one word in a text) and its 1-layer student, both scored by Pearson's r."""
+    train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["text", "score"], synthetic.count_rows(320, 1))
+    dev = synthetic.write_tsv(str(tmp_path / "dev.tsv"), ["text", "score"], synthetic.count_rows(100, 2))
+    columns = dict(text_a_column="text", label_column="score")
+    teacher_dir = str(tmp_path / "teacher")
+    finetune(
+        "regression",
+        teacher_dir,
+        model_dir=synthetic.make_model_dir(str(tmp_path / "model")),
+        train_file=train,
+        do_train=True,
+        num_train_steps=100,
+        **columns,
+        **TEACHER_ARGUMENTS,
+    )
+    output_dir = str(tmp_path / "student")
+    logits_file = str(tmp_path / "teacher_scores.npy")
+    results = distill(
+        output_dir,
+        teacher_dir=teacher_dir,
+        teacher_logits_file=logits_file,
+        student_num_layers=1,
+        train_file=train,
+        eval_file=dev,
+        num_train_steps=80,
+        learning_rate=1e-3,
+        steps_per_loop=40,
+        seed=1,
+        **columns,
+    )
+    teacher_metrics, student = results["teacher"], results["student"]
+    # The teacher learnt the count; its layer 1 and head alone, untrained, score about 0.89, and the trained
+    # student comes back to its teacher.
+    assert teacher_metrics["pearson"] >= 0.95
+    assert student["pearson"] >= 0.95 and student["pearson"] >= teacher_metrics["pearson"] - 0.02
+    # The teacher's soft targets for regression are its scores: one per training text.
+    scores = np.load(logits_file)
+    assert scores.shape == (320, 1)
+    labels = np.array([row[1] for row in synthetic.count_rows(320, 1)])
+    assert np.corrcoef(scores[:, 0], labels)[0, 1] >= 0.9
+    with open(os.path.join(output_dir, "task_config.json")) as f:
+        assert json.load(f)["task"] == "regression"
 
 
 def test_tagging_student_with_unlabeled_sentences(tmp_path):
