@@ -284,23 +284,28 @@ def test_student_through_an_intermediate_student_starts_from_its_trained_layers_
     assert reads == [(kept, True)]
 
 
+def _fine_tuned_teacher(tmp_path, task, train_file, num_train_steps, **arguments) -> str:
+    """The directory of a `task` teacher fine-tuned from a fresh tiny model on `train_file`."""
+    teacher_dir = str(tmp_path / "teacher")
+    finetune(
+        task,
+        teacher_dir,
+        model_dir=synthetic.make_model_dir(str(tmp_path / "model")),
+        train_file=train_file,
+        do_train=True,
+        num_train_steps=num_train_steps,
+        **dict(TEACHER_ARGUMENTS, **arguments),
+    )
+    return teacher_dir
+
+
 def test_sentence_pair_student_with_unlabeled_text_and_hidden_state_loss(tmp_path):
     rows = synthetic.pair_rows(128, 1)
     train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["a", "b", "label"], rows[:96])
     unlabeled = synthetic.write_tsv(str(tmp_path / "more.tsv"), ["a", "b"], [r[:2] for r in rows[96:]])
     dev = synthetic.write_tsv(str(tmp_path / "dev.tsv"), ["a", "b", "label"], synthetic.pair_rows(40, 2))
     columns = dict(text_a_column="a", text_b_column="b")
-    teacher_dir = str(tmp_path / "teacher")
-    finetune(
-        "sentence_pair_classification",
-        teacher_dir,
-        model_dir=synthetic.make_model_dir(str(tmp_path / "model")),
-        train_file=train,
-        do_train=True,
-        num_train_steps=10,
-        **columns,
-        **TEACHER_ARGUMENTS,
-    )
+    teacher_dir = _fine_tuned_teacher(tmp_path, "sentence_pair_classification", train, 10, **columns)
     output_dir = str(tmp_path / "student")
     logits_file = str(tmp_path / "teacher_logits.npy")
     results = distill(
@@ -377,17 +382,7 @@ def test_regression_student_learns_its_teachers_scores(tmp_path):
     train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["text", "score"], synthetic.count_rows(320, 1))
     dev = synthetic.write_tsv(str(tmp_path / "dev.tsv"), ["text", "score"], synthetic.count_rows(100, 2))
     columns = dict(text_a_column="text", label_column="score")
-    teacher_dir = str(tmp_path / "teacher")
-    finetune(
-        "regression",
-        teacher_dir,
-        model_dir=synthetic.make_model_dir(str(tmp_path / "model")),
-        train_file=train,
-        do_train=True,
-        num_train_steps=100,
-        **columns,
-        **TEACHER_ARGUMENTS,
-    )
+    teacher_dir = _fine_tuned_teacher(tmp_path, "regression", train, 100, **columns)
     output_dir = str(tmp_path / "student")
     logits_file = str(tmp_path / "teacher_scores.npy")
     results = distill(
@@ -423,16 +418,7 @@ def test_tagging_student_with_unlabeled_sentences(tmp_path):
     dev = synthetic.write_conll(str(tmp_path / "dev.conll"), synthetic.tagging_sentences(40, 2))
     unlabeled = tmp_path / "more.txt"
     unlabeled.write_text("\n".join(" ".join(w for w, _ in s) for s in synthetic.tagging_sentences(40, 3)) + "\n")
-    teacher_dir = str(tmp_path / "teacher")
-    finetune(
-        "token_classification",
-        teacher_dir,
-        model_dir=synthetic.make_model_dir(str(tmp_path / "model")),
-        train_file=train,
-        do_train=True,
-        num_train_steps=40,
-        **dict(TEACHER_ARGUMENTS, steps_per_loop=20),
-    )
+    teacher_dir = _fine_tuned_teacher(tmp_path, "token_classification", train, 40, steps_per_loop=20)
     results = distill(
         str(tmp_path / "student"),
         teacher_dir=teacher_dir,
