@@ -399,8 +399,8 @@ def test_regression_student_learns_its_teachers_scores(tmp_path):
         **columns,
     )
     teacher_metrics, student = results["teacher"], results["student"]
-    # The teacher learnt the count; its layer 1 and head alone, untrained, score about 0.89, and the trained
-    # student comes back to its teacher.
+    # The teacher learnt the count. Its layer 1 and head alone start below 0.95 (the dropped layer shifts every
+    # score), so the bar is met by training, which brings the student back to its teacher.
     assert teacher_metrics["pearson"] >= 0.95
     assert student["pearson"] >= 0.95 and student["pearson"] >= teacher_metrics["pearson"] - 0.02
     # The teacher's soft targets for regression are its scores: one per training text.
