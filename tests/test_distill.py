@@ -203,24 +203,27 @@ def test_one_layer_student_learns_what_its_teacher_knows_and_is_a_fine_tuned_mod
     assert os.path.exists(os.path.join(output_dir, "weights.safetensors"))
 
 
-def test_student_through_an_intermediate_student_starts_from_its_trained_layers_and_resumes(
-    teacher, tmp_path, monkeypatch
-):
-    """4-layer teacher -> 3-layer intermediate -> 2-layer student; each starts from the model before it."""
-    from bert_tf.distillation import students
-
-    deep_teacher = str(tmp_path / "teacher")
+def _four_layer_teacher(tmp_path, train_file) -> str:
+    """A 4-layer teacher fine-tuned on the keyword task, for routes of intermediate students."""
+    teacher_dir = str(tmp_path / "teacher")
     finetune(
         "classification",
-        deep_teacher,
+        teacher_dir,
         model_dir=synthetic.make_model_dir(str(tmp_path / "model"), num_hidden_layers=4),
-        train_file=teacher["train_file"],
+        train_file=train_file,
         text_a_column="sentence",
         num_train_steps=60,
         do_train=True,
         do_eval=False,
         **TEACHER_ARGUMENTS,
     )
+    return teacher_dir
+
+
+def _record_layer_copies(monkeypatch) -> list:
+    """[(source model's depth, its layers copied, the source model)] of every student initialised from layers."""
+    from bert_tf.distillation import students
+
     copies = []
     original_copy = students.copy_teacher_layers
 
@@ -229,6 +232,23 @@ def test_student_through_an_intermediate_student_starts_from_its_trained_layers_
         original_copy(student, source, layers)
 
     monkeypatch.setattr(students, "copy_teacher_layers", recording_copy)
+    return copies
+
+
+def _holds_trained_kernel(model_dir, kernel) -> bool:
+    """Whether `kernel`'s values are one of the variables of `model_dir`'s latest checkpoint."""
+    from bert_tf.checkpoints import latest_checkpoint
+
+    stored = _checkpoint_values(latest_checkpoint(str(model_dir)))
+    return any(np.array_equal(value, kernel.numpy()) for value in stored.values() if value.shape == tuple(kernel.shape))
+
+
+def test_student_through_an_intermediate_student_starts_from_its_trained_layers_and_resumes(
+    teacher, tmp_path, monkeypatch
+):
+    """4-layer teacher -> 3-layer intermediate -> 2-layer student; each starts from the model before it."""
+    deep_teacher = _four_layer_teacher(tmp_path, teacher["train_file"])
+    copies = _record_layer_copies(monkeypatch)
     output_dir = tmp_path / "student"
     arguments = dict(
         teacher_dir=deep_teacher,
@@ -251,10 +271,8 @@ def test_student_through_an_intermediate_student_starts_from_its_trained_layers_
     intermediate_dir = output_dir / "intermediate_3_layers"
     assert os.path.exists(intermediate_dir / "ckpt-30.index")
     trained_intermediate = copies[1][2]
-    stored = _checkpoint_values(str(intermediate_dir / "ckpt-30"))
     kernel = trained_intermediate.encoder.transformer_layers[1].attention.query.kernel
-    matching = [name for name, value in stored.items() if value.shape == tuple(kernel.shape)]
-    assert any(np.array_equal(stored[name], kernel.numpy()) for name in matching)
+    assert _holds_trained_kernel(intermediate_dir, kernel)
     teacher_model = copies[0][2]
     assert not np.array_equal(
         teacher_model.encoder.transformer_layers[2].attention.query.kernel.numpy(), kernel.numpy()
@@ -696,6 +714,63 @@ def test_frontier_reports_every_model_and_form_with_interleaved_speeds(teacher, 
     assert (output_dir / "frontier.png").stat().st_size > 1000
     assert "| layers_1 | 1 | float32 |" in (output_dir / "report.md").read_text()
     assert report["distillation"] == {"temperature": 2.0, "alpha": 0.5, "intermediate_num_layers": []}
+
+
+def test_frontier_trains_each_model_of_a_seeds_route_once_for_all_its_students(teacher, tmp_path, monkeypatch):
+    """Students of 2 and 1 layers through 3 and 2 on a 4-layer teacher: the 1-layer student's route restores the
+    2-layer student's intermediate and the 2-layer student itself, which start it the same way."""
+    from experiments import distill_frontier
+
+    deep_teacher = _four_layer_teacher(tmp_path, teacher["train_file"])
+    copies = _record_layer_copies(monkeypatch)
+    output_dir = tmp_path / "frontier"
+    argv = [
+        f"--teacher_dir={deep_teacher}",
+        f"--output_dir={output_dir}",
+        f"--train_file={teacher['train_file']}",
+        f"--eval_file={teacher['eval_file']}",
+        "--text_a_column=sentence",
+        "--student_layers=1,2",
+        "--intermediate_num_layers=3,2",
+        "--forms=float32",
+        "--num_train_steps=20",
+        "--learning_rate=1e-3",
+        *synthetic.ORIGINAL_UPDATE_FLAGS,
+        "--steps_per_loop=10",
+        "--speed_examples=20",
+        "--speed_rounds=1",
+        "--max_seq_length=16",
+    ]
+    assert run_main(distill_frontier, argv) == 0
+
+    # Three trainings, each from the model before it: the 3-layer intermediate from the teacher, the 2-layer
+    # student from it, the 1-layer student from the 2-layer one as it finished training. Nothing twice.
+    assert [(depth, layers) for depth, layers, _ in copies] == [(4, [0, 2, 3]), (3, [0, 2]), (2, [1])]
+    student_2, student_1 = (output_dir / "students" / f"layers_{n}" / "seed_42" for n in (2, 1))
+    assert _holds_trained_kernel(student_2, copies[2][2].encoder.transformer_layers[1].attention.query.kernel)
+    assert [name for name in os.listdir(student_1) if name.startswith("intermediate_")] == []
+    with open(student_1 / "distillation.json") as f:
+        settings = json.load(f)
+    assert settings["student"]["intermediate_num_layers"] == [3, 2]
+    assert settings["trained_intermediates"] == {"3": str(student_2 / "intermediate_3_layers"), "2": str(student_2)}
+    with open(output_dir / "report.json") as f:
+        report = json.load(f)
+    assert sorted(row["model"] for row in report["rows"]) == ["layers_1", "layers_2", "teacher"]
+    assert min(row["metric"] for row in report["rows"]) >= 0.8  # the keyword task, which every student learns
+
+    # An intermediate student trained for another schedule is refused, not started from.
+    with pytest.raises(ValueError, match="no 3-layer student trained for 30 steps"):
+        distill(
+            str(tmp_path / "longer"),
+            teacher_dir=deep_teacher,
+            student_num_layers=1,
+            intermediate_num_layers=(3,),
+            train_file=teacher["train_file"],
+            text_a_column="sentence",
+            max_seq_length=16,
+            num_train_steps=30,
+            trained_intermediates={3: str(student_2 / "intermediate_3_layers")},
+        )
 
 
 @pytest.mark.parametrize(

@@ -192,6 +192,7 @@ def run_distillation(
     do_eval: bool = True,
     do_predict: bool = False,
     teacher_logits_file: str | None = None,
+    trained_intermediates: dict | None = None,
 ) -> dict:
     """Trains the student, then evaluates it and the teacher; returns {"student": metrics, "teacher": metrics}.
 
@@ -208,6 +209,9 @@ def run_distillation(
         `output_dir/teacher_logits/` named by `teacher_logits_key`, so that a resumed run does not label the
         data again. A caller that distils several students from one teacher on the same data (`run_frontier`)
         passes one file for all of them.
+      trained_intermediates: {depth: a directory where a model of that depth on this same route (teacher, data,
+        schedule, losses and seed) finished training}: those intermediate students are restored from there
+        instead of trained again. `run_frontier` passes a deeper student's, whose route starts the same way.
 
     Raises:
       DataError: bad input data, naming the file and line or record.
@@ -230,7 +234,12 @@ def run_distillation(
         if not os.path.isfile(config.unlabeled_file):
             raise DataError(f"--unlabeled_file: file not found: {config.unlabeled_file}")
         check_utf8(config.unlabeled_file, "unlabeled_file")
-    settings = _settings(config, student, student_model, teacher, max_seq_length)
+    trained_intermediates = {
+        depth: os.path.abspath(path)
+        for depth, path in (trained_intermediates or {}).items()
+        if depth in {stage.config.num_hidden_layers for stage in student_model.intermediate}
+    }
+    settings = _settings(config, student, student_model, teacher, max_seq_length, trained_intermediates)
     _check_output_dir(output_dir, settings)
 
     # Everything is read and checked before TensorFlow starts and before anything is written.
@@ -290,6 +299,14 @@ def run_distillation(
         # model trained before it.
         trained = teacher_model
         for stage in (*student_model.intermediate, student_model):
+            if stage is not student_model and stage.config.num_hidden_layers in trained_intermediates:
+                num_train_steps = training_config.in_steps(
+                    _num_features(inputs.train_features), data.train_batch_size
+                ).num_train_steps
+                trained = _restore_trained(
+                    inputs, stage, trained_intermediates[stage.config.num_hidden_layers], num_train_steps, strategy
+                )
+                continue
             stage_dir = (
                 output_dir
                 if stage is student_model
@@ -446,9 +463,11 @@ def _resolve_student(student: StudentConfig, teacher: _Teacher, config: Distilla
     return resolved
 
 
-def _settings(config, student, student_model: _Student, teacher: _Teacher, max_seq_length) -> dict:
+def _settings(
+    config, student, student_model: _Student, teacher: _Teacher, max_seq_length, trained_intermediates
+) -> dict:
     """What `distillation.json` records; an `output_dir` holding the same settings is resumed."""
-    return {
+    settings = {
         "teacher_dir": os.path.abspath(config.teacher_dir),
         "teacher_task": teacher.task_config,
         "student": {k: v for k, v in dataclasses.asdict(student).items() if v not in (None, ())},
@@ -461,6 +480,9 @@ def _settings(config, student, student_model: _Student, teacher: _Teacher, max_s
         "augmented_copies": config.augmented_copies,
         "max_seq_length": max_seq_length,
     }
+    if trained_intermediates:  # where the route's intermediate students were trained, when not in `output_dir`
+        settings["trained_intermediates"] = trained_intermediates
+    return settings
 
 
 def _check_output_dir(output_dir: str, settings: dict) -> None:
@@ -625,6 +647,28 @@ def _loss_kind(task_object) -> str:
     return type(task_object).distillation_loss(task_object.name)
 
 
+def _num_features(features) -> int:
+    return finetuning_phases.num_features(features) if isinstance(features, dict) else len(features.example_index)
+
+
+def _restore_trained(inputs, stage: _Student, model_dir: str, num_train_steps: int, strategy):
+    """The intermediate student `stage` as it finished training in `model_dir`: its checkpoint of the last step."""
+    from bert_tf.checkpoints.model_dir import restore
+
+    checkpoint = checkpoints.latest_checkpoint(model_dir)
+    # The loop numbers its checkpoints by step; an earlier one would start the next student from a half-trained one.
+    if checkpoint is None or not checkpoint.endswith(f"-{num_train_steps}"):
+        raise ValueError(
+            f"{model_dir} holds no {stage.config.num_hidden_layers}-layer student trained for {num_train_steps} "
+            f"steps (latest checkpoint: {checkpoint})."
+        )
+    with strategy.scope():
+        model = finetuning_phases.build_model(inputs.task_object, stage.config)
+    restore(model, checkpoint)
+    logging.info("Restored the %d-layer intermediate student from %s.", stage.config.num_hidden_layers, checkpoint)
+    return model
+
+
 def intermediate_dir_name(num_layers: int) -> str:
     """The subdirectory of the student's `output_dir` where the intermediate student of `num_layers` trains."""
     return f"intermediate_{num_layers}_layers"
@@ -653,9 +697,7 @@ def _train(
     from bert_tf.training import default_forward, train
 
     task_object, features = inputs.task_object, inputs.train_features
-    num_features = (
-        finetuning_phases.num_features(features) if isinstance(features, dict) else len(features.example_index)
-    )
+    num_features = _num_features(features)
     training_config = dataclasses.replace(schedule.in_steps(num_features, batch_size), jit_compile=runtime.jit_compile)
     logging.info(
         "***** Distillation into %d layers: %d features, batch size %d, %d steps, teacher layers %s *****",

@@ -8,7 +8,8 @@ For a fine-tuned teacher and the user's data (a `FinetuningDataConfig` with `tra
 
 1. distils a student of each depth in `student_layers` once per seed in `seeds` (`bert_tf.jobs.distill`, into
    `students/layers_<n>/seed_<s>`; a finished or interrupted one is resumed, so rerunning the command costs
-   only what is missing);
+   only what is missing), deepest first; with `intermediate_num_layers` a shallower student's route takes the
+   intermediate students a deeper student of its seed trained, which start its route the same way;
 2. makes every model (teacher and students) in every inference form of `forms` (float32, bfloat16, int8:
    `bert_tf.distillation.inference`) and measures its held-out metric on the evaluation data (a student's
    row: the mean over its seeds, each seed's figure beside it); exports each encoder as a SavedModel
@@ -141,27 +142,34 @@ def run_frontier(output_dir: str, config: FrontierConfig, data, training_config=
     key = distill.teacher_logits_key(distillation, data, None)
     teacher_logits_file = os.path.join(output_dir, distill.TEACHER_LOGITS_DIR, key + ".npy")
     distillation_seconds = {}
+    # {seed: {depth: directory of a finished model of that depth on the route}}. Every route starts with the
+    # intermediate depths above its student, deepest first, from the same teacher, data, schedule and seed: a
+    # shallower student takes a deeper one's intermediate students (and the deeper student itself, when its
+    # depth is on the route) instead of training them again.
+    trained = {seed: {} for seed in seeds}
     for n in sorted(config.student_layers, reverse=True):
         name = f"layers_{n}"
         models[name] = []
+        route = tuple(d for d in config.intermediate_num_layers if d > n)
         for seed in seeds:
             student_dir = os.path.join(output_dir, "students", name, f"seed_{seed}")
             started = time.perf_counter()
             distill.run_distillation(
                 student_dir,
                 distillation,
-                distill.StudentConfig(
-                    student_num_layers=n,
-                    intermediate_num_layers=tuple(d for d in config.intermediate_num_layers if d > n),
-                ),
+                distill.StudentConfig(student_num_layers=n, intermediate_num_layers=route),
                 data,
                 training_config,
                 dataclasses.replace(runtime, seed=seed),
                 do_eval=False,
                 teacher_logits_file=teacher_logits_file,
+                trained_intermediates={d: trained[seed][d] for d in route if d in trained[seed]},
             )
             distillation_seconds[f"{name}/seed_{seed}"] = round(time.perf_counter() - started, 1)
             models[name].append(student_dir)
+            for d in route:
+                trained[seed].setdefault(d, os.path.join(student_dir, distill.intermediate_dir_name(d)))
+            trained[seed][n] = student_dir
 
     # The evaluation data, featurized once with the teacher's task (the students share it).
     task_type = teacher.task_config["task"]
