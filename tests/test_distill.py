@@ -752,11 +752,22 @@ def test_frontier_trains_each_model_of_a_seeds_route_once_for_all_its_students(t
     with open(student_1 / "distillation.json") as f:
         settings = json.load(f)
     assert settings["student"]["intermediate_num_layers"] == [3, 2]
-    assert settings["trained_intermediates"] == {"3": str(student_2 / "intermediate_3_layers"), "2": str(student_2)}
+    # Recorded relative to the student's directory, so the frontier's directory may move and still resume.
+    sibling = os.path.join("..", "..", "layers_2", "seed_42")
+    assert settings["trained_intermediates"] == {"3": os.path.join(sibling, "intermediate_3_layers"), "2": sibling}
     with open(output_dir / "report.json") as f:
         report = json.load(f)
     assert sorted(row["model"] for row in report["rows"]) == ["layers_1", "layers_2", "teacher"]
     assert min(row["metric"] for row in report["rows"]) >= 0.8  # the keyword task, which every student learns
+
+    # Moved, and run again for a new report, the frontier resumes every student: nothing is trained again.
+    moved = tmp_path / "moved"
+    shutil.move(output_dir, moved)
+    os.remove(moved / "report.json")
+    copies.clear()
+    assert run_main(distill_frontier, [arg.replace(str(output_dir), str(moved)) for arg in argv]) == 0
+    assert copies == [] and os.path.exists(moved / "report.json")
+    student_2 = moved / "students" / "layers_2" / "seed_42"
 
     # An intermediate student trained for another schedule is refused, not started from.
     with pytest.raises(ValueError, match="no 3-layer student trained for 30 steps"):

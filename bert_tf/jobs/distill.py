@@ -239,7 +239,7 @@ def run_distillation(
         for depth, path in (trained_intermediates or {}).items()
         if depth in {stage.config.num_hidden_layers for stage in student_model.intermediate}
     }
-    settings = _settings(config, student, student_model, teacher, max_seq_length, trained_intermediates)
+    settings = _settings(config, student, student_model, teacher, max_seq_length, trained_intermediates, output_dir)
     _check_output_dir(output_dir, settings)
 
     # Everything is read and checked before TensorFlow starts and before anything is written.
@@ -464,7 +464,7 @@ def _resolve_student(student: StudentConfig, teacher: _Teacher, config: Distilla
 
 
 def _settings(
-    config, student, student_model: _Student, teacher: _Teacher, max_seq_length, trained_intermediates
+    config, student, student_model: _Student, teacher: _Teacher, max_seq_length, trained_intermediates, output_dir
 ) -> dict:
     """What `distillation.json` records; an `output_dir` holding the same settings is resumed."""
     settings = {
@@ -480,8 +480,12 @@ def _settings(
         "augmented_copies": config.augmented_copies,
         "max_seq_length": max_seq_length,
     }
-    if trained_intermediates:  # where the route's intermediate students were trained, when not in `output_dir`
-        settings["trained_intermediates"] = trained_intermediates
+    if trained_intermediates:
+        # Where the route's intermediate students were trained, relative to the student's directory: a frontier's
+        # students are siblings, so its output directory still resumes after it is moved.
+        settings["trained_intermediates"] = {
+            depth: os.path.relpath(path, output_dir) for depth, path in trained_intermediates.items()
+        }
     return settings
 
 
