@@ -296,15 +296,20 @@ def run_distillation(
             teacher_logits_file if is_chief else None,
         )
         # The route: each intermediate student in its own subdirectory, then the student; each starts from the
-        # model trained before it.
+        # model trained before it, and all train on the same features with the same schedule.
+        stage_schedule = dataclasses.replace(
+            training_config.in_steps(_num_features(inputs.train_features), data.train_batch_size),
+            jit_compile=runtime.jit_compile,
+        )
         trained = teacher_model
         for stage in (*student_model.intermediate, student_model):
             if stage is not student_model and stage.config.num_hidden_layers in trained_intermediates:
-                num_train_steps = training_config.in_steps(
-                    _num_features(inputs.train_features), data.train_batch_size
-                ).num_train_steps
                 trained = _restore_trained(
-                    inputs, stage, trained_intermediates[stage.config.num_hidden_layers], num_train_steps, strategy
+                    inputs,
+                    stage,
+                    trained_intermediates[stage.config.num_hidden_layers],
+                    stage_schedule.num_train_steps,
+                    strategy,
                 )
                 continue
             stage_dir = (
@@ -320,7 +325,7 @@ def run_distillation(
                 stage,
                 config,
                 strategy,
-                training_config,
+                stage_schedule,
                 data.train_batch_size,
                 runtime,
             )
@@ -686,11 +691,13 @@ def _train(
     student: _Student,
     config: DistillationConfig,
     strategy,
-    schedule,
+    training_config,
     batch_size,
     runtime,
 ):
     """Trains `student` in `model_dir` (resuming what is there); returns (model, step).
+
+    `training_config`: the schedule in steps (`TrainingConfig.in_steps`) for batches of `batch_size`.
 
     `source_model`: the task model whose `student.source_layers` a student from the teacher's weights starts
     from: the teacher, or the intermediate student before it.
@@ -701,12 +708,10 @@ def _train(
     from bert_tf.training import default_forward, train
 
     task_object, features = inputs.task_object, inputs.train_features
-    num_features = _num_features(features)
-    training_config = dataclasses.replace(schedule.in_steps(num_features, batch_size), jit_compile=runtime.jit_compile)
     logging.info(
         "***** Distillation into %d layers: %d features, batch size %d, %d steps, teacher layers %s *****",
         student.config.num_hidden_layers,
-        num_features,
+        _num_features(features),
         batch_size,
         training_config.num_train_steps,
         student.teacher_layers,
