@@ -9,7 +9,6 @@ import datetime
 import glob
 import json
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -34,15 +33,10 @@ PEER_VENVS = {
 
 
 def cpu_name() -> str:
-    """The CPU's model name from /proc/cpuinfo, else what `platform` knows."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+    """The CPU's model name and instruction-set level, e.g. "AMD EPYC 9R14, AVX-512 VNNI/BF16"."""
+    from bert_tf import cpu_features
+
+    return f"{cpu_features.cpu_name()}, {cpu_features.instruction_set_level()}"
 
 
 def gpu_note() -> str:

@@ -43,6 +43,8 @@ Casing follows the fine-tuned directory's task_config.json unless
 existing one is only replaced with --overwrite. See docs/export_and_serving.md.
 """
 
+import sys
+
 from absl import flags
 
 from bert_tf import cli
@@ -91,6 +93,13 @@ def define_flags():
     )
 
 
+SERVING_NEEDS = {
+    "int8": "any CPU with TensorFlow; oneDNN's int8 kernel where it runs (AVX-512 VNNI or AMX), an exact float32 "
+    "product of the same integers elsewhere",
+    "bfloat16": "any CPU with TensorFlow; native bfloat16 with AVX-512 BF16 or AMX, emulated (slower) elsewhere",
+}
+
+
 def check_flags() -> None:
     """Raises BadInputError for flag combinations that cannot work."""
     if not FLAGS.export_dir:
@@ -122,6 +131,12 @@ def main(argv):
     recorded = read_task_config(FLAGS.model_dir) if FLAGS.model_dir else None
     if recorded and "do_lower_case" in recorded and not FLAGS["do_lower_case"].present:
         lower_case = recorded["do_lower_case"]  # the fine-tuned model's own casing
+    if FLAGS.quantize:
+        from bert_tf.cpu_features import form_cost_warning
+
+        warning = form_cost_warning(FLAGS.quantize)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
     from bert_tf.export import export_model_dir  # after flag checks: importing TensorFlow is slow
 
     paths = export_model_dir(
@@ -143,6 +158,8 @@ def main(argv):
         print(f"classifier: {paths['classifier']}")
     if paths["verified"]:
         print(f"verified:   {paths['verified']}")
+    if FLAGS.quantize:
+        print(f"serving:    {SERVING_NEEDS[FLAGS.quantize]}")
 
 
 def run(argv=None):

@@ -145,7 +145,10 @@ def test_the_section_writer_and_cpu_name_live_in_one_place():
         if name.endswith(".py") and name != "_common.py":
             text = open(os.path.join(benchmarks, name), encoding="utf-8").read()
             assert "os.replace(" not in text and "def cpu_name" not in text and "def _cpu_name" not in text, name
-    assert _common.cpu_name()
+    from bert_tf import cpu_features
+
+    # Every speed figure names the CPU's instruction-set level beside its model name.
+    assert _common.cpu_name().endswith(", " + cpu_features.instruction_set_level())
 
 
 def test_measure_command_sees_a_childs_memory_and_fails_on_a_bad_exit():

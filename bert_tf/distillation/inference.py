@@ -6,13 +6,15 @@
 
 `"bfloat16"` rebuilds the model with the `bfloat16` dtype policy (weights and compute; LayerNorm and softmax
 still in float32 inside Keras' layers) and copies the weights, rounded. On CPUs with AVX-512 BF16 or AMX, oneDNN
-runs its matrix products at up to twice the float32 rate; elsewhere TensorFlow emulates it, slower.
+runs its matrix products at up to twice the float32 rate; elsewhere (AVX2) TensorFlow emulates it, slower.
 
 `"int8"` is Keras' post-training `Model.quantize("int8")`: every `Dense` and `Embedding` kernel becomes int8
 with a per-output-channel scale, and each `Dense` quantizes its input per token on the fly (abs-max) and runs
-an int8 x int8 -> int32 matrix product. The model is 4x smaller in its kernels. On TensorFlow with oneDNN (x86)
-the products run on oneDNN's int8 kernel (`bert_tf.distillation.onednn_int8`, the same integers), since
-TensorFlow's own integer `MatMul` is slower than float32; elsewhere they are the backend's `matmul`.
+an int8 x int8 -> int32 matrix product. The model is 4x smaller in its kernels. On TensorFlow the products run
+on oneDNN's int8 kernel where the running process has oneDNN on (fast with AVX-512 VNNI or AMX) and as exact
+float32 products elsewhere, chosen where the model runs (`bert_tf.distillation.onednn_int8`), since
+TensorFlow's own integer `MatMul` is slower than float32; on other backends they are the backend's `matmul`.
+`bert_tf.cpu_features.form_cost_warning(form)` says when this CPU lacks what makes a form fast.
 
 Either form exports as a SavedModel through `bert_tf.export` (`experiments.export --quantize=...`), whose
 outputs stay float32. Backend-free (Keras), but for the oneDNN products on TensorFlow.
@@ -54,10 +56,9 @@ def inference_form(model: keras.Model, form: str) -> keras.Model:
             warnings.filterwarnings("ignore", message=".*does not have a `quantize` method.*")
             clone.quantize("int8")
         if keras.backend.backend() == "tensorflow":
-            from bert_tf.distillation.onednn_int8 import onednn_int8_available, use_onednn_int8
+            from bert_tf.distillation.onednn_int8 import use_onednn_int8
 
-            if onednn_int8_available():
-                use_onednn_int8(clone)
+            use_onednn_int8(clone)
     return clone
 
 

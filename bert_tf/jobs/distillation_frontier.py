@@ -34,7 +34,7 @@ import time
 
 from absl import logging
 
-from bert_tf import file_io
+from bert_tf import cpu_features, file_io
 from bert_tf.errors import JobArgumentError, check_int
 
 REPORT_JSON, REPORT_MD, PLOT_NAME = "report.json", "report.md", "frontier.png"
@@ -127,6 +127,10 @@ def run_frontier(output_dir: str, config: FrontierConfig, data, training_config=
     report_path = os.path.join(output_dir, REPORT_JSON)
     if os.path.exists(report_path):
         raise JobArgumentError(f"--output_dir={output_dir} already holds {REPORT_JSON}; use a new --output_dir.")
+    for form in config.forms:
+        warning = cpu_features.form_cost_warning(form)
+        if warning:
+            logging.warning("%s", warning)
 
     runtime = runtime if runtime is not None else RuntimeConfig(seed=DEFAULT_SEED)
     seeds = config.seeds or (runtime.seed,)
@@ -331,17 +335,10 @@ def _interleaved_speeds(exports: dict, batches: list, rounds: int) -> dict:
 
 
 def _machine() -> dict:
-    import platform
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     return {
-        "cpu": cpu,
+        "cpu": cpu_features.cpu_name(),
+        "instruction_set": cpu_features.instruction_set_level(),
         "cpu_count": os.cpu_count(),
         "load_average": [round(x, 2) for x in load] if load else None,
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -366,7 +363,8 @@ def report_markdown(report: dict) -> str:
         + f". Speed: {report['speed']['what']}, {report['speed']['examples']} sequences (max length "
         f"{report['max_seq_length']}, batch {report['speed']['batch_size']}), median of {report['speed']['rounds']} "
         "interleaved rounds.",
-        f"Machine: {machine['cpu']}, {machine['cpu_count']} CPUs, load average {machine['load_average']} at "
+        f"Machine: {machine['cpu']} ({machine['instruction_set']}), "
+        f"{machine['cpu_count']} CPUs, load average {machine['load_average']} at "
         f"{machine['date']}.",
         "",
         f"| model | layers | form | {metric} | "
