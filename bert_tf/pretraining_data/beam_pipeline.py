@@ -178,7 +178,7 @@ def write_pretraining_data_with_beam(
     _make_parents(output_files)
     logging.info("Running on %s: %d input file(s), %d shard(s)", runner, len(input_files), len(output_files))
     try:
-        pipeline = beam.Pipeline(options=PipelineOptions(list(pipeline_args), runner=runner))
+        pipeline = beam.Pipeline(runner=_runner(runner), options=PipelineOptions(list(pipeline_args)))
         build_pipeline(
             pipeline,
             layout,
@@ -214,6 +214,19 @@ def write_pretraining_data_with_beam(
     )
     logging.info("%s", summary.format())
     return summary
+
+
+def _runner(name: str):
+    """A runner name, or for "DirectRunner" Beam's in-process runner of batch pipelines (FnApiRunner).
+
+    Beam's DirectRunner would first try the Prism runner, a separate binary it
+    downloads at the first run; its in-process fallback is the runner here.
+    """
+    if name == "DirectRunner":
+        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+        return FnApiRunner()
+    return name
 
 
 def _run(pipeline):
