@@ -33,6 +33,10 @@ EXTRAS_REQUIRE = {
         "nbformat",
         "ipykernel",
         "ruff==0.17.6",  # the code style (ruff.toml), checked by tests/test_code_style.py
+        "apache-beam==2.77.0",  # tests/test_beam_pipeline.py runs create_pretraining_data on its DirectRunner
+    ],
+    "beam": [
+        "apache-beam==2.77.0",  # create_pretraining_data --runner=DataflowRunner|FlinkRunner|SparkRunner|DirectRunner
     ],
     "benchmarks": [
         "psutil",  # peak memory of a process tree (benchmarks/create_pretraining_data_speed.py)

@@ -12,6 +12,11 @@ on 1x and 3x (--reference_repeats). Each run may take at most --timeout
 seconds. The 1x outputs are then summarized with
 `tfrecords_tools.inspect_tfrecords` to show they are the same kind of data.
 
+The same tool on Apache Beam's DirectRunner (`--runner=DirectRunner`, in this
+process with --num_workers=1, else as many worker processes) runs beside it on
+--beam_repeats; its 1x records are checked to be the local writer's (the same
+multiset). It shows what the pipeline costs on one machine, not a cluster's speed.
+
 The original is not part of this repository. Put google-research/bert's
 `create_pretraining_data.py` and `tokenization.py` in a scratch folder, e.g.
 from the `bert-tensorflow` wheel (its `bert/` folder), and pass it as
@@ -97,6 +102,26 @@ def summarize(paths, vocab_file):
     }
 
 
+def write_corpus(work, corpus_text, repeat):
+    """The corpus repeated `repeat` times (once per size), each copy its own documents."""
+    corpus = work / f"corpus_x{repeat}.txt"
+    if not corpus.exists():
+        with open(corpus, "wb") as f:
+            for _ in range(repeat):
+                f.write(corpus_text + b"\n")  # blank line: copies are separate documents
+    return corpus
+
+
+def same_records(paths, other_paths):
+    """Whether two sets of TFRecord files hold the same multiset of records."""
+    import tensorflow as tf
+
+    def records(files):
+        return sorted(bytes(r.numpy()) for r in tf.data.TFRecordDataset(files))
+
+    return records(paths) == records(other_paths)
+
+
 def count_words(path):
     words = 0
     with open(path, "rb") as f:
@@ -116,6 +141,7 @@ def main():
         default="1,3",
         help="corpus sizes for the original (about 4 CPU s and 80 MiB per MB of corpus)",
     )
+    parser.add_argument("--beam_repeats", default="1,10", help="corpus sizes for the DirectRunner; empty: skip it")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds one tool run may take")
     parser.add_argument("--num_workers", type=int, default=2)
     parser.add_argument("--work_dir", default=None)
@@ -132,10 +158,7 @@ def main():
     rows = []
     ours_1x_output = None
     for repeat in [int(r) for r in args.repeats.split(",")]:
-        corpus = work / f"corpus_x{repeat}.txt"
-        with open(corpus, "wb") as f:
-            for _ in range(repeat):
-                f.write(corpus_text + b"\n")  # blank line: copies are separate documents
+        corpus = write_corpus(work, corpus_text, repeat)
         words = count_words(corpus)
         output = work / f"ours_x{repeat}.tfrecord"
         command = [
@@ -154,16 +177,45 @@ def main():
             ours_1x_output = output
         else:
             os.remove(output)  # gigabytes at 10x and more; only the 1x output is summarized
+    beam_matches = None
+    for repeat in [int(r) for r in args.beam_repeats.split(",") if r]:
+        corpus = write_corpus(work, corpus_text, repeat)
+        output = work / f"beam_x{repeat}" / "out.tfrecord"
+        mode = "in_memory" if args.num_workers == 1 else "multi_processing"
+        command = [
+            sys.executable,
+            "-m",
+            "tfrecords_tools.create_pretraining_data",
+            f"--input_file={corpus}",
+            f"--output_file={output}",
+            f"--vocab_file={args.vocab_file}",
+            "--runner=DirectRunner",
+            f"--num_output_shards={args.num_workers}",
+            f"--beam_pipeline_options=direct_num_workers={args.num_workers},direct_running_mode={mode}",
+        ] + FLAGS
+        seconds, cpu, peak, load, _ = measure(command, env, args.timeout)
+        rows.append(
+            (
+                f"bert_tf on Beam's DirectRunner, {args.num_workers} workers",
+                repeat,
+                count_words(corpus),
+                seconds,
+                cpu,
+                peak,
+                load,
+            )
+        )
+        print(rows[-1], flush=True)
+        if repeat == 1 and ours_1x_output is not None:
+            beam_matches = same_records([str(ours_1x_output)], sorted(str(p) for p in output.parent.iterdir()))
+        shutil.rmtree(output.parent)
 
     original_summary = ours_summary = None
     if args.reference_dir:
         script = prepare_reference(args.reference_dir, work)
         env_original = dict(env, PYTHONPATH=str(script.parent))
         for repeat in [int(r) for r in args.reference_repeats.split(",")]:
-            corpus = work / f"corpus_x{repeat}.txt"
-            with open(corpus, "wb") as f:
-                for _ in range(repeat):
-                    f.write(corpus_text + b"\n")
+            corpus = write_corpus(work, corpus_text, repeat)
             output = work / f"original_x{repeat}.tfrecord"
             command = [
                 sys.executable,
@@ -208,7 +260,13 @@ def main():
             f"{cpu:.1f} | {words / cpu:,.0f} | {peak / 2**20:,.0f} | {load:.1f} |"
         )
     original = [r for r in rows if r[0].startswith("google")]
-    ours = [r for r in rows if not r[0].startswith("google")]
+    ours = [r for r in rows if r[0].startswith("bert_tf (ours)")]
+    if beam_matches is not None:
+        lines.append("")
+        lines.append(
+            "DirectRunner, 1x corpus: the same multiset of records as the local writer: "
+            f"{'yes' if beam_matches else 'NO'}."
+        )
     if original and ours:
         # The original's rate is steady (its start-up is a few seconds of
         # minutes); ours has a fixed start-up (importing TensorFlow, setting up

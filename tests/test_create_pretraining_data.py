@@ -509,7 +509,10 @@ def test_chunks_are_cut_between_documents(tmp_path):
     documents = [[f"doc {d} sentence {s}." for s in range(1 + d % 7)] for d in range(60)]
     first.write_text("\n\n".join("\n".join(d) for d in documents[:40]))  # no final newline
     second.write_text("\n\n".join("\n".join(d) for d in documents[40:]) + "\n")
-    chunks = list(text_corpus.iter_chunks([str(first), str(second)], chunk_bytes=200))
+    indexed = list(text_corpus.iter_chunks([str(first), str(second)], chunk_bytes=200))
+    indices = [index for index, _ in indexed]
+    assert indices == sorted(set(indices))
+    chunks = [chunk for _, chunk in indexed]
     assert len(chunks) > 5
     seen = []
     for chunk in chunks:
@@ -523,9 +526,37 @@ def test_chunks_are_cut_between_documents(tmp_path):
     # A corpus without blank lines is still cut, at line boundaries, with bounded chunks.
     one_document = tmp_path / "long.txt"
     one_document.write_text("".join(f"sentence number {i}.\n" for i in range(2000)))
-    chunks = list(text_corpus.iter_chunks([str(one_document)], chunk_bytes=1000))
+    chunks = [chunk for _, chunk in text_corpus.iter_chunks([str(one_document)], chunk_bytes=1000)]
     assert len(chunks) > 5 and max(len(c) for c in chunks) <= 4 * 1000 + 100
     assert b"".join(chunks).replace(b"\n\n", b"\n") == one_document.read_bytes()
+
+
+def test_any_chunk_is_cut_alone_as_in_the_sequence(tmp_path):
+    """`chunk_span` of one index (what a Beam worker computes) is the chunk `iter_chunks` yields at that index."""
+    rng = random.Random(7)
+    files = []
+    for f in range(4):
+        lines = []
+        for _ in range(rng.randrange(0, 60)):
+            kind = rng.random()
+            lines.append("" if kind < 0.2 else " \t" if kind < 0.25 else "w" * rng.randrange(1, 90))
+        path = tmp_path / f"f{f}.txt"
+        path.write_text("\n".join(lines) + ("\n" if f % 2 else ""))
+        files.append(str(path))
+    layout = text_corpus.corpus_layout(files)
+    contents = [pathlib.Path(p).read_bytes() for p in files]
+    # Each file, a newline added if it lacks its last one, then a blank line.
+    stream = b"".join(c + b"\n" * (bool(c) and not c.endswith(b"\n")) + b"\n" for c in contents)
+    for chunk_bytes in (1, 7, 50, 333, 10**6):
+        sequence = list(text_corpus.iter_chunks(files, chunk_bytes, layout))
+        assert b"".join(chunk for _, chunk in sequence) == stream
+        reader = text_corpus.CorpusReader(layout)
+        alone = []
+        for index in range(text_corpus.num_chunk_slots(reader, chunk_bytes)):
+            begin, end = text_corpus.chunk_span(reader, index, chunk_bytes)
+            if end > begin:
+                alone.append((index, reader.read(begin, end)))
+        assert alone == sequence
 
 
 def _reference_truncation(a_length, b_length, max_tokens):

@@ -18,6 +18,11 @@ Beyond the original: `--sentence_task=sop` (ALBERT's sentence order, label featu
 `sentence_order_labels`) or `none` (RoBERTa's full sentences, no label feature), and
 `--masking=whole_word|span` (SpanBERT's spans); docs/pretraining_objectives.md.
 
+Beyond one machine: `--runner=DataflowRunner|FlinkRunner|SparkRunner|DirectRunner` runs the same chunks as
+an Apache Beam pipeline (`bert_tf.pretraining_data.beam_pipeline`; `pip install 'bert_tf[beam]'`) with
+the same records as the local run, `--beam_pipeline_options` passing the runner's options
+(docs/pretraining.md, "At scale").
+
 Input: one sentence per line, a blank line between documents, UTF-8
 (`bert_tf_prepare_corpus` turns plain text into it and holds out documents).
 
@@ -49,12 +54,16 @@ Differences from the original:
   piece across [SEP].
 """
 
+import logging as std_logging
+
 from absl import flags, logging
 
 from bert_tf import cli
 from bert_tf.pretraining_data import instance_workers, instances, text_corpus, writer
 
 FLAGS = flags.FLAGS
+# "local", then Beam's runners (any other runner's class path works through the library function).
+RUNNERS = ["local", "DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner", "PrismRunner"]
 
 
 def define_flags():
@@ -108,6 +117,20 @@ def define_flags():
     )
 
     flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores). Does not change the output.")
+    flags.DEFINE_enum(
+        "runner",
+        "local",
+        RUNNERS,
+        "local: this machine's --num_workers processes. A Beam runner runs the same chunks as an Apache Beam "
+        "pipeline with the same records (pip install 'bert_tf[beam]'); --output_file is then one path, sharded "
+        "by --num_output_shards.",
+    )
+    flags.DEFINE_list(
+        "beam_pipeline_options",
+        [],
+        "With a Beam --runner: its pipeline options as key=value pairs, comma-separated, e.g. "
+        "project=my-project,region=us-central1,temp_location=gs://bucket/tmp,setup_file=./setup.py",
+    )
     flags.DEFINE_integer(
         "num_output_shards",
         None,
@@ -127,6 +150,38 @@ def define_flags():
     )
     flags.DEFINE_bool("skip_invalid_utf8", False, "Skip (and count) lines that are not valid UTF-8 instead of failing.")
     flags.DEFINE_float("progress_seconds", 10.0, "Seconds between progress lines.")
+
+
+def _beam_pipeline():
+    """The Beam pipeline module, or the install command as bad input when Apache Beam is missing."""
+    try:
+        from bert_tf.pretraining_data import beam_pipeline
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] != "apache_beam":
+            raise
+        raise ValueError(f"--runner={FLAGS.runner} needs Apache Beam: pip install 'bert_tf[beam]'") from None
+    return beam_pipeline
+
+
+def _not_a_corpus_error(record) -> bool:
+    return not (record.exc_info and isinstance(record.exc_info[1], text_corpus.CorpusError))
+
+
+def _skip_logged_corpus_errors() -> None:
+    """Beam logs a worker's exception with its traceback; a `CorpusError` is bad input, reported in one line."""
+    for name in ("apache_beam.runners.common", "apache_beam.runners.worker.bundle_processor"):
+        std_logging.getLogger(name).addFilter(_not_a_corpus_error)  # once: the same filter is not added twice
+
+
+def _beam_arguments() -> list[str]:
+    """--beam_pipeline_options as Beam's flags (`a=1,b` -> `["--a=1", "--b"]`), once the runner's flags are checked."""
+    if FLAGS.beam_pipeline_options and FLAGS.runner == "local":
+        raise ValueError("--beam_pipeline_options needs a Beam --runner (it is local)")
+    if FLAGS.runner != "local" and FLAGS.num_workers is not None:
+        raise ValueError(f"--num_workers is for --runner=local; {FLAGS.runner}'s workers are set by its own options")
+    if FLAGS.runner != "local" and "," in FLAGS.output_file:
+        raise ValueError(f"--runner={FLAGS.runner} writes one --output_file, sharded by --num_output_shards")
+    return [f"--{option.strip().lstrip('-')}" for option in FLAGS.beam_pipeline_options if option.strip()]
 
 
 def _masking() -> str:
@@ -157,23 +212,40 @@ def main(argv):
     config.validate()
     if FLAGS.chunk_mb <= 0:
         raise ValueError(f"--chunk_mb={FLAGS.chunk_mb} must be > 0")
+    beam_arguments = _beam_arguments()
+    beam_pipeline = _beam_pipeline() if FLAGS.runner != "local" else None
     input_files = text_corpus.resolve_input_files(FLAGS.input_file)
     output_files = writer.resolve_output_files(FLAGS.output_file, FLAGS.num_output_shards)
+    common = dict(
+        vocab_file=FLAGS.vocab_file,
+        config=config,
+        do_lower_case=FLAGS.do_lower_case,
+        seed=FLAGS.seed,
+        chunk_bytes=max(1, int(FLAGS.chunk_mb * (1 << 20))),
+        compression=None if FLAGS.compression == "NONE" else FLAGS.compression,
+        skip_invalid_utf8=FLAGS.skip_invalid_utf8,
+    )
+    if beam_pipeline:
+        _skip_logged_corpus_errors()
+        # The same checks of the vocabulary and the arguments; the corpus is read by the workers.
+        beam_pipeline.write_pretraining_data_with_beam(
+            input_files,
+            FLAGS.output_file,
+            len(output_files),
+            runner=FLAGS.runner,
+            pipeline_args=beam_arguments,
+            **common,
+        )
+        return
     # The writer checks the vocabulary and the corpus before it logs anything: bad input prints only
     # the one error line.
     try:
         writer.write_pretraining_data(
             input_files=input_files,
             output_files=output_files,
-            vocab_file=FLAGS.vocab_file,
-            config=config,
-            do_lower_case=FLAGS.do_lower_case,
-            seed=FLAGS.seed,
             num_workers=FLAGS.num_workers,
-            chunk_bytes=max(1, int(FLAGS.chunk_mb * (1 << 20))),
-            compression=None if FLAGS.compression == "NONE" else FLAGS.compression,
-            skip_invalid_utf8=FLAGS.skip_invalid_utf8,
             progress_seconds=FLAGS.progress_seconds,
+            **common,
         )
     except instance_workers.HelperError as e:
         if e.exit_status is None:

@@ -10,7 +10,8 @@ is `tfrecords_tools/create_pretraining_data.py`). Modules: `text_corpus`
 the random draws of a chunk), `example_encoder` (numpy -> serialized
 `tf.train.Example`s without TensorFlow), `instance_workers` (the helper
 processes that make and serialize instances) and `writer` (tokenizes with the
-in-graph tokenizer and writes the shards). Importing any of them loads neither
+in-graph tokenizer and writes the shards); `beam_pipeline` runs the same chunks
+on Apache Beam (the `beam` extra). Importing any of them loads neither
 TensorFlow nor Keras; only the writer's process loads TensorFlow, when it
 tokenizes and writes (tests/test_tensorflow_startup.py,
 tests/test_instance_workers.py).

@@ -6,6 +6,7 @@ also ends a document (the original let a file's last document run on into the
 next file).
 """
 
+import bisect
 import dataclasses
 import re
 from collections.abc import Iterator, Sequence
@@ -93,11 +94,7 @@ def scan_corpus(files: Sequence[str], skip_invalid_utf8: bool) -> CorpusScan:
                 if not skip_invalid_utf8:
                     bad_line = line_number + block.count(b"\n", 0, error.start) + 1
                     column = error.start - (block.rfind(b"\n", 0, error.start) + 1)
-                    raise CorpusError(
-                        f"{path}:{bad_line}: not valid UTF-8 ({error.reason} at "
-                        f"byte {column} of the line). Fix the file or pass "
-                        "--skip_invalid_utf8 to skip such lines."
-                    ) from None
+                    raise invalid_utf8_error(path, bad_line, error.reason, column) from None
             if text is None:
                 decoded = []
                 for i, line in enumerate(block.split(b"\n")[:-1]):
@@ -110,43 +107,198 @@ def scan_corpus(files: Sequence[str], skip_invalid_utf8: bool) -> CorpusScan:
             scan.num_lines += lines_in_block
             line_number += lines_in_block
     if scan.num_text_lines == 0:
-        raise CorpusError(
-            f"--input_file: the corpus is empty: {len(files)} file(s) "
-            f"({', '.join(files[:3])}{', ...' if len(files) > 3 else ''}) have "
-            "no non-blank line."
-        )
+        raise empty_corpus_error(files)
     return scan
 
 
-def iter_chunks(files: Sequence[str], chunk_bytes: int) -> Iterator[bytes]:
-    """Yields the corpus as chunks of about `chunk_bytes`, cut between documents.
+def invalid_utf8_error(path: str, line: int, reason: str, column: int) -> CorpusError:
+    return CorpusError(
+        f"{path}:{line}: not valid UTF-8 ({reason} at byte {column} of the line). Fix the file or pass "
+        "--skip_invalid_utf8 to skip such lines."
+    )
+
+
+def empty_corpus_error(files: Sequence[str]) -> CorpusError:
+    return CorpusError(
+        f"--input_file: the corpus is empty: {len(files)} file(s) "
+        f"({', '.join(files[:3])}{', ...' if len(files) > 3 else ''}) have no non-blank line."
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusLayout:
+    """The corpus as one byte stream: each file, ended by a newline if it lacks one, then a blank line.
+
+    Chunks are cut from this stream (`chunk_span`); the sizes and last bytes
+    of the files are all it takes to place a file in it, so any process can
+    find any chunk without reading the files before it.
+    """
+
+    files: tuple[str, ...]
+    sizes: tuple[int, ...]  # bytes of each file
+    ends_with_newline: tuple[bool, ...]  # an empty file counts as ending in one
+
+    @property
+    def stream_sizes(self) -> list[int]:
+        return [size + (not ends) + 1 for size, ends in zip(self.sizes, self.ends_with_newline)]
+
+    @property
+    def num_bytes(self) -> int:
+        """Bytes of text, the newlines added to unterminated files included (`CorpusScan.num_bytes`)."""
+        return sum(self.stream_sizes) - len(self.files)
+
+
+def corpus_layout(files: Sequence[str], num_threads: int = 16) -> CorpusLayout:
+    """Sizes and last bytes of `files` (local or gs://), fetched `num_threads` at a time."""
+    import concurrent.futures
+
+    import tensorflow as tf
+
+    def describe(path):
+        size = tf.io.gfile.stat(path).length
+        if size == 0:
+            return size, True
+        with tf.io.gfile.GFile(path, "rb") as f:
+            f.seek(size - 1)
+            return size, f.read(1) == b"\n"
+
+    with concurrent.futures.ThreadPoolExecutor(max(1, min(num_threads, len(files)))) as pool:
+        described = list(pool.map(describe, files))
+    return CorpusLayout(tuple(files), tuple(d[0] for d in described), tuple(d[1] for d in described))
+
+
+class CorpusReader:
+    """Reads byte ranges of a `CorpusLayout`'s stream, keeping the last file it read open."""
+
+    def __init__(self, layout: CorpusLayout):
+        self.layout = layout
+        self.starts = [0]
+        for size in layout.stream_sizes:
+            self.starts.append(self.starts[-1] + size)
+        self.size = self.starts[-1]
+        self._open_index = None
+        self._open_file = None
+
+    def locate(self, position: int) -> tuple[int, int]:
+        """(file index, offset in that file) of a stream position."""
+        index = bisect.bisect_right(self.starts, position) - 1
+        return index, position - self.starts[index]
+
+    def read(self, begin: int, end: int) -> bytes:
+        """The stream's bytes [begin, end) (clipped to the stream)."""
+        parts = []
+        begin, end = max(begin, 0), min(end, self.size)
+        while begin < end:
+            index, offset = self.locate(begin)
+            file_size = self.layout.sizes[index]
+            take = min(end - begin, self.starts[index + 1] - begin)
+            if offset < file_size:
+                take = min(take, file_size - offset)
+                parts.append(self._read_file(index, offset, take))
+            else:  # the added newlines
+                parts.append(b"\n" * take)
+            begin += take
+        return b"".join(parts)
+
+    def _read_file(self, index: int, offset: int, length: int) -> bytes:
+        import tensorflow as tf
+
+        if self._open_index != index:
+            self.close()
+            self._open_file = tf.io.gfile.GFile(self.layout.files[index], "rb")
+            self._open_index = index
+        self._open_file.seek(offset)
+        data = self._open_file.read(length)
+        if len(data) != length:
+            raise CorpusError(f"{self.layout.files[index]}: the file changed while it was read")
+        return data
+
+    def invalid_utf8_error(self, position: int, reason: str) -> CorpusError:
+        """The error `scan_corpus` raises (file, line, column) for a bad byte at a stream position."""
+        index, offset = self.locate(position)
+        before = self._read_file(index, 0, offset)
+        line_start = before.rfind(b"\n") + 1
+        return invalid_utf8_error(self.layout.files[index], before.count(b"\n") + 1, reason, offset - line_start)
+
+    def close(self) -> None:
+        if self._open_file is not None:
+            self._open_file.close()
+        self._open_index = self._open_file = None
+
+
+# The first bytes searched for a blank line after a cut point; the search widens up to
+# _MAX_CHUNKS_PER_DOCUMENT - 1 chunks.
+_SEARCH_BYTES = 1 << 16
+
+
+def find_cut(reader: CorpusReader, position: int, chunk_bytes: int) -> int:
+    """The stream position where the chunk boundary nearest after `position` falls.
+
+    The end of the first blank line that starts at `position - 1` or later and
+    ends within `(_MAX_CHUNKS_PER_DOCUMENT - 1) * chunk_bytes` bytes; without
+    one (a long document), the end of the line holding byte `position - 1`.
+    It depends only on the bytes from `position - 1` on, so it is the same in
+    every process; 0 and the stream's end are their own cuts.
+    """
+    if position <= 0:
+        return 0
+    if position >= reader.size:
+        return reader.size
+    begin = position - 1
+    window_end = min(reader.size, begin + (_MAX_CHUNKS_PER_DOCUMENT - 1) * chunk_bytes + 1)
+    length = min(_SEARCH_BYTES, window_end - begin)
+    while True:
+        data = reader.read(begin, begin + length)
+        match = _DOCUMENT_BREAK.search(data)
+        if match:  # the leftmost in the window: a blank line cut by the read's end holds the only newline after it
+            return begin + match.end()
+        if begin + length >= window_end:
+            break
+        length = min(2 * length, window_end - begin)
+    newline = data.find(b"\n")
+    while newline < 0:  # a line longer than the window; the stream ends with a newline
+        length *= 2
+        data = reader.read(begin, begin + length)
+        newline = data.find(b"\n")
+    return begin + newline + 1
+
+
+def num_chunk_slots(reader: CorpusReader, chunk_bytes: int) -> int:
+    """Chunk indices of the corpus: one per `chunk_bytes` of stream (some chunks are empty)."""
+    return -(-reader.size // chunk_bytes)
+
+
+def chunk_span(reader: CorpusReader, index: int, chunk_bytes: int) -> tuple[int, int]:
+    """Stream range [begin, end) of chunk `index`: between the cuts after `index` and `index + 1` chunk sizes.
+
+    Empty (begin >= end) when a document longer than a chunk swallowed the
+    index. The spans of all indices cover the stream once, in order.
+    """
+    return find_cut(reader, index * chunk_bytes, chunk_bytes), find_cut(reader, (index + 1) * chunk_bytes, chunk_bytes)
+
+
+def iter_chunks(
+    files: Sequence[str], chunk_bytes: int, layout: CorpusLayout | None = None
+) -> Iterator[tuple[int, bytes]]:
+    """Yields (chunk index, text) of the corpus's chunks of about `chunk_bytes`, cut between documents.
 
     Each chunk is whole lines; a chunk ends after a blank line (or at a file
     end). A document longer than a few chunks is cut at a line boundary.
     Files are separated by a blank line, so no document spans two files.
+    Chunk boundaries depend on the bytes around each multiple of
+    `chunk_bytes` only (`chunk_span`), so a distributed runner cuts the same
+    chunks, with the same indices, from any byte range of the corpus. The
+    indices increase; an index whose chunk is empty is skipped.
     """
     if chunk_bytes < 1:
         raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}")
-    hard_limit = _MAX_CHUNKS_PER_DOCUMENT * chunk_bytes
-    pending = bytearray()
-
-    def cut_ready(final: bool):
-        while len(pending) >= chunk_bytes or (final and pending):
-            match = _DOCUMENT_BREAK.search(pending, max(chunk_bytes - 1, 0))
-            if match:
-                cut = match.end()
-            elif len(pending) >= hard_limit:
-                cut = pending.index(b"\n", chunk_bytes - 1) + 1
-            elif final:
-                cut = len(pending)
-            else:
-                return
-            yield bytes(pending[:cut])
-            del pending[:cut]
-
-    for path in files:
-        for block in _iter_line_blocks(path):
-            pending += block
-            yield from cut_ready(final=False)
-        pending += b"\n"  # the file's end ends its last document
-    yield from cut_ready(final=True)
+    reader = CorpusReader(layout or corpus_layout(files))
+    try:
+        begin = 0
+        for index in range(num_chunk_slots(reader, chunk_bytes)):
+            end = find_cut(reader, (index + 1) * chunk_bytes, chunk_bytes)  # begin is this index's own cut
+            if end > begin:
+                yield index, reader.read(begin, end)
+            begin = end
+    finally:
+        reader.close()

@@ -280,7 +280,7 @@ def write_pretraining_data(
     from bert_tf.data import pretraining_features  # TensorFlow: the reader's feature specs live beside the names
 
     start_time = time.time()
-    vocab = _check_arguments(input_files, output_files, vocab_file, config, compression)
+    vocab = check_arguments(input_files, output_files, vocab_file, config, compression)
     scan = text_corpus.scan_corpus(input_files, skip_invalid_utf8)
     num_workers = num_workers or default_num_workers()
     if num_workers < 1:
@@ -342,7 +342,7 @@ def write_pretraining_data(
     return summary
 
 
-def _check_arguments(input_files, output_files, vocab_file, config, compression) -> instances.VocabInfo:
+def check_arguments(input_files, output_files, vocab_file, config, compression) -> instances.VocabInfo:
     """Refuses bad arguments before anything is read or written; returns the vocabulary's `VocabInfo`."""
     config.validate()
     if compression not in (None, "", "GZIP"):
@@ -386,7 +386,7 @@ def _process_chunks(input_files, chunk_bytes, tokenize, skip_invalid_utf8, build
     pending = collections.deque()  # (tokenization stats, result or future of the records, helper), in chunk order
     # Written as soon as they are done; at most this many wait, which bounds memory.
     max_pending = helpers.max_in_flight * len(helpers) + 1 if helpers else 1
-    for index, data in enumerate(text_corpus.iter_chunks(input_files, chunk_bytes)):
+    for index, data in text_corpus.iter_chunks(input_files, chunk_bytes):
         chunk, token_stats = tokenize_chunk(data, tokenize, skip_invalid_utf8)
         # While this process tokenizes the next chunk, a helper builds this one; when
         # they are all busy, this process builds it. Who builds a chunk does not change it.
