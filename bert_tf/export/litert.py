@@ -104,7 +104,9 @@ class LiteRTClassifierModule(tf.Module):
             lower_case_nfd_strip_accents=bool(lower_case),
         )
         ids = {token: i for i, token in enumerate(vocab)}
-        self._cls, self._sep, self._pad = (ids[t] for t in (vocab_lib.CLS_TOKEN, vocab_lib.SEP_TOKEN, vocab_lib.PAD_TOKEN))
+        self._cls, self._sep, self._pad = (
+            ids[t] for t in (vocab_lib.CLS_TOKEN, vocab_lib.SEP_TOKEN, vocab_lib.PAD_TOKEN)
+        )
         self.regression = label_list is None
         self.seq_length = int(seq_length)
         self.sentence_pair = bool(sentence_pair)
@@ -191,6 +193,27 @@ def convert(module: LiteRTClassifierModule, config: LiteRTConfig) -> bytes:
         return converter.convert()
 
 
+def calibration_texts(task_config: dict, train_file: str, count: int, seed: int = 0) -> tuple:
+    """`count` texts (or (text, text_b) pairs) drawn at random from the fine-tuning `train_file`.
+
+    The file is read as fine-tuning read it: the columns and format recorded in the directory's task_config.json.
+    Errors name the file and line (`bert_tf.errors.DataError`).
+    """
+    from bert_tf.data.finetuning_data import TextExamplesReader
+    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+
+    recorded = {k: v for k, v in (task_config.get("data") or {}).items() if k in _TEXT_DATA_SETTINGS}
+    data = FinetuningDataConfig(train_file=train_file, **recorded)
+    pairs = bool(task_config.get("sentence_pair"))
+    reader = TextExamplesReader(task_config["task"], data, pairs=pairs, regression=task_config["task"] == "regression")
+    examples = reader.read("predict", train_file)
+    chosen = np.random.default_rng(seed).permutation(len(examples))[:count]
+    return tuple((examples[i].text_a, examples[i].text_b) if pairs else examples[i].text_a for i in sorted(chosen))
+
+
+_TEXT_DATA_SETTINGS = ("text_a_column", "text_b_column", "file_format", "has_header")
+
+
 def _representative_dataset(texts, sentence_pair):
     def generate():
         for example in texts:
@@ -240,3 +263,101 @@ def required_ops(model: bytes) -> list[str]:
         else:
             ops.add(names[builtin])
     return sorted(ops)
+
+
+# --- from a fine-tuned model directory (`bert_tf.export.exporter.export_model_dir`) ------------------------------
+
+
+def export_litert(
+    classifier,
+    task_config: dict,
+    vocab_file: str,
+    lower_case: bool,
+    path: str,
+    config: LiteRTConfig,
+    saved_model: str | None = None,
+) -> str:
+    """Writes `path/classifier.tflite`, `required_ops.txt` and `task_config.json`; returns what was checked.
+
+    Args:
+      classifier: the fine-tuned Keras `BertClassifier` (float32).
+      task_config: the directory's task_config.json (labels, `max_seq_length`, `sentence_pair`).
+      vocab_file, lower_case: the model's vocabulary and casing.
+      path: the directory to create.
+      config: the LiteRT form.
+      saved_model: the servable classifier SavedModel to compare with (`verify_litert`); None: no check.
+
+    Raises:
+      ValueError: the model needs a Flex op, or it does not reproduce `saved_model`.
+    """
+    from bert_tf import file_io
+    from bert_tf.tokenization.vocab import load_vocab
+
+    module = LiteRTClassifierModule(
+        classifier,
+        load_vocab(vocab_file),
+        lower_case,
+        task_config.get("label_list"),
+        int(task_config["max_seq_length"]),
+        bool(task_config.get("sentence_pair")),
+    )
+    model = convert(module, config)
+    ops = required_ops(model)
+    flex = [op for op in ops if op.startswith("Flex")]
+    if flex:
+        raise ValueError(f"The LiteRT classifier needs Flex (TF Select) ops {flex}; a phone build would not run it.")
+    os.makedirs(path, exist_ok=True)
+    model_path = os.path.join(path, MODEL_NAME)
+    with open(model_path, "wb") as f:
+        f.write(model)
+    file_io.write_text(os.path.join(path, REQUIRED_OPS_NAME), _ops_listing(ops))
+    file_io.write_json(os.path.join(path, "task_config.json"), task_config)
+    what = f"LiteRT {config.form} {MODEL_NAME} ({len(model) / 2**20:.1f} MiB, no Flex ops)"
+    if saved_model is None:
+        return what
+    return f"{what}: {verify_litert(model_path, saved_model, vocab_file, lower_case, config.form)}"
+
+
+def _ops_listing(ops: list[str]) -> str:
+    custom = [op for op in ops if not op.isupper()]
+    builtin = [op for op in ops if op.isupper()]
+    return (
+        "# TF Text custom ops (tensorflow_text's TFLite registrar; on a phone, TF Text's LiteRT op library):\n"
+        + "".join(f"{op}\n" for op in custom)
+        + "# LiteRT built-in ops (a selective build needs these):\n"
+        + "".join(f"{op}\n" for op in builtin)
+    )
+
+
+def verify_litert(model_path: str, saved_model: str, vocab_file: str, lower_case: bool, form: str) -> str:
+    """Runs `model_path` in the LiteRT interpreter on the export check's texts; compares with `saved_model`.
+
+    The packed ids must equal the in-graph preprocessor's; float32 scores must be within `FLOAT32_TOLERANCE` of
+    the SavedModel's with the same labels (the int8 forms' differences are reported). Returns one line.
+    """
+    from bert_tf.export.exporter import VERIFY_TEXTS
+    from bert_tf.tokenization import BertPreprocessor
+
+    signature = tf.saved_model.load(saved_model).signatures["serving_default"]
+    pair = "text_b" in signature.structured_input_signature[1]
+    texts = list(VERIFY_TEXTS)
+    text_b = texts[::-1] if pair else None
+    inputs = {"text": tf.constant(texts)} | ({"text_b": tf.constant(text_b)} if pair else {})
+    expected = {name: value.numpy() for name, value in signature(**inputs).items()}
+    got = run(interpreter(model_path).get_signature_runner("serving_default"), texts, text_b)
+    seq_length = got["input_word_ids"].shape[1]
+    preprocessor = BertPreprocessor(vocab_file, lower_case=lower_case, default_seq_length=seq_length)
+    packed = preprocessor.bert_pack_inputs([preprocessor.tokenize(t) for t in inputs.values()])
+    if not np.array_equal(got["input_word_ids"], packed["input_word_ids"].numpy()):
+        raise ValueError(
+            f"The LiteRT classifier {model_path} tokenizes the check's texts otherwise than the preprocessor."
+        )
+    diff = float(np.max(np.abs(got["scores"] - expected["scores"])))
+    same = "label_id" not in got or np.array_equal(got["label_id"], expected["label_id"])
+    if form == "float32" and (diff > FLOAT32_TOLERANCE or not same):
+        raise ValueError(
+            f"The LiteRT classifier {model_path} does not reproduce the SavedModel classifier "
+            f"(max |difference| of the scores {diff:.3g} > {FLOAT32_TOLERANCE:g}, same labels: {same})."
+        )
+    agreement = "same labels" if same else "some labels differ"
+    return f"{len(texts)} texts: the preprocessor's ids, scores within {diff:.1e} of the SavedModel's, {agreement}"
