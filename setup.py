@@ -32,6 +32,7 @@ EXTRAS_REQUIRE = {
         "nbclient",
         "nbformat",
         "ipykernel",
+        "ai-edge-litert==2.3.0",  # the LiteRT interpreter that runs the --litert classifier (with TF Text's ops)
         "ruff==0.17.6",  # the code style (ruff.toml), checked by tests/test_code_style.py
     ],
     "benchmarks": [

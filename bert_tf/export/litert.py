@@ -41,12 +41,13 @@ REQUIRED_OPS_NAME = "required_ops.txt"
 FORMS = ("float32", "dynamic_int8", "full_int8")
 # What the fast tokenizer does otherwise than the in-graph one (docs/export_and_serving.md, "On a device").
 TOKENIZER_DIFFERENCES = (
-    "control and format characters (BEL, ESC, DEL, NEL, form feed, zero-width joiners, soft hyphen) split words "
-    "instead of being deleted",
+    "control and format characters (BEL, ESC, DEL, NEL, form feed, zero-width joiners, soft hyphen, BOM) split "
+    "words instead of being deleted",
     "U+FFFD, private-use and unassigned code points become [UNK] instead of being deleted",
-    "uncased: compatibility forms are decomposed (full-width letters, ligatures, fractions, superscripts, "
-    "'…' -> '...', 'ß' -> 'ss') and a final capital sigma lower-cases to 'σ'",
-    "words of more than 100 bytes (not characters) become [UNK]",
+    "uncased: compatibility forms are decomposed too (full-width letters, ligatures, fractions, superscripts, "
+    "'…' -> '...', 'ß' -> 'ss'), and a final capital sigma lower-cases to 'σ', not 'ς'",
+    "cased: no NFC normalization (U+037E GREEK QUESTION MARK stays itself instead of becoming ';')",
+    "words of more than 100 bytes, not characters, become [UNK] (the same on ASCII words)",
 )
 # Float32 LiteRT against the SavedModel: the kernels differ (fused, reordered), not the arithmetic's precision.
 FLOAT32_TOLERANCE = 1e-4
