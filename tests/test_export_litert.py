@@ -118,6 +118,19 @@ def test_cli_writes_a_float32_classifier_that_equals_the_saved_model(classifier_
     batch = runner(text=np.array(TEXTS, object))
     np.testing.assert_allclose(batch["scores"], got["scores"], atol=1e-6)
 
+    # The guide's example, as written, on this export.
+    exec(compile(_guide_example().replace("runs/sst_export", str(export_dir)), "guide", "exec"), {})
+    label, scores = capsys.readouterr().out.split(" ", 1)
+    expected_label = LABELS[int(expected["label_id"][TEXTS.index("Great taste, great price.")])]
+    assert label == expected_label and scores.strip().startswith("[") and scores.strip().endswith("]")
+
+
+def _guide_example():
+    """The Python block of docs/export_and_serving.md's "On a device" section."""
+    with open(os.path.join(export_fixtures.REPO_ROOT, "docs", "export_and_serving.md"), encoding="utf-8") as f:
+        section = f.read().split("## On a device", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
 
 def _keras_outputs(model, model_dir, label_list, texts, text_b=None):
     """The servable classifier's outputs (`ClassifierModule`, which the SavedModel reproduces) from the Keras model."""

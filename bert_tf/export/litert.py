@@ -225,9 +225,9 @@ def _representative_dataset(texts, sentence_pair):
 
 
 def _registerers() -> list:
-    from tensorflow_text.core.pybinds import tflite_registrar
+    import tensorflow_text
 
-    return list(tflite_registrar.SELECT_TFTEXT_OPS)
+    return list(tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS)
 
 
 def interpreter(model, num_threads: int | None = None):
