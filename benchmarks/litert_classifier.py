@@ -238,7 +238,7 @@ def _size_mb(path: str) -> float:
 
 def table(paths, rows, latencies, num_examples) -> list:
     settings = list(latencies)
-    headers = ["size MB", "accuracy", "max |Δscore| vs SavedModel", "labels = SavedModel's", "ids = preprocessor's"]
+    headers = ["size MB", "accuracy", "max Δscore vs SavedModel", "labels = SavedModel's", "ids = preprocessor's"]
     headers += [f"ms/text, {s}" for s in settings] + [f"vs SavedModel, {s}" for s in settings]
     columns = [("contender", "<")] + [(header, ">") for header in headers]
     body = []

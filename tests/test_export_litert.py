@@ -14,16 +14,9 @@ from experiments import export as export_cli
 from tests.helpers import export_fixtures
 from tests.helpers.absl_flags import temporary_flags
 
-SEQ_LENGTH = 16
-LABELS = ["negative", "neutral", "positive"]
-# Texts a phone would see, and the awkward ones: empty, accents, CJK, emoji, longer than SEQ_LENGTH.
-TEXTS = export_fixtures.SENTENCES + [
-    "",
-    "Ünïcödé café, naïve déjà-vu!",
-    "日本語のテキスト and 中文 mixed in",
-    "emoji 😀 and ✨ sparkles",
-    "great " * 40,
-]
+SEQ_LENGTH = export_fixtures.CLASSIFIER_SEQ_LENGTH
+LABELS = export_fixtures.CLASSIFIER_LABELS
+TEXTS = export_fixtures.CLASSIFIER_TEXTS
 TOKENIZATION = os.path.join(export_fixtures.REPO_ROOT, "tests", "fixtures", "tokenization")
 
 
@@ -32,48 +25,9 @@ def run_cli(*args):
         export_cli.main(["export"])
 
 
-def _write_classifier_dir(path, label_list, sentence_pair=False, seed=0):
-    """A tiny fine-tuned classification (or regression: `label_list` None) directory, as experiments.finetune
-    writes it."""
-    import keras
-
-    from bert_tf import file_io
-    from bert_tf.checkpoints.model_dir import write_model_dir
-    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
-    from bert_tf.jobs.finetuning_files import task_record
-    from bert_tf.models import BertClassifier, BertEncoder
-    from bert_tf.tasks.classification import ClassificationTask
-
-    tokens = export_fixtures.vocab_from_texts(TEXTS)
-    vocab_file = export_fixtures.write_vocab(tokens, os.path.join(os.path.dirname(path), "vocab.txt"))
-    keras.utils.set_random_seed(seed)
-    model = BertClassifier(BertEncoder(export_fixtures.tiny_config(len(tokens))), num_classes=len(label_list or [0]))
-    model({name: np.zeros((1, 4), np.int32) for name in ("input_word_ids", "input_mask", "input_type_ids")})
-    # A random head 100 times the initializer's scale, so that the texts' scores differ visibly.
-    kernel = model.classifier.dense.kernel
-    kernel.assign(np.random.default_rng(seed).normal(scale=2.0, size=kernel.shape).astype(np.float32))
-    write_model_dir(path, model, vocab_file=vocab_file)
-    task = ClassificationTask(None, SEQ_LENGTH, label_list, sentence_pair=sentence_pair)
-    data = FinetuningDataConfig(text_a_column="text", text_b_column="text_b" if sentence_pair else None)
-    file_io.write_json(os.path.join(path, "task_config.json"), task_record(task, True, data))
-    return path, model
-
-
-def _write_train_tsv(path, sentence_pair=False):
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("text\ttext_b\tlabel\n" if sentence_pair else "text\tlabel\n")
-        for i, text in enumerate(export_fixtures.SENTENCES):
-            f.write(
-                f"{text}\t{export_fixtures.SENTENCES[-1 - i]}\t{LABELS[i % 3]}\n"
-                if sentence_pair
-                else f"{text}\t{LABELS[i % 3]}\n"
-            )
-    return str(path)
-
-
 @pytest.fixture(scope="module")
 def classifier_dir(tmp_path_factory):
-    return _write_classifier_dir(str(tmp_path_factory.mktemp("classifier") / "model"), LABELS)[0]
+    return export_fixtures.write_tiny_classifier_dir(str(tmp_path_factory.mktemp("classifier") / "model"), LABELS)[0]
 
 
 def _saved_model_outputs(saved_model, texts, text_b=None):
@@ -144,9 +98,13 @@ def _keras_outputs(model, model_dir, label_list, texts, text_b=None):
 
 
 def test_pairs_in_full_int8_and_regression_in_dynamic_int8(tmp_path):
-    pair_dir, pair_model = _write_classifier_dir(str(tmp_path / "pairs"), LABELS, sentence_pair=True, seed=1)
+    pair_dir, pair_model = export_fixtures.write_tiny_classifier_dir(
+        str(tmp_path / "pairs"), LABELS, sentence_pair=True, seed=1
+    )
     task_config = json.loads(open(os.path.join(pair_dir, "task_config.json")).read())
-    calibration = litert.calibration_texts(task_config, _write_train_tsv(tmp_path / "train.tsv", True), 5)
+    calibration = litert.calibration_texts(
+        task_config, export_fixtures.write_train_tsv(tmp_path / "train.tsv", True), 5
+    )
     assert len(calibration) == 5 and all(len(pair) == 2 for pair in calibration)
     config = litert.LiteRTConfig("full_int8", calibration)
     vocab_file = os.path.join(pair_dir, "vocab.txt")
@@ -160,7 +118,9 @@ def test_pairs_in_full_int8_and_regression_in_dynamic_int8(tmp_path):
     expected = _keras_outputs(pair_model, pair_dir, LABELS, TEXTS, text_b)
     assert np.max(np.abs(got["scores"] - expected["scores"])) < 0.05  # int8: close, not equal
 
-    regression_dir, regression_model = _write_classifier_dir(str(tmp_path / "regression"), None, seed=2)
+    regression_dir, regression_model = export_fixtures.write_tiny_classifier_dir(
+        str(tmp_path / "regression"), None, seed=2
+    )
     task_config = json.loads(open(os.path.join(regression_dir, "task_config.json")).read())
     vocab_file = os.path.join(regression_dir, "vocab.txt")
     path = str(tmp_path / "regression_litert")
@@ -175,7 +135,7 @@ def test_pairs_in_full_int8_and_regression_in_dynamic_int8(tmp_path):
 
 def test_calibration_texts_are_drawn_from_the_recorded_columns(tmp_path):
     task_config = {"task": "classification", "data": {"text_a_column": "text", "has_header": True}}
-    train_file = _write_train_tsv(tmp_path / "train.tsv")
+    train_file = export_fixtures.write_train_tsv(tmp_path / "train.tsv")
     texts = litert.calibration_texts(task_config, train_file, 3)
     assert len(texts) == 3 and set(texts) <= set(export_fixtures.SENTENCES)
     assert litert.calibration_texts(task_config, train_file, 100) == tuple(export_fixtures.SENTENCES)
@@ -197,7 +157,7 @@ def test_bad_flags_and_directories_are_refused_before_writing(classifier_dir, tm
             f"--model_dir={classifier_dir}",
             f"--export_dir={export_dir}",
             "--litert=full_int8",
-            f"--train_file={_write_train_tsv(tmp_path / 'train.tsv')}",
+            f"--train_file={export_fixtures.write_train_tsv(tmp_path / 'train.tsv')}",
             "--calibration_examples=0",
         )
     with pytest.raises(SystemExit, match="--train_file is for --litert=full_int8"):
