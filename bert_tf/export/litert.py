@@ -200,11 +200,17 @@ def calibration_texts(task_config: dict, train_file: str, count: int, seed: int 
     The file is read as fine-tuning read it: the columns and format recorded in the directory's task_config.json.
     Errors name the file and line (`bert_tf.errors.DataError`).
     """
-    from bert_tf.data.finetuning_data import TextExamplesReader
-    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+    import types
 
-    recorded = {k: v for k, v in (task_config.get("data") or {}).items() if k in _TEXT_DATA_SETTINGS}
-    data = FinetuningDataConfig(train_file=train_file, **recorded)
+    from bert_tf.data.finetuning_data import TextExamplesReader
+
+    recorded = task_config.get("data") or {}
+    # The reader takes any object with the data config's fields (jobs/ is above export/).
+    data = types.SimpleNamespace(
+        tfds_name=None, tfds_data_dir=None, label_column=None, text_a_column=None, text_b_column=None
+    )
+    data.file_format, data.has_header = None, True
+    vars(data).update({k: v for k, v in recorded.items() if k in _TEXT_DATA_SETTINGS})
     pairs = bool(task_config.get("sentence_pair"))
     reader = TextExamplesReader(task_config["task"], data, pairs=pairs, regression=task_config["task"] == "regression")
     examples = reader.read("predict", train_file)
