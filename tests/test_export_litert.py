@@ -1,6 +1,8 @@
 """`experiments.export --litert`: a LiteRT classifier that takes raw text, run in the `ai-edge-litert` interpreter."""
 
 import csv
+import doctest
+import io
 import json
 import os
 import unicodedata
@@ -219,3 +221,10 @@ def test_tokenizer_ids_equal_the_in_graph_tokenizers(casing):
     assert [text for text in differing if text not in edge_cases] == []
     assert [text for text in differing if not _documented_difference(text, lower_case)] == []
     assert len(differing) < len(edge_cases) // 4  # most unusual texts still agree
+
+
+def test_the_module_docstring_example_runs():
+    (test,) = doctest.DocTestFinder(recurse=False).find(litert.LiteRTClassifierModule, globs=vars(litert))
+    report = io.StringIO()
+    result = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE).run(test, out=report.write)
+    assert result.attempted >= 5 and result.failed == 0, report.getvalue()

@@ -84,6 +84,20 @@ class LiteRTClassifierModule(tf.Module):
       label_list: label names in id order; None for regression.
       seq_length: the packed length (the fine-tuning `max_seq_length`).
       sentence_pair: whether the model takes `text_b`.
+
+    Example:
+
+    >>> from bert_tf import BertConfig
+    >>> from bert_tf.models import BertClassifier, BertEncoder
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "great", "taste", "##s"]
+    >>> config = BertConfig(vocab_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    ...                     intermediate_size=32)
+    >>> classifier = BertClassifier(BertEncoder(config), num_classes=2)
+    >>> module = LiteRTClassifierModule(classifier, vocab, True, ["bad", "good"], seq_length=8)
+    >>> runner = interpreter(convert(module, LiteRTConfig("float32"))).get_signature_runner()
+    >>> outputs = runner(text=np.array(["Great tastes!"], object))
+    >>> outputs["input_word_ids"].tolist(), outputs["scores"].shape
+    ([[2, 5, 6, 7, 1, 3, 0, 0]], (1, 2))
     """
 
     def __init__(self, classifier, vocab, lower_case, label_list, seq_length, sentence_pair=False):
