@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -206,7 +207,10 @@ def convert(module: LiteRTClassifierModule, config: LiteRTConfig) -> bytes:
             converter.representative_dataset = _representative_dataset(config.calibration_texts, module.sentence_pair)
             # The calibrator runs the model, so it needs TF Text's ops too (a private hook of the converter).
             converter.target_spec._experimental_custom_op_registerers = _registerers()
-        return converter.convert()
+        with warnings.catch_warnings():
+            # The calibrator runs the model in TensorFlow's own (deprecated) interpreter; nothing a user can change.
+            warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated")
+            return converter.convert()
 
 
 def calibration_texts(task_config: dict, train_file: str, count: int, seed: int = 0) -> tuple:
