@@ -32,6 +32,7 @@ EXTRAS_REQUIRE = {
         "nbclient",
         "nbformat",
         "ipykernel",
+        "ai-edge-litert==2.3.0",  # the LiteRT interpreter that runs the --litert classifier (with TF Text's ops)
         "ruff==0.17.6",  # the code style (ruff.toml), checked by tests/test_code_style.py
         "apache-beam==2.77.0",  # tests/test_beam_pipeline.py runs create_pretraining_data on its DirectRunner
     ],

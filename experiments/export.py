@@ -36,19 +36,29 @@ SavedModel with the preprocessing inside. Its `serving_default` signature takes
 
 A server needs TF Text's ops registered (`import tensorflow_text` in Python;
 they are listed in classifier/assets.extra/required_ops.txt, and checked at
-export). With --verify (the default) one line says what was checked: the
+export). With --litert=float32 (or dynamic_int8, or full_int8 calibrated on
+--calibration_examples texts of --train_file) the classifier is also written
+as litert/classifier.tflite, raw text in, the tokenizer inside, for the LiteRT
+interpreter with TF Text's ops (bert_tf.export.litert):
+
+    python -m experiments.export --model_dir=runs/sst --export_dir=runs/sst_export --litert=dynamic_int8
+
+With --verify (the default) one line says what was checked: the
 encoder and the classifier reloaded and compared with the Keras model.
 Casing follows the fine-tuned directory's task_config.json unless
 --do_lower_case is given. The export directory is written atomically; an
 existing one is only replaced with --overwrite. See docs/export_and_serving.md.
 """
 
+import os
 import sys
 
 from absl import flags
 
 from bert_tf import cli
 from bert_tf.errors import BadInputError
+
+FORMS = ("float32", "dynamic_int8", "full_int8")  # bert_tf.export.litert.FORMS, without importing TensorFlow
 
 FLAGS = flags.FLAGS
 
@@ -85,6 +95,23 @@ def define_flags():
         "post-training quantization); outputs stay float32, the masked-LM head is left out; a fine-tuned "
         "classifier is exported in the same form. See docs/distillation.md.",
     )
+    flags.DEFINE_enum(
+        "litert",
+        None,
+        list(FORMS),
+        "Also write the fine-tuned classifier as litert/classifier.tflite in this form: raw text in, the tokenizer "
+        "inside, built-in and TF Text ops only (float32; dynamic_int8: int8 weights; full_int8: int8 weights and "
+        "activations, calibrated on --train_file). See docs/export_and_serving.md, 'On a device'.",
+    )
+    flags.DEFINE_string(
+        "train_file",
+        None,
+        "--litert=full_int8: the fine-tuning training file (its recorded columns and format) the calibration "
+        "texts are drawn from.",
+    )
+    flags.DEFINE_integer(
+        "calibration_examples", 200, "--litert=full_int8: how many training texts calibrate the activations' ranges."
+    )
     flags.DEFINE_bool(
         "verify",
         True,
@@ -116,6 +143,15 @@ def check_flags() -> None:
     from bert_tf.checkpoints.model_source import ModelSource, check_seq_length
 
     check_seq_length(FLAGS.max_seq_length)
+    if FLAGS.litert == "full_int8":
+        if not FLAGS.train_file:
+            raise BadInputError("--litert=full_int8 needs --train_file (the calibration texts are drawn from it).")
+        if FLAGS.calibration_examples < 1:
+            raise BadInputError(f"--calibration_examples must be at least 1, got {FLAGS.calibration_examples}.")
+        if not os.path.isfile(FLAGS.train_file):
+            raise BadInputError(f"--train_file: file not found: {FLAGS.train_file}")
+    elif FLAGS.train_file:
+        raise BadInputError("--train_file is for --litert=full_int8's calibration only.")
     ModelSource(
         FLAGS.model_dir, FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case
     ).resolve(need_checkpoint=False)
@@ -131,6 +167,9 @@ def main(argv):
     recorded = read_task_config(FLAGS.model_dir) if FLAGS.model_dir else None
     if recorded and "do_lower_case" in recorded and not FLAGS["do_lower_case"].present:
         lower_case = recorded["do_lower_case"]  # the fine-tuned model's own casing
+    litert = None
+    if FLAGS.litert:
+        litert = _litert_config(recorded)
     if FLAGS.quantize:
         from bert_tf.cpu_features import form_cost_warning
 
@@ -151,15 +190,28 @@ def main(argv):
         overwrite=FLAGS.overwrite,
         verify=FLAGS.verify,
         quantize=FLAGS.quantize,
+        litert=litert,
     )
     print(f"encoder:    {paths['encoder']}")
     print(f"preprocess: {paths['preprocess']}")
     if "classifier" in paths:
         print(f"classifier: {paths['classifier']}")
+    if "litert" in paths:
+        print(f"litert:     {paths['litert']}")
     if paths["verified"]:
         print(f"verified:   {paths['verified']}")
     if FLAGS.quantize:
         print(f"serving:    {SERVING_NEEDS[FLAGS.quantize]}")
+
+
+def _litert_config(task_config):
+    """The LiteRT form of the flags, with full_int8's calibration texts read from --train_file."""
+    from bert_tf.export.litert import LiteRTConfig, calibration_texts
+
+    texts = ()
+    if FLAGS.litert == "full_int8" and task_config:  # without one the export refuses --litert, naming the flag
+        texts = calibration_texts(task_config, FLAGS.train_file, FLAGS.calibration_examples)
+    return LiteRTConfig(form=FLAGS.litert, calibration_texts=texts)
 
 
 def run(argv=None):

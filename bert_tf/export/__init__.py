@@ -9,7 +9,9 @@ The encoder SavedModel works with `hub.KerasLayer(path, trainable=True)`
 `python -m experiments.export --help`), with `load_tfsm_layer(path)` (Keras 3),
 with `tf.saved_model.load` and, through its flat `serving_default` signature,
 with TF Serving. A fine-tuned classifier's directory also gives `classifier/`,
-a servable SavedModel that takes raw text (`bert_tf.export.classifier_module`).
+a servable SavedModel that takes raw text (`bert_tf.export.classifier_module`),
+and with `litert=LiteRTConfig(...)` the same classifier as one LiteRT file with
+the tokenizer inside (`bert_tf.export.litert`).
 """
 
 from bert_tf.export.encoder_module import (

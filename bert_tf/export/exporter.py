@@ -9,6 +9,8 @@ Layout of `export_model_dir(model_dir, export_dir)`:
       classifier/   (a fine-tuned classification or regression directory only) SavedModel: `serving_default`
                     text -> scores, classes, label, label_id (`bert_tf.export.classifier_module`)
         assets.extra/task_config.json, assets.extra/required_ops.txt (the TF Text ops a server must register)
+      litert/       (with `litert=LiteRTConfig(...)`) classifier.tflite: the same classifier for LiteRT, text in
+                    (`bert_tf.export.litert`); required_ops.txt (what a mobile build links), task_config.json
 
 Every directory is assembled under a temporary name beside its destination
 and renamed when complete, so a failed or interrupted export leaves no
@@ -249,6 +251,7 @@ def export_model_dir(
     overwrite: bool = False,
     verify: bool = True,
     quantize: str | None = None,
+    litert=None,
 ) -> dict:
     """Exports a model directory (or explicit checkpoint files) as `encoder/` and `preprocess/`.
 
@@ -267,13 +270,16 @@ def export_model_dir(
       verify: check that the encoder SavedModel reproduces the Keras model.
       quantize: None (float32), "bfloat16" or "int8": the encoder in that inference form
         (`bert_tf.distillation.inference`; its outputs stay float32), without the masked-LM head.
+      litert: a `bert_tf.export.litert.LiteRTConfig`: also write the fine-tuned classifier as
+        `litert/classifier.tflite` in that form (a classification or regression directory only; not with
+        `quantize`, the LiteRT forms are its own).
 
     A fine-tuned classification (or regression) directory, one with the `task_config.json` of
     `experiments.finetune`, also gets `classifier/`: a SavedModel that takes raw text and returns label
     scores and names (`bert_tf.export.classifier_module`).
 
     Returns:
-      {"encoder": path, "preprocess": path, ("classifier": path,) "verified": one line of what `verify`
+      {"encoder": path, "preprocess": path, ("classifier": path, "litert": path,) "verified": one line of what `verify`
       checked (None without it)}.
     """
     from bert_tf.checkpoints import model_dir as model_dir_lib
@@ -306,6 +312,8 @@ def export_model_dir(
     task_config = _read_task_config(model_dir)
     classifier = None
     classifier_tasks = _classifier_tasks()
+    if litert is not None:
+        _check_litert(task_config, classifier_tasks, model_dir, quantize)
     if task_config and task_config.get("task") in classifier_tasks:
         classifier = _restore_classifier(config, task_config, checkpoint, model_dir, use_weights_file)
     elif task_config:
@@ -336,6 +344,14 @@ def export_model_dir(
                     classifier, task_config, vocab_file, lower_case, os.path.join(tmp_dir, CLASSIFIER_SUBDIR), verify
                 )
             )
+        if litert is not None:
+            from bert_tf.export import litert as litert_lib
+
+            saved_model = os.path.join(tmp_dir, CLASSIFIER_SUBDIR) if verify else None
+            path = os.path.join(tmp_dir, litert_lib.LITERT_SUBDIR)
+            checked.append(
+                litert_lib.export_litert(classifier, task_config, vocab_file, lower_case, path, litert, saved_model)
+            )
     export_dir = os.path.abspath(export_dir)
     paths = {
         "encoder": os.path.join(export_dir, ENCODER_SUBDIR),
@@ -343,6 +359,8 @@ def export_model_dir(
     }
     if classifier is not None:
         paths["classifier"] = os.path.join(export_dir, CLASSIFIER_SUBDIR)
+    if litert is not None:
+        paths["litert"] = os.path.join(export_dir, "litert", "classifier.tflite")
     paths["verified"] = "; ".join(checked) if verify else None
     return paths
 
@@ -354,6 +372,17 @@ def _read_task_config(model_dir: str | None) -> dict | None:
     from bert_tf.checkpoints.model_source import read_task_config
 
     return read_task_config(model_dir) if model_dir else None
+
+
+def _check_litert(task_config: dict | None, classifier_tasks: list, model_dir: str | None, quantize) -> None:
+    """Refuses a LiteRT export that cannot be written, before the slow part."""
+    if not task_config or task_config.get("task") not in classifier_tasks:
+        raise ValueError(
+            f"--litert: {model_dir} is not a fine-tuned {' or '.join(classifier_tasks)} directory "
+            "(no task_config.json of one); LiteRT export writes a classifier."
+        )
+    if quantize:
+        raise ValueError("--litert converts the float32 model in its own forms; leave out --quantize.")
 
 
 def _classifier_tasks() -> list:

@@ -1,0 +1,230 @@
+"""`experiments.export --litert`: a LiteRT classifier that takes raw text, run in the `ai-edge-litert` interpreter."""
+
+import csv
+import doctest
+import io
+import json
+import os
+import unicodedata
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.export import litert
+from experiments import export as export_cli
+from tests.helpers import export_fixtures
+from tests.helpers.absl_flags import temporary_flags
+
+SEQ_LENGTH = export_fixtures.CLASSIFIER_SEQ_LENGTH
+LABELS = export_fixtures.CLASSIFIER_LABELS
+TEXTS = export_fixtures.CLASSIFIER_TEXTS
+TOKENIZATION = os.path.join(export_fixtures.REPO_ROOT, "tests", "fixtures", "tokenization")
+
+
+def run_cli(*args):
+    with temporary_flags(export_cli.define_flags, ["export", f"--max_seq_length={SEQ_LENGTH}", *args]):
+        export_cli.main(["export"])
+
+
+@pytest.fixture(scope="module")
+def classifier_dir(tmp_path_factory):
+    return export_fixtures.write_tiny_classifier_dir(str(tmp_path_factory.mktemp("classifier") / "model"), LABELS)[0]
+
+
+def _saved_model_outputs(saved_model, texts, text_b=None):
+    signature = tf.saved_model.load(saved_model).signatures["serving_default"]
+    inputs = {"text": tf.constant(texts)} | ({"text_b": tf.constant(text_b)} if text_b else {})
+    return {name: value.numpy() for name, value in signature(**inputs).items()}
+
+
+def _preprocessor_ids(model_dir, texts, text_b=None, seq_length=SEQ_LENGTH):
+    from bert_tf.tokenization import BertPreprocessor
+
+    preprocessor = BertPreprocessor(os.path.join(model_dir, "vocab.txt"), default_seq_length=seq_length)
+    segments = [preprocessor.tokenize(tf.constant(t)) for t in ([texts, text_b] if text_b else [texts])]
+    return preprocessor.bert_pack_inputs(segments)["input_word_ids"].numpy()
+
+
+def test_cli_writes_a_float32_classifier_that_equals_the_saved_model(classifier_dir, tmp_path, capsys):
+    export_dir = tmp_path / "export"
+    run_cli(f"--model_dir={classifier_dir}", f"--export_dir={export_dir}", "--litert=float32")
+    out = capsys.readouterr().out
+    model_path = export_dir / "litert" / "classifier.tflite"
+    assert f"litert:     {model_path}" in out
+    assert "LiteRT float32 classifier.tflite" in out and "the preprocessor's ids" in out
+    assert sorted(os.listdir(export_dir / "litert")) == ["classifier.tflite", "required_ops.txt", "task_config.json"]
+
+    ops = (export_dir / "litert" / "required_ops.txt").read_text().split("\n")
+    assert {"FastBertNormalize", "FastWordpieceTokenizeWithOffsets", "FULLY_CONNECTED", "SOFTMAX"} <= set(ops)
+    assert not [op for op in ops if op.startswith("Flex")]
+    # What the file says it needs is what the flatbuffer holds.
+    ops_in_model = litert.required_ops(model_path.read_bytes())
+    assert ops_in_model == sorted(op for op in ops if op and not op.startswith("#"))
+
+    runner = litert.interpreter(model_path).get_signature_runner("serving_default")
+    got = litert.run(runner, TEXTS)
+    expected = _saved_model_outputs(str(export_dir / "classifier"), TEXTS)
+    assert got["scores"].shape == (len(TEXTS), len(LABELS))
+    assert np.max(np.abs(got["scores"] - expected["scores"])) <= litert.FLOAT32_TOLERANCE
+    np.testing.assert_array_equal(got["label_id"], expected["label_id"])
+    assert np.max(np.ptp(got["scores"], axis=0)) > 1e-3  # the texts' scores differ: the check has teeth
+    np.testing.assert_array_equal(got["input_word_ids"], _preprocessor_ids(classifier_dir, TEXTS))
+    # A batch in one call gives the rows of single calls.
+    batch = runner(text=np.array(TEXTS, object))
+    np.testing.assert_allclose(batch["scores"], got["scores"], atol=1e-6)
+
+    # The guide's example, as written, on this export.
+    exec(compile(_guide_example().replace("runs/sst_export", str(export_dir)), "guide", "exec"), {})
+    label, scores = capsys.readouterr().out.split(" ", 1)
+    expected_label = LABELS[int(expected["label_id"][TEXTS.index("Great taste, great price.")])]
+    assert label == expected_label and scores.strip().startswith("[") and scores.strip().endswith("]")
+
+
+def _guide_example():
+    """The Python block of docs/export_and_serving.md's "On a device" section."""
+    with open(os.path.join(export_fixtures.REPO_ROOT, "docs", "export_and_serving.md"), encoding="utf-8") as f:
+        section = f.read().split("## On a device", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def _keras_outputs(model, model_dir, label_list, texts, text_b=None):
+    """The servable classifier's outputs (`ClassifierModule`, which the SavedModel reproduces) from the Keras model."""
+    from bert_tf.export.classifier_module import ClassifierModule
+    from bert_tf.tokenization import BertPreprocessor
+
+    preprocessor = BertPreprocessor(os.path.join(model_dir, "vocab.txt"), default_seq_length=SEQ_LENGTH)
+    module = ClassifierModule(model, preprocessor, label_list, SEQ_LENGTH, sentence_pair=text_b is not None)
+    inputs = [tf.constant(texts)] + ([tf.constant(text_b)] if text_b else [])
+    return {name: value.numpy() for name, value in module._scores(inputs).items()}
+
+
+def test_pairs_in_full_int8_and_regression_in_dynamic_int8(tmp_path):
+    pair_dir, pair_model = export_fixtures.write_tiny_classifier_dir(
+        str(tmp_path / "pairs"), LABELS, sentence_pair=True, seed=1
+    )
+    task_config = json.loads(open(os.path.join(pair_dir, "task_config.json")).read())
+    calibration = litert.calibration_texts(
+        task_config, export_fixtures.write_train_tsv(tmp_path / "train.tsv", True), 5
+    )
+    assert len(calibration) == 5 and all(len(pair) == 2 for pair in calibration)
+    config = litert.LiteRTConfig("full_int8", calibration)
+    vocab_file = os.path.join(pair_dir, "vocab.txt")
+    what = litert.export_litert(pair_model, task_config, vocab_file, True, str(tmp_path / "pairs_litert"), config)
+    assert what.startswith("LiteRT full_int8 classifier.tflite")
+    model = (tmp_path / "pairs_litert" / "classifier.tflite").read_bytes()
+    assert "QUANTIZE" in litert.required_ops(model)  # int8 activations
+    text_b = TEXTS[::-1]
+    got = litert.run(litert.interpreter(model).get_signature_runner(), TEXTS, text_b)
+    np.testing.assert_array_equal(got["input_word_ids"], _preprocessor_ids(pair_dir, TEXTS, text_b))
+    expected = _keras_outputs(pair_model, pair_dir, LABELS, TEXTS, text_b)
+    assert np.max(np.abs(got["scores"] - expected["scores"])) < 0.05  # int8: close, not equal
+
+    regression_dir, regression_model = export_fixtures.write_tiny_classifier_dir(
+        str(tmp_path / "regression"), None, seed=2
+    )
+    task_config = json.loads(open(os.path.join(regression_dir, "task_config.json")).read())
+    vocab_file = os.path.join(regression_dir, "vocab.txt")
+    path = str(tmp_path / "regression_litert")
+    litert.export_litert(regression_model, task_config, vocab_file, True, path, litert.LiteRTConfig("dynamic_int8"))
+    model = open(os.path.join(path, "classifier.tflite"), "rb").read()
+    assert "QUANTIZE" not in litert.required_ops(model)  # float activations, int8 weights
+    got = litert.run(litert.interpreter(model).get_signature_runner(), TEXTS)
+    assert set(got) == {"scores", "input_word_ids"} and got["scores"].shape == (len(TEXTS), 1)
+    expected = _keras_outputs(regression_model, regression_dir, None, TEXTS)["scores"]
+    assert np.max(np.abs(got["scores"] - expected)) < 0.05 * np.max(np.abs(expected))
+
+
+def test_calibration_texts_are_drawn_from_the_recorded_columns(tmp_path):
+    task_config = {"task": "classification", "data": {"text_a_column": "text", "has_header": True}}
+    train_file = export_fixtures.write_train_tsv(tmp_path / "train.tsv")
+    texts = litert.calibration_texts(task_config, train_file, 3)
+    assert len(texts) == 3 and set(texts) <= set(export_fixtures.SENTENCES)
+    assert litert.calibration_texts(task_config, train_file, 100) == tuple(export_fixtures.SENTENCES)
+
+
+def test_bad_flags_and_directories_are_refused_before_writing(classifier_dir, tmp_path):
+    export_dir = tmp_path / "export"
+    with pytest.raises(SystemExit, match="--litert=full_int8 needs --train_file"):
+        run_cli(f"--model_dir={classifier_dir}", f"--export_dir={export_dir}", "--litert=full_int8")
+    with pytest.raises(SystemExit, match="--train_file: file not found: .*missing.tsv"):
+        run_cli(
+            f"--model_dir={classifier_dir}",
+            f"--export_dir={export_dir}",
+            "--litert=full_int8",
+            f"--train_file={tmp_path / 'missing.tsv'}",
+        )
+    with pytest.raises(SystemExit, match="--calibration_examples must be at least 1"):
+        run_cli(
+            f"--model_dir={classifier_dir}",
+            f"--export_dir={export_dir}",
+            "--litert=full_int8",
+            f"--train_file={export_fixtures.write_train_tsv(tmp_path / 'train.tsv')}",
+            "--calibration_examples=0",
+        )
+    with pytest.raises(SystemExit, match="--train_file is for --litert=full_int8"):
+        run_cli(f"--model_dir={classifier_dir}", f"--export_dir={export_dir}", f"--train_file={tmp_path}")
+    with pytest.raises(SystemExit, match="--litert converts the float32 model"):
+        run_cli(f"--model_dir={classifier_dir}", f"--export_dir={export_dir}", "--litert=float32", "--quantize=int8")
+    pretrained, _ = export_fixtures.write_tiny_model_dir(str(tmp_path / "pretrained" / "model"), with_heads=False)
+    with pytest.raises(SystemExit, match="--litert: .*pretrained/model is not a fine-tuned"):
+        run_cli(f"--model_dir={tmp_path / 'pretrained' / 'model'}", f"--export_dir={export_dir}", "--litert=float32")
+    assert not export_dir.exists()
+    assert export_cli.FORMS == litert.FORMS  # the flag's choices, listed without importing TensorFlow
+
+
+def _documented_difference(text, lower_case):
+    """Whether `text` has a character of a kind `litert.TOKENIZER_DIFFERENCES` names."""
+    for char in text:
+        if unicodedata.category(char).startswith("C") and char not in "\t\n\r" or char == "\ufffd":
+            return True  # control, format, private-use, unassigned
+        if lower_case and (
+            unicodedata.normalize("NFKD", char) != unicodedata.normalize("NFD", char)
+            or char.casefold() != char.lower()
+            or char == "\u03a3"
+        ):
+            return True  # compatibility forms, ß, capital sigma
+    return not lower_case and unicodedata.normalize("NFC", text) != text
+
+
+@pytest.mark.parametrize("casing", ["uncased", "cased"])
+def test_tokenizer_ids_equal_the_in_graph_tokenizers(casing):
+    """Every real text of the tokenizer fixtures and every bundled test review gets the in-graph tokenizer's ids;
+    the unusual texts too, but for the documented kinds of characters."""
+    import keras
+
+    from bert_tf.models import BertClassifier, BertEncoder
+    from bert_tf.tokenization import BertPreprocessor
+    from bert_tf.tokenization.vocab import load_vocab
+
+    lower_case = casing == "uncased"
+    vocab_file = os.path.join(TOKENIZATION, f"vocab_{casing}.txt")
+    vocab = load_vocab(vocab_file)
+    seq_length = 512  # every text whole
+    keras.utils.set_random_seed(0)
+    model = BertClassifier(BertEncoder(export_fixtures.tiny_config(len(vocab), seq_length)), num_classes=2)
+    module = litert.LiteRTClassifierModule(model, vocab, lower_case, ["a", "b"], seq_length)
+    runner = litert.interpreter(litert.convert(module, litert.LiteRTConfig())).get_signature_runner()
+    preprocessor = BertPreprocessor(vocab_file, lower_case=lower_case, default_seq_length=seq_length)
+
+    with open(os.path.join(TOKENIZATION, "texts.json"), encoding="utf-8") as f:
+        fixtures = json.load(f)["texts"]
+    texts = [t["text"] for t in fixtures]
+    if lower_case:  # the bundled reviews, for the uncased vocabulary the demo models use
+        with open(os.path.join(export_fixtures.REPO_ROOT, "data", "fine_foods_test.tsv"), encoding="utf-8") as f:
+            texts += [row["text"] for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
+    got = litert.run(runner, texts)["input_word_ids"]
+    expected = preprocessor(tf.constant(texts))["input_word_ids"].numpy()
+    assert np.mean(expected[:, -1] == 0) > 0.99  # (almost) every text whole
+    differing = [text for text, a, b in zip(texts, got, expected) if not np.array_equal(a, b)]
+    edge_cases = {t["text"] for t in fixtures if t["source"].startswith("edge_case")}
+    assert [text for text in differing if text not in edge_cases] == []
+    assert [text for text in differing if not _documented_difference(text, lower_case)] == []
+    assert len(differing) < len(edge_cases) // 4  # most unusual texts still agree
+
+
+def test_the_module_docstring_example_runs():
+    (test,) = doctest.DocTestFinder(recurse=False).find(litert.LiteRTClassifierModule, globs=vars(litert))
+    report = io.StringIO()
+    result = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE).run(test, out=report.write)
+    assert result.attempted >= 5 and result.failed == 0, report.getvalue()
