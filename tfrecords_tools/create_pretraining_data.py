@@ -16,7 +16,8 @@ instances are masked at a lower rate; a warning says so).
 
 Beyond the original: `--sentence_task=sop` (ALBERT's sentence order, label feature
 `sentence_order_labels`) or `none` (RoBERTa's full sentences, no label feature), and
-`--masking=whole_word|span` (SpanBERT's spans); docs/pretraining_objectives.md.
+`--masking=whole_word|span` (SpanBERT's spans), `--masking=phrase|entity` (ERNIE's knowledge
+masking, units from `--phrase_file`, learned phrases or capitalisation); docs/pretraining_objectives.md.
 
 Input: one sentence per line, a blank line between documents, UTF-8
 (`bert_tf_prepare_corpus` turns plain text into it and holds out documents).
@@ -52,7 +53,7 @@ Differences from the original:
 from absl import flags, logging
 
 from bert_tf import cli
-from bert_tf.pretraining_data import instance_workers, instances, text_corpus, writer
+from bert_tf.pretraining_data import instance_workers, instances, knowledge_units, text_corpus, writer
 
 FLAGS = flags.FLAGS
 
@@ -81,7 +82,16 @@ def define_flags():
         "token",
         instances.MASKING_METHODS,
         "token: WordPieces independently (BERT); whole_word: a word and its ## pieces together; span: SpanBERT's "
-        "whole-word spans (geometric lengths, p=0.2, at most 10 words), the 80/10/10 choice made per span.",
+        "whole-word spans (geometric lengths, p=0.2, at most 10 words), the 80/10/10 choice made per span; "
+        "phrase/entity: ERNIE's knowledge masking, whole phrases or named entities first, then whole words, the "
+        "choice made per unit (units: --phrase_file, else phrases.txt beside --vocab_file for phrase and "
+        "capitalised words not at a sentence start for entity with --nodo_lower_case).",
+    )
+    flags.DEFINE_string(
+        "phrase_file",
+        None,
+        "Phrases and entities for --masking=phrase|entity, one per line, matched as whole words, longest first "
+        "(case-insensitively with --do_lower_case).",
     )
     flags.DEFINE_enum(
         "sentence_task",
@@ -157,6 +167,11 @@ def main(argv):
     config.validate()
     if FLAGS.chunk_mb <= 0:
         raise ValueError(f"--chunk_mb={FLAGS.chunk_mb} must be > 0")
+    if FLAGS.phrase_file and config.masking not in knowledge_units.KNOWLEDGE_MASKING:
+        raise ValueError(f"--phrase_file is for --masking=phrase|entity, not --masking={config.masking}")
+    units = knowledge_units.unit_tables(
+        config.masking, config.do_masking, FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.phrase_file
+    )
     input_files = text_corpus.resolve_input_files(FLAGS.input_file)
     output_files = writer.resolve_output_files(FLAGS.output_file, FLAGS.num_output_shards)
     # The writer checks the vocabulary and the corpus before it logs anything: bad input prints only
@@ -174,6 +189,7 @@ def main(argv):
             compression=None if FLAGS.compression == "NONE" else FLAGS.compression,
             skip_invalid_utf8=FLAGS.skip_invalid_utf8,
             progress_seconds=FLAGS.progress_seconds,
+            units=units,
         )
     except instance_workers.HelperError as e:
         if e.exit_status is None:

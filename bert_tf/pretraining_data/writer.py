@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from absl import logging
 
-from bert_tf.pretraining_data import instance_workers, instances, text_corpus
+from bert_tf.pretraining_data import instance_workers, instances, knowledge_units, text_corpus
 from bert_tf.pretraining_data.instance_workers import ChunkStats
 
 # Lines per tokenizer call: large enough to amortize the call, small enough
@@ -147,6 +147,7 @@ class WriteSummary:
     num_chunks: int
     seconds: float
     sentence_task: str = "nsp"
+    masking: str = "token"
 
     @property
     def masked_fraction(self):
@@ -159,6 +160,22 @@ class WriteSummary:
     @property
     def words_per_second(self):
         return self.stats.num_words / max(self.seconds, 1e-9)
+
+    @property
+    def mean_unit_length(self):
+        """Tokens per masked span, phrase or entity."""
+        return self.stats.num_masked_unit_tokens / max(self.stats.num_masked_units, 1)
+
+    def _format_units(self) -> str:
+        s = self.stats
+        name = {"span": "spans", "phrase": "phrases", "entity": "entities"}[self.masking]
+        line = (
+            f"Units masked: {s.num_masked_units:,} {name}, mean {self.mean_unit_length:.2f} tokens "
+            f"({s.num_masked_unit_tokens / max(s.num_masked, 1):.1%} of the masked tokens)"
+        )
+        if self.masking == "span":
+            return line + "."
+        return line + f"; {s.num_masked_fallback_words:,} whole words where no {name[:-1]} fitted."
 
     def format(self) -> str:
         s = self.stats
@@ -176,6 +193,8 @@ class WriteSummary:
             f", random {s.num_random_token / masked:.1%}, "
             f"kept {s.num_kept_token / masked:.1%}.",
         ]
+        if self.masking == "span" or self.masking in knowledge_units.KNOWLEDGE_MASKING:
+            lines.append(self._format_units())
         if self.sentence_task == "nsp":
             lines.append(
                 f"Next sentence: {s.num_random_next:,} random "
@@ -240,6 +259,7 @@ def write_pretraining_data(
     skip_invalid_utf8: bool = False,
     progress_seconds: float = 10.0,
     tokenizer_factory: Callable = bert_tokenizer_factory,
+    units: dict | None = None,
 ) -> WriteSummary:
     """Writes pretraining TFRecords with google-research/bert's features (those of `config.sentence_task`).
 
@@ -265,6 +285,10 @@ def write_pretraining_data(
             logging, like the summary).
         tokenizer_factory: fn(vocab_file, do_lower_case) -> tokenize fn (called
             in this process only).
+        units: "phrase"/"entity" -> `knowledge_units.UnitTable`
+            (`knowledge_units.unit_tables`): the phrases or entities of
+            `config.masking`; unmasked records carry each table's unit flags
+            (`knowledge_units.UNIT_FEATURES`) for dynamic masking.
 
     Returns:
         A `WriteSummary`.
@@ -287,12 +311,16 @@ def write_pretraining_data(
         raise ValueError(f"--num_workers={num_workers} must be >= 1")
     # Logged only now that the input is known to be good: bad input prints nothing but its error.
     _log_run(input_files, output_files, config)
+    for mode, table in (units or {}).items():
+        what = f"{len(table.phrases):,} phrases from {table.source}" if table.capitalised is None else table.source
+        logging.info("Units of %s masking: %s.", mode, what)
     settings = instance_workers.BuilderSettings(
         config=config,
         vocab=vocab,
         random_seed=seed,
-        int_features=pretraining_features.int_features(config.sentence_task),
+        int_features=pretraining_features.int_features(config.sentence_task) + _unit_features(config, units or {}),
         float_features=pretraining_features.FLOAT_FEATURES,
+        units=dict(units or {}),
     )
     output = _ShardedOutput(output_files, compression, start_time, progress_seconds)
     helpers = None
@@ -337,9 +365,17 @@ def write_pretraining_data(
         num_chunks=output.num_chunks,
         seconds=time.time() - start_time,
         sentence_task=config.sentence_task,
+        masking=config.masking if config.do_masking else "token",
     )
     logging.info("%s", summary.format())
     return summary
+
+
+def _unit_features(config: instances.InstanceConfig, units: dict) -> tuple:
+    """The unit flag features of unmasked "phrase"/"entity" records (none otherwise)."""
+    if config.do_masking or config.masking not in knowledge_units.KNOWLEDGE_MASKING:
+        return ()
+    return tuple(knowledge_units.UNIT_FEATURES[mode] for mode in knowledge_units.KNOWLEDGE_MASKING if mode in units)
 
 
 def _check_arguments(input_files, output_files, vocab_file, config, compression) -> instances.VocabInfo:
