@@ -264,3 +264,33 @@ def read_phrase_file(path: str, vocab_file: str, do_lower_case: bool) -> UnitTab
     if not table.phrases:
         raise ValueError(f"--phrase_file {path} lists no phrase")
     return table
+
+
+def parse_masking_schedule(text: str) -> tuple:
+    """ "token:0.3,phrase:0.3,entity:0.4" -> (("token", 0.3), ("phrase", 0.3), ("entity", 0.4)).
+
+    ERNIE's staged masking: each mode for its fraction of the training steps, in order. The
+    fractions are > 0 and sum to 1.
+
+    Raises:
+        ValueError: naming --masking_schedule and what is wrong.
+    """
+    from bert_tf.pretraining_data.instances import MASKING_METHODS
+
+    stages = []
+    for part in (p.strip() for p in text.split(",")):
+        mode, _, fraction = part.partition(":")
+        try:
+            value = float(fraction)
+        except ValueError:
+            value = float("nan")
+        if mode not in MASKING_METHODS or not value > 0:
+            raise ValueError(
+                f"--masking_schedule={text!r}: {part!r} is not MODE:FRACTION with MODE one of "
+                f"{', '.join(MASKING_METHODS)} and FRACTION > 0"
+            )
+        stages.append((mode, value))
+    total = sum(value for _, value in stages)
+    if abs(total - 1.0) > 1e-6:
+        raise ValueError(f"--masking_schedule={text!r}: the fractions sum to {total:g}, not 1")
+    return tuple(stages)
