@@ -128,8 +128,8 @@ def define_flags():
         "token",
         MASKING_METHODS,
         "What --dynamic_masking masks: token (WordPieces), whole_word, span (SpanBERT: whole-word spans of "
-        "geometric length, p=0.2, at most 10 words), or phrase/entity (ERNIE: whole phrases or entities, then "
-        "whole words; the records carry the units: create_pretraining_data --masking=phrase|entity "
+        "geometric length, p=0.2, at most 10 words), or phrase/entity (ERNIE: whole phrases or entities as units "
+        "beside whole words; the records carry the units: create_pretraining_data --masking=phrase|entity "
         "--nodo_masking).",
     )
     flags.DEFINE_string(

@@ -83,9 +83,9 @@ def define_flags():
         instances.MASKING_METHODS,
         "token: WordPieces independently (BERT); whole_word: a word and its ## pieces together; span: SpanBERT's "
         "whole-word spans (geometric lengths, p=0.2, at most 10 words), the 80/10/10 choice made per span; "
-        "phrase/entity: ERNIE's knowledge masking, whole phrases or named entities first, then whole words, the "
-        "choice made per unit (units: --phrase_file, else phrases.txt beside --vocab_file for phrase and "
-        "capitalised words not at a sentence start for entity with --nodo_lower_case).",
+        "phrase/entity: ERNIE's knowledge masking, a whole phrase or named entity chosen or skipped as one unit "
+        "like a word, the choice made per unit (units: --phrase_file, else phrases.txt beside --vocab_file for "
+        "phrase and capitalised words not at a sentence start for entity with --nodo_lower_case).",
     )
     flags.DEFINE_string(
         "phrase_file",

@@ -17,10 +17,10 @@ words cut at 10 ("span") or of one word ("whole_word") are drawn until
 by [MASK] 80%, random ids 10%, itself 10% as a whole ("span"; per token for
 "whole_word").
 
-With `masking="phrase"` or `"entity"` (ERNIE's knowledge masking), whole
-phrases or entities are chosen first, then whole words, in random order,
-each skipped whole when it would overflow the same budget, the 80/10/10 choice
-made once per unit (`bert_tf.pretraining_data.knowledge_units.select_units`'s
+With `masking="phrase"` or `"entity"` (ERNIE's knowledge masking), units
+(whole phrases or entities, and each word outside them) are chosen in random
+order, each skipped whole when it would overflow the same budget, the 80/10/10
+choice made once per unit (`bert_tf.pretraining_data.knowledge_units.select_units`'s
 algorithm). The units come from the records: `create_pretraining_data
 --masking=phrase|entity --nodo_masking` stores their flags (`phrase_units`,
 `entity_units`), which the reader passes in the batch. `schedule` switches
@@ -321,7 +321,8 @@ def _select_word_spans(ids, candidates, config: DynamicMaskingConfig, budget, nu
 
 
 def _select_units(ids, candidates, unit_flags, config: DynamicMaskingConfig, budget, seed):
-    """Units, then whole words, per row (`knowledge_units.select_units`'s algorithm, stateless).
+    """Phrases or entities and the words outside them, per row (`knowledge_units.select_units`'s algorithm,
+    stateless).
 
     Returns:
       int32 [batch, seq_length]: the item (unit or word) that chose each position, -1 where none.
@@ -335,16 +336,11 @@ def _select_units(ids, candidates, unit_flags, config: DynamicMaskingConfig, bud
     num_items = tf.reduce_sum(tf.cast(starts, tf.int32), axis=1)
     rows = tf.range(batch)[:, None]
     segment = tf.where(candidates, rows * seq_length + item_index, batch * seq_length)
-    segments = batch * seq_length + 1
-
-    def per_item(values):
-        return tf.reshape(tf.math.unsorted_segment_sum(values, segment, segments)[:-1], [batch, seq_length])
-
-    item_length = per_item(tf.ones_like(segment))
-    item_is_unit = per_item(tf.cast(starts & (unit_flags != UNIT_NONE), tf.int32)) > 0
+    item_length = tf.reshape(
+        tf.math.unsorted_segment_sum(tf.ones_like(segment), segment, batch * seq_length + 1)[:-1], [batch, seq_length]
+    )
     slot = tf.range(seq_length)[None, :]
-    keys = tf.random.stateless_uniform([batch, seq_length], seed) + tf.where(item_is_unit, 0.0, 1.0)
-    keys = tf.where(slot < num_items[:, None], keys, 3.0)
+    keys = tf.where(slot < num_items[:, None], tf.random.stateless_uniform([batch, seq_length], seed), 2.0)
     order = tf.argsort(keys, axis=1, stable=True)
     sorted_length = tf.gather(item_length, order, batch_dims=1)
 
@@ -446,13 +442,19 @@ def apply_dynamic_masking(
         )
     ends = schedule_ends(config.schedule, config.schedule_batches)
 
+    modes = config.modes
+    stage_modes = tf.constant([modes.index(mode) for mode, _ in config.schedule], tf.int32)
+
     def mask_stage(features, batch_seed, index):
         stage = tf.reduce_sum(tf.cast(index >= tf.constant(ends, tf.int64), tf.int32))
-        branches = [
-            lambda mode=mode: dynamic_mask_batch(features, config, max_predictions_per_seq, batch_seed, mode)
-            for mode, _ in config.schedule
-        ]
-        return tf.switch_case(tf.minimum(stage, len(branches) - 1), branches)
+        mode_index = tf.gather(stage_modes, tf.minimum(stage, len(ends) - 1))
+        # Every mode masks the batch and the stage's result is kept: a tf.switch_case around tensorflow_text's
+        # masking (which holds stateful assertions) would make the iterator impossible to checkpoint.
+        result = dynamic_mask_batch(features, config, max_predictions_per_seq, batch_seed, modes[0])
+        for i, mode in enumerate(modes[1:], 1):
+            masked = dynamic_mask_batch(features, config, max_predictions_per_seq, batch_seed, mode)
+            result = tf.nest.map_structure(lambda kept, new, i=i: tf.where(mode_index == i, new, kept), result, masked)
+        return result
 
     return tf.data.Dataset.zip((dataset, seeds, tf.data.Dataset.range(2**62))).map(
         mask_stage, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True

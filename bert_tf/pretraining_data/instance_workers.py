@@ -54,7 +54,7 @@ class ChunkStats:
     num_one_sentence: int = 0  # random next sentence ("nsp") or a cut inside a sentence ("sop"): one-sentence segment
     num_masked_units: int = 0  # spans ("span"), phrases or entities ("phrase", "entity") masked whole
     num_masked_unit_tokens: int = 0
-    num_masked_fallback_words: int = 0  # whole words masked when a row had no unit left that fits ("phrase", "entity")
+    num_masked_words: int = 0  # words outside phrases and entities, each masked whole ("phrase", "entity")
 
     def add(self, other: "ChunkStats"):
         for field in dataclasses.fields(self):
@@ -118,8 +118,8 @@ class InstanceBuilder:
 
 
 def _count_units(batch: instances.PretrainingInstances, stats: ChunkStats, knowledge: bool) -> None:
-    """Adds the masked units (distinct per row) of a batch: spans, or (`knowledge`) phrases/entities and
-    fallback words."""
+    """Adds the masked units (distinct per row) of a batch: spans, or (`knowledge`) phrases/entities and the
+    words outside them."""
     rows, cols = np.nonzero(batch.mask_units >= 0)
     if not rows.size:
         return
@@ -130,7 +130,7 @@ def _count_units(batch: instances.PretrainingInstances, stats: ChunkStats, knowl
     if knowledge:
         stats.num_masked_units += int((first & in_phrase).sum())
         stats.num_masked_unit_tokens += int(in_phrase.sum())
-        stats.num_masked_fallback_words += int((first & ~in_phrase).sum())
+        stats.num_masked_words += int((first & ~in_phrase).sum())
     else:
         stats.num_masked_units += int(first.sum())
         stats.num_masked_unit_tokens += int(rows.size)

@@ -24,9 +24,9 @@ rewritten to work on one bounded chunk of documents held as flat numpy arrays:
   time, a random vocabulary id 10%, itself 10%. With whole-word masking a word
   (a token plus its following `##` pieces) is chosen or skipped as a unit;
   with span masking, whole-word spans are chosen (`span_masking`) and the
-  80/10/10 choice is made once per span; with phrase or entity masking, whole
-  phrases or entities first, then whole words (`knowledge_units`), the choice
-  made once per unit.
+  80/10/10 choice is made once per span; with phrase or entity masking, a
+  phrase or entity is chosen or skipped as a unit like a word (`knowledge_units`),
+  the choice made once per unit.
 
 What differs from the original, and why:
 
@@ -241,7 +241,7 @@ class PretrainingInstances:
             entity or word) of each prediction, -1 where none or when masking
             by tokens or words (for statistics; not written).
         mask_in_phrase: bool [N, max_predictions_per_seq], the prediction is part
-            of a phrase or entity, not a fallback word (for statistics; not written).
+            of a phrase or entity, not of a word outside them (for statistics; not written).
         unit_features: `knowledge_units.UNIT_FEATURES` name -> int32 [N, max_seq_length]
             unit flags, for the unmasked records of phrase and entity masking.
     """

@@ -14,9 +14,11 @@ words (every word with its `##` pieces) inside one sentence:
   sentence); a capitalised token of one character ("I", "A") does not count.
 
 `mark_units` flags each token of a chunk (`UNIT_NONE`, `UNIT_START`,
-`UNIT_CONTINUE`); `select_units` chooses, per row, the units in random order
-and then, once no unit fits any more, whole words outside units, never
-exceeding the row's budget (a unit that would overflow it is skipped whole).
+`UNIT_CONTINUE`); `select_units` treats every phrase or entity of a row as one
+unit and every other word as a unit of its own (the whole-word fallback), and
+chooses units in random order until the row's budget is spent, skipping whole
+a unit that would overflow it. As in ERNIE, a phrase is then masked about as
+often as a word, but always whole: the model never sees part of it.
 It is numpy only, like the rest of `bert_tf.pretraining_data`;
 `bert_tf.data.dynamic_masking` selects the same way with TensorFlow ops from
 the flags the writer stores in unmasked records (`UNIT_FEATURES`).
@@ -42,7 +44,7 @@ UNIT_FEATURES = {"phrase": "phrase_units", "entity": "entity_units"}
 # Where `bert_tf_make_vocab --learn_phrases` writes the learned phrases: beside the vocabulary.
 PHRASE_FILE_NAME = "phrases.txt"
 
-_MAX_KEY = 3.0  # above every real key: units draw keys in [0, 1), words in [1, 2)
+_MAX_KEY = 2.0  # above every real key (uniform draws in [0, 1))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,7 +145,7 @@ def item_table(candidates: np.ndarray, is_continuation_token: np.ndarray, unit_f
 
     Returns:
         (item_index int64 [N, L]: the item of each candidate, -1 elsewhere; item_length int64 [N, I];
-        item_is_unit bool [N, I]; num_items int64 [N]).
+        num_items int64 [N]).
     """
     n, _ = candidates.shape
     previous = np.zeros_like(candidates)
@@ -154,12 +156,9 @@ def item_table(candidates: np.ndarray, is_continuation_token: np.ndarray, unit_f
     num_items = starts.sum(axis=1).astype(np.int64)
     width = max(int(num_items.max(initial=0)), 1)
     item_length = np.zeros((n, width), np.int64)
-    item_is_unit = np.zeros((n, width), bool)
     rows, cols = np.nonzero(candidates)
     np.add.at(item_length, (rows, item_index[rows, cols]), 1)
-    rows, cols = np.nonzero(starts)
-    item_is_unit[rows, item_index[rows, cols]] = unit_flags[rows, cols] != UNIT_NONE
-    return item_index, item_length, item_is_unit, num_items
+    return item_index, item_length, num_items
 
 
 def select_units(
@@ -169,10 +168,10 @@ def select_units(
     num_to_predict: np.ndarray,
     rng: np.random.Generator,
 ):
-    """Chooses units, then whole words, in random order until `num_to_predict` tokens per row.
+    """Chooses items (phrases or entities, and the words outside them) in random order until
+    `num_to_predict` tokens per row.
 
-    Items are visited in the order of random keys, units (in [0, 1)) before words (in [1, 2));
-    an item that would take the count past the budget is skipped whole and later (shorter) ones
+    An item that would take the count past the budget is skipped whole and later (shorter) ones
     may still fit, as the original's whole-word masking does.
 
     Args:
@@ -187,9 +186,9 @@ def select_units(
         the item being the unit of the 80/10/10 choice.
     """
     n, _ = candidates.shape
-    item_index, item_length, item_is_unit, num_items = item_table(candidates, is_continuation_token, unit_flags)
+    item_index, item_length, num_items = item_table(candidates, is_continuation_token, unit_flags)
     width = item_length.shape[1]
-    keys = rng.random((n, width)) + np.where(item_is_unit, 0.0, 1.0)
+    keys = rng.random((n, width))
     keys[np.arange(width)[None, :] >= num_items[:, None]] = _MAX_KEY
     order = np.argsort(keys, axis=1, kind="stable")
     rows = np.arange(n)

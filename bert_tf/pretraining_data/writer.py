@@ -175,7 +175,7 @@ class WriteSummary:
         )
         if self.masking == "span":
             return line + "."
-        return line + f"; {s.num_masked_fallback_words:,} whole words where no {name[:-1]} fitted."
+        return line + f"; {s.num_masked_words:,} other words, each whole."
 
     def format(self) -> str:
         s = self.stats
