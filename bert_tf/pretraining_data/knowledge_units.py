@@ -10,8 +10,8 @@ words (every word with its `##` pieces) inside one sentence:
   the collocations `phrase_learning` finds in the corpus).
 * "entity": the listed phrases too when a list is given; otherwise, for cased
   vocabularies, every run of capitalised words that does not start its
-  sentence ("... said Mr Darcy ." -> "Darcy"; "New York Times" inside a
-  sentence); a capitalised token of one character ("I", "A") does not count.
+  sentence ("... said Colonel Brandon ." -> "Colonel Brandon"; in "New York is
+  far" only "York"); a capitalised token of one character ("I", "A") does not count.
 
 `mark_units` flags each token of a chunk (`UNIT_NONE`, `UNIT_START`,
 `UNIT_CONTINUE`); `select_units` treats every phrase or entity of a row as one
