@@ -5,6 +5,7 @@ list and with phrases learned from the sample; the selection and the entity heur
 Dynamic masking, the schedule and the pretraining job: tests/test_knowledge_dynamic_masking.py.
 """
 
+import doctest
 import random
 
 import numpy as np
@@ -128,6 +129,12 @@ def phrase_ids():
 @pytest.fixture(scope="module")
 def phrase_records(tmp_path_factory, phrase_file):
     return write_phrase_records(tmp_path_factory.mktemp("phrase_records"), phrase_file)
+
+
+@pytest.mark.parametrize("module", [ku, phrase_learning], ids=lambda m: m.__name__)
+def test_the_modules_examples_run(module):
+    result = doctest.testmod(module)
+    assert result.attempted > 0 and result.failed == 0
 
 
 # --- units ---------------------------------------------------------------------------------------------------
