@@ -440,6 +440,8 @@ def apply_dynamic_masking(
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,
         )
+    if config.schedule_batches < 1:
+        raise ValueError(f"a masking schedule needs schedule_batches >= 1, got {config.schedule_batches}")
     ends = schedule_ends(config.schedule, config.schedule_batches)
 
     modes = config.modes

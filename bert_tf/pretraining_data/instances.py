@@ -867,6 +867,8 @@ def _full_sentence_spans(chunk, config, vocab, rng, unit_flags):
     """`create_full_sentence_spans`, carrying each mode's unit flags into the stream (0 at its separators)."""
     if not unit_flags:
         return (*create_full_sentence_spans(chunk, config, vocab, rng), {})
+    if vocab.vocab_size > 1 << _FLAG_SHIFT:
+        raise ValueError(f"phrase and entity masking take vocabularies of at most 2**{_FLAG_SHIFT} ids")
     (mode, flags), *others = unit_flags.items()
     carried = dataclasses.replace(chunk, token_ids=chunk.token_ids | (flags.astype(np.int32) << _FLAG_SHIFT))
     if others:  # the second mode's flags two bits higher
