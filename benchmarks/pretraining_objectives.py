@@ -15,6 +15,9 @@ BERT with `bert_tf.jobs.pretrain.run_pretraining` for each choice:
     entity        MLM + NSP, ERNIE's entity masking (--masking=entity) with a list of the runs of
                   capitalised words not at a sentence start, seen at least 3 times in the cased training
                   text (the vocabulary is uncased, so the heuristic runs on the text, here)
+    ernie         MLM + NSP, ERNIE's stages by dynamic masking of unmasked records that carry both units:
+                  --masking_schedule=token:0.3,phrase:0.3,entity:0.4 (a new mask every batch, where the
+                  other rows reuse their records' --dupe_factor=3 masks)
     sop           MLM + sentence-order prediction (ALBERT, --sentence_task=sop)
     albert        MLM + NSP with ALBERT's factorised embedding (E = H / 4) and one shared block
     lamb          MLM + NSP with LAMB at --lamb_batch_multiplier times the batch (--optimizer=lamb)
@@ -56,6 +59,7 @@ CHOICES = {
     "span": ("nsp", "span", False, "adamw"),
     "phrase": ("nsp", "phrase", False, "adamw"),
     "entity": ("nsp", "entity", False, "adamw"),
+    "ernie": ("nsp", "ernie", False, "adamw"),
     "sop": ("sop", "token", False, "adamw"),
     "albert": ("nsp", "token", True, "adamw"),
     "lamb": ("nsp", "token", False, "lamb"),
@@ -67,10 +71,15 @@ DESCRIPTIONS = {
     "span": "MLM + NSP, SpanBERT spans",
     "phrase": "MLM + NSP, ERNIE phrases (learned)",
     "entity": "MLM + NSP, ERNIE entities (capitalised runs)",
+    "ernie": "MLM + NSP, ERNIE stages token/phrase/entity (dynamic)",
     "sop": "ALBERT's SOP: MLM + sentence order",
     "albert": "ALBERT-shared (E = H/4, one block), MLM + NSP",
     "lamb": "LAMB at a larger batch, MLM + NSP",
 }
+
+
+# ERNIE's stages, for the "ernie" choice (whose records are unmasked and carry the units of both modes).
+ERNIE_SCHEDULE = "token:0.3,phrase:0.3,entity:0.4"
 
 
 def split_corpus(work_dir: str, train_bytes: int, eval_bytes: int) -> tuple[str, str]:
@@ -133,16 +142,21 @@ def write_records(text: str, path: str, args, sentence_task: str, masking: str, 
     from bert_tf.pretraining_data import InstanceConfig, write_pretraining_data
 
     if not os.path.exists(path):
+        ernie = masking == "ernie"
         config = InstanceConfig(
             max_seq_length=args.max_seq_length,
             max_predictions_per_seq=args.max_predictions,
             dupe_factor=dupe_factor,
             sentence_task=sentence_task,
-            masking=masking,
+            masking="phrase" if ernie else masking,
+            do_masking=not ernie,
         )
-        units = unit_tables(text, os.path.dirname(path), masking)
+        directory = os.path.dirname(path)
+        units = unit_tables(text, directory, masking)
+        if ernie:
+            units = {**unit_tables(text, directory, "phrase"), **unit_tables(text, directory, "entity")}
         summary = write_pretraining_data([text], [path], VOCAB, config, seed=seed, num_workers=1, units=units)
-        if units:
+        if units and not ernie:
             print(path, summary.format().splitlines()[4], flush=True)  # the units masked
     return path
 
@@ -249,6 +263,8 @@ def run_choice(name: str, seed: int, records: dict, args) -> dict:
         max_predictions_per_seq=args.max_predictions,
         train_batch_size=batch,
         shuffle_buffer_size=1000,
+        dynamic_masking=masking == "ernie",
+        masking_schedule=ERNIE_SCHEDULE if masking == "ernie" else "",
     )
     training_config = TrainingConfig(
         num_train_steps=args.steps,
