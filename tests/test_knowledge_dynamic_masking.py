@@ -91,7 +91,10 @@ def test_dynamic_masking_gives_the_writers_distribution(phrase_records, vocab):
     # Budgets: the writer rounds 15% of the row with [CLS]/[SEP], dynamic masking takes the ceiling of 15%
     # of the maskable tokens: at most a few tenths of a prediction apart per row.
     assert abs(drawn[0] - written[0]) < 0.3
-    np.testing.assert_allclose(drawn[1:], written[1:], atol=0.04)
+    # Phrases hold 0.7% of the masked tokens and 18% of their own tokens are masked (one written draw against
+    # four dynamic ones: a few draws' spread); [MASK] replaces 80%.
+    np.testing.assert_allclose(drawn[1:3], written[1:3], rtol=0.3)
+    assert abs(drawn[3] - written[3]) < 0.02 and abs(drawn[3] - 0.8) < 0.02
 
 
 def test_schedule_switches_the_mode_by_batches_read_and_resumes(phrase_records, tmp_path):
