@@ -10,6 +10,14 @@ BERT with `bert_tf.jobs.pretrain.run_pretraining` for each choice:
     full_sent     MLM only on full sentences (RoBERTa's FULL-SENTENCES, --sentence_task=none)
     whole_word    MLM + NSP, whole-word masking
     span          MLM + NSP, SpanBERT spans (--masking=span)
+    phrase        MLM + NSP, ERNIE's phrase masking (--masking=phrase) with the collocations learned from
+                  the training text (`bert_tf.tokenization.phrase_learning`, its default thresholds)
+    entity        MLM + NSP, ERNIE's entity masking (--masking=entity) with a list of the runs of
+                  capitalised words not at a sentence start, seen at least 3 times in the cased training
+                  text (the vocabulary is uncased, so the heuristic runs on the text, here)
+    ernie         MLM + NSP, ERNIE's stages by dynamic masking of unmasked records that carry both units:
+                  --masking_schedule=token:0.3,phrase:0.3,entity:0.4 (a new mask every batch, where the
+                  other rows reuse their records' --dupe_factor=3 masks)
     sop           MLM + sentence-order prediction (ALBERT, --sentence_task=sop)
     albert        MLM + NSP with ALBERT's factorised embedding (E = H / 4) and one shared block
     lamb          MLM + NSP with LAMB at --lamb_batch_multiplier times the batch (--optimizer=lamb)
@@ -49,6 +57,9 @@ CHOICES = {
     "full_sent": ("none", "token", False, "adamw"),
     "whole_word": ("nsp", "whole_word", False, "adamw"),
     "span": ("nsp", "span", False, "adamw"),
+    "phrase": ("nsp", "phrase", False, "adamw"),
+    "entity": ("nsp", "entity", False, "adamw"),
+    "ernie": ("nsp", "ernie", False, "adamw"),
     "sop": ("sop", "token", False, "adamw"),
     "albert": ("nsp", "token", True, "adamw"),
     "lamb": ("nsp", "token", False, "lamb"),
@@ -58,10 +69,17 @@ DESCRIPTIONS = {
     "full_sent": "RoBERTa full sentences: MLM only",
     "whole_word": "MLM + NSP, whole-word masking",
     "span": "MLM + NSP, SpanBERT spans",
+    "phrase": "MLM + NSP, ERNIE phrases (learned)",
+    "entity": "MLM + NSP, ERNIE entities (capitalised runs)",
+    "ernie": "MLM + NSP, ERNIE stages token/phrase/entity (dynamic)",
     "sop": "ALBERT's SOP: MLM + sentence order",
     "albert": "ALBERT-shared (E = H/4, one block), MLM + NSP",
     "lamb": "LAMB at a larger batch, MLM + NSP",
 }
+
+
+# ERNIE's stages, for the "ernie" choice (whose records are unmasked and carry the units of both modes).
+ERNIE_SCHEDULE = "token:0.3,phrase:0.3,entity:0.4"
 
 
 def split_corpus(work_dir: str, train_bytes: int, eval_bytes: int) -> tuple[str, str]:
@@ -85,18 +103,61 @@ def split_corpus(work_dir: str, train_bytes: int, eval_bytes: int) -> tuple[str,
     return paths[0], paths[1]
 
 
+def entity_list(text: str, min_count: int = 3) -> list:
+    """Runs of capitalised words (longer than one letter) not at a line's start, seen `min_count` times."""
+    import collections
+
+    counts = collections.Counter()
+    for line in open(text, encoding="utf-8"):
+        words = [w.strip(".,;:!?\"'()_") for w in line.split()]
+        run = []
+        for i, word in enumerate(words + [""]):
+            if i > 0 and len(word) > 1 and word[0].isupper() and word.isalpha():
+                run.append(word)
+                continue
+            if run:
+                counts[" ".join(run)] += 1
+            run = []
+    return sorted(name for name, count in counts.items() if count >= min_count)
+
+
+def unit_tables(text: str, work_dir: str, masking: str) -> dict:
+    """The units of "phrase" (learned from `text`) and "entity" (`entity_list`) masking; written once."""
+    from bert_tf.pretraining_data import knowledge_units
+    from bert_tf.tokenization import phrase_learning
+
+    if masking not in knowledge_units.KNOWLEDGE_MASKING:
+        return {}
+    path = os.path.join(work_dir, f"{masking}-units.txt")
+    if not os.path.exists(path):
+        if masking == "phrase":
+            phrase_learning.write_phrases(phrase_learning.learn_phrases(phrase_learning.corpus_lines([text])), path)
+        else:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("".join(name + "\n" for name in entity_list(text)))
+    return {masking: knowledge_units.read_phrase_file(path, VOCAB, True)}
+
+
 def write_records(text: str, path: str, args, sentence_task: str, masking: str, dupe_factor: int, seed: int) -> str:
     from bert_tf.pretraining_data import InstanceConfig, write_pretraining_data
 
     if not os.path.exists(path):
+        ernie = masking == "ernie"
         config = InstanceConfig(
             max_seq_length=args.max_seq_length,
             max_predictions_per_seq=args.max_predictions,
             dupe_factor=dupe_factor,
             sentence_task=sentence_task,
-            masking=masking,
+            masking="phrase" if ernie else masking,
+            do_masking=not ernie,
         )
-        write_pretraining_data([text], [path], VOCAB, config, seed=seed, num_workers=1)
+        directory = os.path.dirname(path)
+        units = unit_tables(text, directory, masking)
+        if ernie:
+            units = {**unit_tables(text, directory, "phrase"), **unit_tables(text, directory, "entity")}
+        summary = write_pretraining_data([text], [path], VOCAB, config, seed=seed, num_workers=1, units=units)
+        if units and not ernie:
+            print(path, summary.format().splitlines()[4], flush=True)  # the units masked
     return path
 
 
@@ -202,6 +263,8 @@ def run_choice(name: str, seed: int, records: dict, args) -> dict:
         max_predictions_per_seq=args.max_predictions,
         train_batch_size=batch,
         shuffle_buffer_size=1000,
+        dynamic_masking=masking == "ernie",
+        masking_schedule=ERNIE_SCHEDULE if masking == "ernie" else "",
     )
     training_config = TrainingConfig(
         num_train_steps=args.steps,

@@ -19,8 +19,9 @@ script) writes; the job trains the sentence task the records hold (their
 for RoBERTa's full sentences) and logs which. The optimizer is BERT's: AdamW
 (decay 0.01, not on LayerNorm and biases), linear warm-up then linear decay to
 0, clipping at norm 1.0; `--optimizer=lamb` gives LAMB with the same schedule.
-`--dynamic_masking --masking=whole_word|span` re-masks whole words or SpanBERT
-spans. docs/pretraining_objectives.md describes each choice.
+`--dynamic_masking --masking=whole_word|span|phrase|entity` re-masks whole words,
+SpanBERT spans or ERNIE's phrases and entities; `--masking_schedule` stages them.
+docs/pretraining_objectives.md describes each choice.
 
 Multi-worker: start the same command on every worker with its TF_CONFIG and
 `--distribution_strategy=multi_worker_mirrored`, all with the same shared
@@ -126,8 +127,16 @@ def define_flags():
         "masking",
         "token",
         MASKING_METHODS,
-        "What --dynamic_masking masks: token (WordPieces), whole_word, or span (SpanBERT: whole-word spans of "
-        "geometric length, p=0.2, at most 10 words).",
+        "What --dynamic_masking masks: token (WordPieces), whole_word, span (SpanBERT: whole-word spans of "
+        "geometric length, p=0.2, at most 10 words), or phrase/entity (ERNIE: whole phrases or entities as units "
+        "beside whole words; the records carry the units: create_pretraining_data --masking=phrase|entity "
+        "--nodo_masking).",
+    )
+    flags.DEFINE_string(
+        "masking_schedule",
+        "",
+        "ERNIE's staged masking with --dynamic_masking, instead of --masking: MODE:FRACTION,... over the "
+        "training steps, e.g. token:0.3,phrase:0.3,entity:0.4 (resumes at the same stage).",
     )
     flags.DEFINE_integer("shuffle_buffer_size", 10000, "Records in the training shuffle buffer.")
     flags.DEFINE_bool(

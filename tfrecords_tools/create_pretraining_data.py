@@ -16,7 +16,8 @@ instances are masked at a lower rate; a warning says so).
 
 Beyond the original: `--sentence_task=sop` (ALBERT's sentence order, label feature
 `sentence_order_labels`) or `none` (RoBERTa's full sentences, no label feature), and
-`--masking=whole_word|span` (SpanBERT's spans); docs/pretraining_objectives.md.
+`--masking=whole_word|span` (SpanBERT's spans), `--masking=phrase|entity` (ERNIE's knowledge
+masking, units from `--phrase_file`, learned phrases or capitalisation); docs/pretraining_objectives.md.
 
 Beyond one machine: `--runner=DataflowRunner|FlinkRunner|SparkRunner|DirectRunner` runs the same chunks as
 an Apache Beam pipeline (`bert_tf.pretraining_data.beam_pipeline`; `pip install 'bert_tf[beam]'`) with
@@ -59,7 +60,7 @@ import logging as std_logging
 from absl import flags, logging
 
 from bert_tf import cli
-from bert_tf.pretraining_data import instance_workers, instances, text_corpus, writer
+from bert_tf.pretraining_data import instance_workers, instances, knowledge_units, text_corpus, writer
 
 FLAGS = flags.FLAGS
 # "local", then Beam's runners (any other runner's class path works through the library function).
@@ -90,7 +91,16 @@ def define_flags():
         "token",
         instances.MASKING_METHODS,
         "token: WordPieces independently (BERT); whole_word: a word and its ## pieces together; span: SpanBERT's "
-        "whole-word spans (geometric lengths, p=0.2, at most 10 words), the 80/10/10 choice made per span.",
+        "whole-word spans (geometric lengths, p=0.2, at most 10 words), the 80/10/10 choice made per span; "
+        "phrase/entity: ERNIE's knowledge masking, a whole phrase or named entity chosen or skipped as one unit "
+        "like a word, the choice made per unit (units: --phrase_file, else phrases.txt beside --vocab_file for "
+        "phrase and capitalised words not at a sentence start for entity with --nodo_lower_case).",
+    )
+    flags.DEFINE_string(
+        "phrase_file",
+        None,
+        "Phrases and entities for --masking=phrase|entity, one per line, matched as whole words, longest first "
+        "(case-insensitively with --do_lower_case).",
     )
     flags.DEFINE_enum(
         "sentence_task",
@@ -214,6 +224,11 @@ def main(argv):
         raise ValueError(f"--chunk_mb={FLAGS.chunk_mb} must be > 0")
     beam_arguments = _beam_arguments()
     beam_pipeline = _beam_pipeline() if FLAGS.runner != "local" else None
+    if FLAGS.phrase_file and config.masking not in knowledge_units.KNOWLEDGE_MASKING:
+        raise ValueError(f"--phrase_file is for --masking=phrase|entity, not --masking={config.masking}")
+    units = knowledge_units.unit_tables(
+        config.masking, config.do_masking, FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.phrase_file
+    )
     input_files = text_corpus.resolve_input_files(FLAGS.input_file)
     output_files = writer.resolve_output_files(FLAGS.output_file, FLAGS.num_output_shards)
     common = dict(
@@ -224,6 +239,7 @@ def main(argv):
         chunk_bytes=max(1, int(FLAGS.chunk_mb * (1 << 20))),
         compression=None if FLAGS.compression == "NONE" else FLAGS.compression,
         skip_invalid_utf8=FLAGS.skip_invalid_utf8,
+        units=units,
     )
     if beam_pipeline:
         _skip_logged_corpus_errors()

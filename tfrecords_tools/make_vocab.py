@@ -43,6 +43,14 @@ def define_flags():
         "tokenized into the learned pieces. Lower is faster (the learner is pure Python).",
     )
     flags.DEFINE_integer("max_lines", 0, "Read at most this many lines (0: all).")
+    flags.DEFINE_bool(
+        "learn_phrases",
+        False,
+        "Also learn collocations (word pairs and triples, PMI and count thresholds) into phrases.txt beside "
+        "--output_file, the phrases of create_pretraining_data --masking=phrase.",
+    )
+    flags.DEFINE_integer("phrase_min_count", 5, "With --learn_phrases: the fewest occurrences of a phrase.")
+    flags.DEFINE_float("phrase_min_pmi", 8.0, "With --learn_phrases: the lowest PMI (bits) of a phrase's parts.")
 
 
 def expand_input_files(pattern_list):
@@ -77,6 +85,24 @@ def main(argv):
         max_input_words=FLAGS.max_input_words,
         max_lines=FLAGS.max_lines,
     )
+    if FLAGS.learn_phrases:
+        _learn_phrases()
+
+
+def _learn_phrases():
+    """--learn_phrases: phrases.txt beside the vocabulary (the input is known to be good: it made the vocabulary)."""
+    import os
+
+    from absl import logging
+
+    from bert_tf.pretraining_data.knowledge_units import PHRASE_FILE_NAME
+    from bert_tf.tokenization import phrase_learning
+
+    lines = phrase_learning.corpus_lines(expand_input_files(FLAGS.input_file), FLAGS.do_lower_case, FLAGS.max_lines)
+    phrases = phrase_learning.learn_phrases(lines, FLAGS.phrase_min_count, FLAGS.phrase_min_pmi)
+    path = os.path.join(os.path.dirname(os.path.abspath(FLAGS.output_file)), PHRASE_FILE_NAME)
+    phrase_learning.write_phrases(phrases, path)
+    logging.info("Wrote %d phrases to %s", len(phrases), path)
 
 
 def run(argv=None):

@@ -17,6 +17,16 @@ words cut at 10 ("span") or of one word ("whole_word") are drawn until
 by [MASK] 80%, random ids 10%, itself 10% as a whole ("span"; per token for
 "whole_word").
 
+With `masking="phrase"` or `"entity"` (ERNIE's knowledge masking), units
+(whole phrases or entities, and each word outside them) are chosen in random
+order, each skipped whole when it would overflow the same budget, the 80/10/10
+choice made once per unit (`bert_tf.pretraining_data.knowledge_units.select_units`'s
+algorithm). The units come from the records: `create_pretraining_data
+--masking=phrase|entity --nodo_masking` stores their flags (`phrase_units`,
+`entity_units`), which the reader passes in the batch. `schedule` switches
+the mode over training (ERNIE's stages: token, then phrase, then entity
+masking), counted in batches read, which tf.data saves with the iterator.
+
 Records that were written masked are first restored from their
 `masked_lm_positions`/`masked_lm_ids`, so any pretraining TFRecord works.
 
@@ -33,6 +43,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf.pretraining_data.instances import MASKING_METHODS
+from bert_tf.pretraining_data.knowledge_units import KNOWLEDGE_MASKING, UNIT_CONTINUE, UNIT_FEATURES, UNIT_NONE
 from bert_tf.pretraining_data.span_masking import MAX_SPAN_WORDS, SPAN_GEOMETRIC_P
 
 
@@ -48,8 +59,12 @@ class DynamicMaskingConfig:
         mask_token_rate: fraction of predictions replaced by [MASK].
         random_token_rate: fraction replaced by a random id (the rest keep
             their token).
-        masking: "token", "whole_word" or "span" (see the module docstring).
-        continuation_ids: ids of the `##` pieces (words for "whole_word" and "span").
+        masking: "token", "whole_word", "span", "phrase" or "entity" (see the module docstring).
+        continuation_ids: ids of the `##` pieces (words for all but "token").
+        schedule: ((mode, fraction), ...): each mode for its fraction of
+            `schedule_batches` batches, in order (the last one after them);
+            empty: `masking` throughout.
+        schedule_batches: the batches the fractions of `schedule` are of.
     """
 
     vocab_size: int
@@ -60,10 +75,13 @@ class DynamicMaskingConfig:
     random_token_rate: float = 0.1
     masking: str = "token"
     continuation_ids: Sequence[int] = ()
+    schedule: tuple = ()
+    schedule_batches: int = 0
 
     def __post_init__(self):
-        if self.masking not in MASKING_METHODS:
-            raise ValueError(f"masking must be one of {MASKING_METHODS}, got {self.masking!r}")
+        for mode in [self.masking] + [mode for mode, _ in self.schedule]:
+            if mode not in MASKING_METHODS:
+                raise ValueError(f"masking must be one of {MASKING_METHODS}, got {mode!r}")
         if not 0.0 < self.masked_lm_prob <= 1.0:
             raise ValueError(f"masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}")
         if min(self.mask_token_rate, self.random_token_rate) < 0 or self.mask_token_rate + self.random_token_rate > 1.0:
@@ -73,6 +91,16 @@ class DynamicMaskingConfig:
             )
         if not 0 <= self.mask_token_id < self.vocab_size:
             raise ValueError(f"mask_token_id {self.mask_token_id} is not in [0, vocab_size={self.vocab_size})")
+
+    @property
+    def modes(self) -> tuple:
+        """Every masking mode the config uses."""
+        return tuple(dict.fromkeys([mode for mode, _ in self.schedule] or [self.masking]))
+
+    @property
+    def unit_features(self) -> tuple:
+        """The record features of unit flags the modes need (`knowledge_units.UNIT_FEATURES`)."""
+        return tuple(UNIT_FEATURES[mode] for mode in self.modes if mode in KNOWLEDGE_MASKING)
 
     @classmethod
     def from_vocab_file(cls, vocab_file: str, **kwargs):
@@ -157,20 +185,28 @@ def restore_masked_tokens(input_ids, masked_lm_positions, masked_lm_ids, masked_
     return tf.tensor_scatter_nd_update(input_ids, indices, updates)
 
 
-def dynamic_mask_batch(features, config: DynamicMaskingConfig, max_predictions_per_seq: int, seed):
+def dynamic_mask_batch(
+    features, config: DynamicMaskingConfig, max_predictions_per_seq: int, seed, masking: str | None = None
+):
     """Re-masks one parsed batch.
 
     Args:
         features: dict with int32 `input_word_ids`, `input_mask` [batch, seq]
             and `masked_lm_positions`, `masked_lm_ids`, `masked_lm_weights`
-            [batch, max_predictions] (all-zero weights for unmasked records).
+            [batch, max_predictions] (all-zero weights for unmasked records);
+            for "phrase" and "entity", the unit flags `phrase_units` or
+            `entity_units` int32 [batch, seq].
         config: masking parameters.
         max_predictions_per_seq: width of the masked_lm_* outputs.
         seed: int [2] stateless seed of this batch.
+        masking: the mode of this batch (default `config.masking`).
 
     Returns:
-        A new dict with the same keys and shapes.
+        A new dict with the same keys and shapes, without the unit flags.
     """
+    masking = masking or config.masking
+    features = dict(features)
+    unit_flags = {name: features.pop(name) for name in UNIT_FEATURES.values() if name in features}
     seed = tf.cast(seed, tf.int64)
     selector_seed, chooser_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
     ids = restore_masked_tokens(
@@ -179,8 +215,13 @@ def dynamic_mask_batch(features, config: DynamicMaskingConfig, max_predictions_p
         features["masked_lm_ids"],
         features["masked_lm_weights"],
     )
-    if config.masking != "token":
-        return _mask_whole_words(features, ids, config, max_predictions_per_seq, selector_seed, chooser_seed)
+    if masking != "token":
+        flags = unit_flags.get(UNIT_FEATURES.get(masking))
+        if masking in KNOWLEDGE_MASKING and flags is None:
+            raise ValueError(f"masking={masking!r} needs the records' {UNIT_FEATURES[masking]!r} feature in the batch")
+        return _mask_whole_words(
+            features, ids, config, max_predictions_per_seq, selector_seed, chooser_seed, masking, flags
+        )
     batch = tf.shape(ids)[0]
     seq_length = tf.shape(ids)[1]
     lengths = tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), axis=1)
@@ -221,19 +262,24 @@ def span_lengths_tf(u):
     return tf.clip_by_value(lengths, 1, MAX_SPAN_WORDS)
 
 
-def _select_word_spans(ids, candidates, config: DynamicMaskingConfig, budget, num_tries: int, seed):
+def _is_continuation(ids, config: DynamicMaskingConfig):
+    """bool [batch, seq_length]: the token is a `##` piece."""
+    table = tf.scatter_nd(
+        tf.constant([[i] for i in config.continuation_ids], tf.int32, shape=[len(config.continuation_ids), 1]),
+        tf.ones([len(config.continuation_ids)], tf.bool),
+        [config.vocab_size],
+    )
+    return tf.gather(table, tf.clip_by_value(ids, 0, config.vocab_size - 1))
+
+
+def _select_word_spans(ids, candidates, config: DynamicMaskingConfig, budget, num_tries: int, seed, masking):
     """Whole-word spans per row (`span_masking.select_spans`'s algorithm, stateless).
 
     Returns:
       int32 [batch, seq_length]: the try that chose each position, -1 where none.
     """
     batch, seq_length = tf.shape(ids)[0], tf.shape(ids)[1]
-    table = tf.scatter_nd(
-        tf.constant([[i] for i in config.continuation_ids], tf.int32, shape=[len(config.continuation_ids), 1]),
-        tf.ones([len(config.continuation_ids)], tf.bool),
-        [config.vocab_size],
-    )
-    is_continuation = tf.gather(table, tf.clip_by_value(ids, 0, config.vocab_size - 1)) & candidates
+    is_continuation = _is_continuation(ids, config) & candidates
     previous_candidate = tf.pad(candidates[:, :-1], [[0, 0], [1, 0]])
     starts = candidates & ~(is_continuation & previous_candidate)
     word_index = tf.where(candidates, tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1, -1)
@@ -244,7 +290,7 @@ def _select_word_spans(ids, candidates, config: DynamicMaskingConfig, budget, nu
     word_length = tf.reshape(
         tf.math.unsorted_segment_sum(tf.ones_like(segment), segment, batch * seq_length + 1)[:-1], [batch, seq_length]
     )
-    max_words = MAX_SPAN_WORDS if config.masking == "span" else 1
+    max_words = MAX_SPAN_WORDS if masking == "span" else 1
     offsets = tf.range(max_words)[None, :]
     word_span = tf.fill([batch, seq_length], -1)
     count = tf.zeros([batch], tf.int32)
@@ -252,7 +298,7 @@ def _select_word_spans(ids, candidates, config: DynamicMaskingConfig, budget, nu
         length_seed, anchor_seed = tf.unstack(
             tf.random.experimental.stateless_split(tf.random.experimental.stateless_fold_in(seed, attempt), 2)
         )
-        if config.masking == "span":
+        if masking == "span":
             lengths = span_lengths_tf(tf.random.stateless_uniform([batch], length_seed))
         else:
             lengths = tf.ones([batch], tf.int32)
@@ -274,10 +320,56 @@ def _select_word_spans(ids, candidates, config: DynamicMaskingConfig, budget, nu
     return tf.where(word_index >= 0, tf.gather(word_span, tf.maximum(word_index, 0), batch_dims=1), -1)
 
 
+def _select_units(ids, candidates, unit_flags, config: DynamicMaskingConfig, budget, seed):
+    """Phrases or entities and the words outside them, per row (`knowledge_units.select_units`'s algorithm,
+    stateless).
+
+    Returns:
+      int32 [batch, seq_length]: the item (unit or word) that chose each position, -1 where none.
+    """
+    batch, seq_length = tf.shape(ids)[0], tf.shape(ids)[1]
+    unit_flags = tf.cast(unit_flags, tf.int32)
+    previous = tf.pad(candidates[:, :-1], [[0, 0], [1, 0]])
+    joins = tf.where(unit_flags != UNIT_NONE, unit_flags == UNIT_CONTINUE, _is_continuation(ids, config))
+    starts = candidates & ~(joins & previous)
+    item_index = tf.where(candidates, tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1, -1)
+    num_items = tf.reduce_sum(tf.cast(starts, tf.int32), axis=1)
+    rows = tf.range(batch)[:, None]
+    segment = tf.where(candidates, rows * seq_length + item_index, batch * seq_length)
+    item_length = tf.reshape(
+        tf.math.unsorted_segment_sum(tf.ones_like(segment), segment, batch * seq_length + 1)[:-1], [batch, seq_length]
+    )
+    slot = tf.range(seq_length)[None, :]
+    keys = tf.where(slot < num_items[:, None], tf.random.stateless_uniform([batch, seq_length], seed), 2.0)
+    order = tf.argsort(keys, axis=1, stable=True)
+    sorted_length = tf.gather(item_length, order, batch_dims=1)
+
+    def visit(r, count, taken):
+        size = sorted_length[:, r]
+        take = (r < num_items) & (count + size <= budget)
+        return r + 1, count + tf.where(take, size, 0), taken | ((slot == r) & take[:, None])
+
+    _, _, taken = tf.while_loop(
+        lambda r, count, taken: r < tf.reduce_max(num_items),
+        visit,
+        (tf.constant(0), tf.zeros([batch], tf.int32), tf.zeros([batch, seq_length], tf.bool)),
+    )
+    chosen = tf.gather(taken, tf.argsort(order, axis=1), batch_dims=1)  # by item
+    selected = candidates & tf.gather(chosen, tf.maximum(item_index, 0), batch_dims=1)
+    return tf.where(selected, item_index, -1)
+
+
 def _mask_whole_words(
-    features, ids, config: DynamicMaskingConfig, max_predictions_per_seq, selector_seed, chooser_seed
+    features,
+    ids,
+    config: DynamicMaskingConfig,
+    max_predictions_per_seq,
+    selector_seed,
+    chooser_seed,
+    masking,
+    unit_flags=None,
 ):
-    """`dynamic_mask_batch` for "whole_word" and "span" masking."""
+    """`dynamic_mask_batch` for every masking but "token"."""
     batch, seq_length = tf.shape(ids)[0], tf.shape(ids)[1]
     position = tf.range(seq_length)[None, :]
     lengths = tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), axis=1)
@@ -289,7 +381,12 @@ def _mask_whole_words(
         tf.cast(tf.math.ceil(config.masked_lm_prob * num_candidates), tf.int32), max_predictions_per_seq
     )
     num_tries = 2 * max_predictions_per_seq
-    span_of = _select_word_spans(ids, candidates, config, budget, num_tries, selector_seed)
+    if masking in KNOWLEDGE_MASKING:
+        span_of = _select_units(ids, candidates, unit_flags, config, budget, selector_seed)
+        num_units = seq_length
+    else:
+        span_of = _select_word_spans(ids, candidates, config, budget, num_tries, selector_seed, masking)
+        num_units = num_tries
     # The chosen positions in ascending order, then `seq_length` as padding.
     ordered = tf.sort(tf.where(span_of >= 0, position, seq_length), axis=1)
     ordered = tf.pad(ordered, [[0, 0], [0, max_predictions_per_seq]], constant_values=seq_length)
@@ -300,10 +397,10 @@ def _mask_whole_words(
 
     choice_seed, keep_seed, id_seed = tf.unstack(tf.random.experimental.stateless_split(chooser_seed, 3))
     width = [batch, max_predictions_per_seq]
-    if config.masking == "span":
-        # One choice per span, for all its tokens.
+    if masking != "whole_word":
+        # One choice per span or unit, for all its tokens.
         span_ids = tf.maximum(tf.gather(span_of, positions, batch_dims=1), 0)
-        draw = tf.gather(tf.random.stateless_uniform([batch, num_tries], choice_seed), span_ids, batch_dims=1)
+        draw = tf.gather(tf.random.stateless_uniform([batch, num_units], choice_seed), span_ids, batch_dims=1)
     else:
         draw = tf.random.stateless_uniform(width, choice_seed)
     random_ids = tf.random.stateless_uniform(width, id_seed, minval=0, maxval=config.vocab_size, dtype=tf.int32)
@@ -331,12 +428,45 @@ def apply_dynamic_masking(
 ) -> tf.data.Dataset:
     """Maps `dynamic_mask_batch` over a dataset of parsed batches.
 
-    Per-batch seeds come from `tf.data.Dataset.random(seed)`, which is saved in
-    iterator checkpoints; the same `seed` gives the same masks.
+    Per-batch seeds come from `tf.data.Dataset.random(seed)`, and with a
+    `config.schedule` the stage from the number of batches read
+    (`tf.data.Dataset.range`); both are saved in iterator checkpoints, so the
+    same `seed` gives the same masks, resumed or not.
     """
     seeds = tf.data.Dataset.random(seed=seed).batch(2, drop_remainder=True)
-    return tf.data.Dataset.zip((dataset, seeds)).map(
-        lambda features, batch_seed: dynamic_mask_batch(features, config, max_predictions_per_seq, batch_seed),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True,
+    if not config.schedule:
+        return tf.data.Dataset.zip((dataset, seeds)).map(
+            lambda features, batch_seed: dynamic_mask_batch(features, config, max_predictions_per_seq, batch_seed),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
+    if config.schedule_batches < 1:
+        raise ValueError(f"a masking schedule needs schedule_batches >= 1, got {config.schedule_batches}")
+    ends = schedule_ends(config.schedule, config.schedule_batches)
+
+    modes = config.modes
+    stage_modes = tf.constant([modes.index(mode) for mode, _ in config.schedule], tf.int32)
+
+    def mask_stage(features, batch_seed, index):
+        stage = tf.reduce_sum(tf.cast(index >= tf.constant(ends, tf.int64), tf.int32))
+        mode_index = tf.gather(stage_modes, tf.minimum(stage, len(ends) - 1))
+        # Every mode masks the batch and the stage's result is kept: a tf.switch_case around tensorflow_text's
+        # masking (which holds stateful assertions) would make the iterator impossible to checkpoint.
+        result = dynamic_mask_batch(features, config, max_predictions_per_seq, batch_seed, modes[0])
+        for i, mode in enumerate(modes[1:], 1):
+            masked = dynamic_mask_batch(features, config, max_predictions_per_seq, batch_seed, mode)
+            result = tf.nest.map_structure(lambda kept, new, i=i: tf.where(mode_index == i, new, kept), result, masked)
+        return result
+
+    return tf.data.Dataset.zip((dataset, seeds, tf.data.Dataset.range(2**62))).map(
+        mask_stage, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
     )
+
+
+def schedule_ends(schedule, num_batches: int) -> list:
+    """The batch index at which each stage of `schedule` ends (the cumulative fractions of `num_batches`)."""
+    ends, total = [], 0.0
+    for _, fraction in schedule:
+        total += fraction
+        ends.append(int(round(total * num_batches)))
+    return ends

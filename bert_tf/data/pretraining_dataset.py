@@ -10,6 +10,9 @@ keyed like Model Garden / keras-hub encoders:
     next_sentence_labels                         int32 [batch]   (records of sentence task "nsp")
     sentence_order_labels                        int32 [batch]   ("sop"; records of "none" have no label)
 
+With phrase or entity dynamic masking, the records' unit flags (`phrase_units`,
+`entity_units`) are read too and consumed by the masking.
+
 Only checkpoint-safe tf.data ops are used (no py_function, no stateful random
 ops), so a training loop can save the iterator and resume mid-epoch.
 """
@@ -21,6 +24,7 @@ import tensorflow as tf
 from bert_tf.data import dynamic_masking as dynamic_masking_lib
 from bert_tf.data import prefetching, pretraining_features
 from bert_tf.data.tfrecord_files import detect_compression, resolve_input_files
+from bert_tf.pretraining_data.knowledge_units import UNIT_FEATURES
 
 
 def _first_record(path: str, compression: str) -> bytes | None:
@@ -36,8 +40,11 @@ def check_record_format(
     max_predictions_per_seq: int,
     need_masked_lm: bool = True,
     sentence_task: str | None = None,
+    unit_features: Sequence[str] = (),
 ) -> str | None:
     """Checks the first record of a file against the expected lengths (and sentence task, when given).
+
+    `unit_features` (the unit flags of phrase and entity dynamic masking) must be there too.
 
     Returns:
         The sentence task the record was written for ("nsp", "sop" or "none",
@@ -69,10 +76,16 @@ def check_record_format(
     lengths = pretraining_features.feature_lengths(seq_length, max_predictions_per_seq, found_task)
     optional = {name: lengths[name] for name in pretraining_features.MASKED_LM_FEATURES}
     expected = {name: length for name, length in lengths.items() if name not in optional}
+    expected.update({name: seq_length for name in unit_features})
     if need_masked_lm:
         expected.update(optional)
     for name, length in list(expected.items()) + list(optional.items()):
         if name not in feature:
+            if name in unit_features:
+                raise ValueError(
+                    f"{path}: records have no feature {name!r}, the unit flags of its masking: write them with "
+                    "create_pretraining_data --masking=phrase|entity --nodo_masking"
+                )
             if name in expected:
                 raise ValueError(f"{path}: records have no feature {name!r} (found {sorted(feature.keys())})")
             continue
@@ -107,6 +120,9 @@ def _to_model_inputs(parsed):
     for label in pretraining_features.LABEL_FEATURES + ("sentence_order_labels",):
         if label in parsed:
             inputs[label] = int32(parsed[label][:, 0])
+    for name in UNIT_FEATURES.values():
+        if name in parsed:
+            inputs[name] = int32(parsed[name])
     return inputs
 
 
@@ -177,6 +193,7 @@ def pretraining_dataset(
                 max_predictions_per_seq,
                 need_masked_lm=dynamic_masking is None,
                 sentence_task=sentence_task,
+                unit_features=dynamic_masking.unit_features if dynamic_masking is not None else (),
             )
 
     num_pipelines = input_context.num_input_pipelines if input_context else 1
@@ -212,6 +229,8 @@ def pretraining_dataset(
         masked_lm="optional" if dynamic_masking is not None else "required",
         sentence_task=sentence_task,
     )
+    if dynamic_masking is not None:
+        spec.update({name: tf.io.FixedLenFeature([seq_length], tf.int64) for name in dynamic_masking.unit_features})
     dataset = dataset.map(
         lambda records: _to_model_inputs(tf.io.parse_example(records, spec)),
         num_parallel_calls=tf.data.AUTOTUNE,

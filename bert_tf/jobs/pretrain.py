@@ -36,6 +36,7 @@ from bert_tf.config import BertConfig
 from bert_tf.errors import JobArgumentError, check_int
 from bert_tf.jobs import DEFAULT_SEED
 from bert_tf.pretraining_data.instances import MASKING_METHODS
+from bert_tf.pretraining_data.knowledge_units import UNIT_FEATURES, parse_masking_schedule
 from bert_tf.tokenization.vocab import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN
 from bert_tf.training.runtime import RuntimeConfig, training_runtime
 
@@ -84,8 +85,11 @@ class PretrainingDataConfig:
       shuffle_buffer_size: records in the training shuffle buffer.
       dynamic_masking: re-mask each batch as it is read (needs a vocab_file).
       masked_lm_prob: the masking rate of dynamic masking.
-      masking: what dynamic masking masks: "token", "whole_word" or "span" (SpanBERT);
-        static records keep the masking they were written with.
+      masking: what dynamic masking masks: "token", "whole_word", "span" (SpanBERT), or
+        "phrase"/"entity" (ERNIE; the records carry the units); static records keep the masking
+        they were written with.
+      masking_schedule: ERNIE's staged masking instead of `masking`, e.g.
+        "token:0.3,phrase:0.3,entity:0.4": each mode for its fraction of the training steps.
     """
 
     input_file: str
@@ -98,6 +102,7 @@ class PretrainingDataConfig:
     dynamic_masking: bool = False
     masked_lm_prob: float = 0.15
     masking: str = "token"
+    masking_schedule: str = ""
 
     def __post_init__(self):
         if not self.input_file:
@@ -118,6 +123,22 @@ class PretrainingDataConfig:
                 f"--masking={self.masking} needs --dynamic_masking (static records keep the masking they were "
                 "written with: tfrecords_tools.create_pretraining_data --masking)."
             )
+        if self.masking_schedule:
+            if not self.dynamic_masking or self.masking != "token":
+                raise JobArgumentError(
+                    "--masking_schedule needs --dynamic_masking and replaces --masking; give one of them."
+                )
+            try:
+                parse_masking_schedule(self.masking_schedule)
+            except ValueError as e:
+                raise JobArgumentError(str(e)) from None
+
+    @property
+    def masking_modes(self) -> tuple:
+        """The masking modes dynamic masking uses (`masking`, or those of the schedule)."""
+        if not self.masking_schedule:
+            return (self.masking,)
+        return tuple(dict.fromkeys(mode for mode, _ in parse_masking_schedule(self.masking_schedule)))
 
 
 # What the job trains for the sentence task of the records (`bert_tf.data.pretraining_features.sentence_task_of`).
@@ -339,6 +360,9 @@ def _check_records(data: PretrainingDataConfig, train_files: list[str], eval_fil
                     data.max_seq_length,
                     data.max_predictions_per_seq,
                     need_masked_lm=not data.dynamic_masking,
+                    unit_features=[UNIT_FEATURES[m] for m in data.masking_modes if m in UNIT_FEATURES]
+                    if data.dynamic_masking
+                    else (),
                 )
             except ValueError as e:
                 raise JobArgumentError(f"--{flag}: {e}") from None
@@ -373,11 +397,29 @@ def _dynamic_masking(data: PretrainingDataConfig, vocab_file: str | None, vocab:
     from bert_tf.data.dynamic_masking import DynamicMaskingConfig
 
     try:
+        schedule = parse_masking_schedule(data.masking_schedule) if data.masking_schedule else ()
         return DynamicMaskingConfig.from_vocab(
-            vocab, vocab_file, masked_lm_prob=data.masked_lm_prob, masking=data.masking
+            vocab,
+            vocab_file,
+            masked_lm_prob=data.masked_lm_prob,
+            # Evaluation masks with the schedule's last mode; training follows the schedule (`_scheduled`).
+            masking=schedule[-1][0] if schedule else data.masking,
+            schedule=schedule,
         )
     except ValueError as e:
         raise JobArgumentError(f"--vocab_file (for --dynamic_masking): {e}") from None
+
+
+def _scheduled(masking, num_train_steps: int, input_context):
+    """`masking` with its schedule counted in the batches one input pipeline yields over training.
+
+    Each pipeline yields one batch per replica it feeds per step, so its stage changes at the same step
+    as every other pipeline's.
+    """
+    if masking is None or not masking.schedule:
+        return masking
+    per_step = input_context.num_replicas_in_sync // input_context.num_input_pipelines if input_context else 1
+    return dataclasses.replace(masking, schedule_batches=num_train_steps * max(per_step, 1))
 
 
 # --- writing and training ----------------------------------------------------------------
@@ -424,7 +466,7 @@ def _train(
             input_context=input_context,
             shuffle_buffer_size=data.shuffle_buffer_size,
             seed=data_seed,
-            dynamic_masking=masking,
+            dynamic_masking=_scheduled(masking, training_config.num_train_steps, input_context),
             check_files=False,
             sentence_task=sentence_task,
         )
@@ -439,7 +481,7 @@ def _train(
             training=False,
             input_context=input_context,
             seed=seed,
-            dynamic_masking=masking,
+            dynamic_masking=dataclasses.replace(masking, schedule=()) if masking is not None else None,
             drop_remainder=False,
             check_files=False,
             sentence_task=sentence_task,

@@ -137,6 +137,7 @@ def write_pretraining_data_with_beam(
     skip_invalid_utf8: bool = False,
     runner: str = "DirectRunner",
     pipeline_args: Sequence[str] = (),
+    units: dict | None = None,
 ) -> writer.WriteSummary:
     """`writer.write_pretraining_data` on a Beam runner: the same records, in `num_output_shards` shards.
 
@@ -147,6 +148,7 @@ def write_pretraining_data_with_beam(
         output_file: one path; with `num_output_shards` > 1 the shards are
             `output_file-00000-of-0000N` (`writer.resolve_output_files`).
         runner: a Beam runner name (DirectRunner, DataflowRunner, FlinkRunner, ...).
+        units: as `writer.write_pretraining_data` (ERNIE's phrase and entity units).
         pipeline_args: Beam pipeline options, e.g. `["--project=p", "--region=r"]`.
 
     Returns:
@@ -158,7 +160,6 @@ def write_pretraining_data_with_beam(
         worker (a line that is not UTF-8, naming file and line; a corpus
         without instances). No shard is left under its final name.
     """
-    from bert_tf.data import pretraining_features  # TensorFlow: the reader's feature specs
 
     start_time = time.time()
     output_files = writer.resolve_output_files(output_file, num_output_shards)
@@ -166,13 +167,7 @@ def write_pretraining_data_with_beam(
     if chunk_bytes < 1:
         raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}")
     layout = text_corpus.corpus_layout(input_files)
-    settings = instance_workers.BuilderSettings(
-        config=config,
-        vocab=vocab,
-        random_seed=seed,
-        int_features=pretraining_features.int_features(config.sentence_task),
-        float_features=pretraining_features.FLOAT_FEATURES,
-    )
+    settings = writer.builder_settings(config, vocab, seed, units)
     run_id = uuid.uuid4().hex[:8]
     temp_files = [f"{path}.incomplete-{run_id}" for path in output_files]
     _make_parents(output_files)

@@ -27,7 +27,7 @@ import traceback
 
 import numpy as np
 
-from bert_tf.pretraining_data import example_encoder, instances
+from bert_tf.pretraining_data import example_encoder, instances, knowledge_units
 
 # Instances made and serialized per batch: large enough for numpy to pay off,
 # small enough to keep a batch's arrays small.
@@ -52,6 +52,9 @@ class ChunkStats:
     num_kept_token: int = 0
     num_random_next: int = 0  # label 1: B random ("nsp") or A and B swapped ("sop")
     num_one_sentence: int = 0  # random next sentence ("nsp") or a cut inside a sentence ("sop"): one-sentence segment
+    num_masked_units: int = 0  # spans ("span"), phrases or entities ("phrase", "entity") masked whole
+    num_masked_unit_tokens: int = 0
+    num_masked_words: int = 0  # words outside phrases and entities, each masked whole ("phrase", "entity")
 
     def add(self, other: "ChunkStats"):
         for field in dataclasses.fields(self):
@@ -67,6 +70,7 @@ class BuilderSettings:
     random_seed: int
     int_features: tuple[str, ...]
     float_features: tuple[str, ...]
+    units: dict = dataclasses.field(default_factory=dict)  # "phrase"/"entity" -> knowledge_units.UnitTable
 
 
 class InstanceBuilder:
@@ -95,8 +99,12 @@ class InstanceBuilder:
             settings.random_seed,
             chunk_index=chunk_index,
             batch_size=_INSTANCE_BATCH,
+            units=settings.units,
         ):
-            records.extend(self._encoder.encode({name: getattr(batch, self._attributes[name]) for name in self._names}))
+            values = {name: getattr(batch, self._attributes[name], None) for name in self._names}
+            values.update(batch.unit_features)
+            records.extend(self._encoder.encode(values))
+            _count_units(batch, stats, settings.config.masking in knowledge_units.KNOWLEDGE_MASKING)
             choices = batch.mask_choices
             stats.num_instances += len(batch)
             stats.num_instance_tokens += int(batch.input_mask.sum())
@@ -107,6 +115,25 @@ class InstanceBuilder:
             stats.num_random_next += int(np.sum(batch.sentence_labels))
             stats.num_one_sentence += int(np.sum(batch.one_sentence))
         return records, stats
+
+
+def _count_units(batch: instances.PretrainingInstances, stats: ChunkStats, knowledge: bool) -> None:
+    """Adds the masked units (distinct per row) of a batch: spans, or (`knowledge`) phrases/entities and the
+    words outside them."""
+    rows, cols = np.nonzero(batch.mask_units >= 0)
+    if not rows.size:
+        return
+    first = np.ones(rows.size, bool)  # the unit's first prediction (predictions are in position order)
+    units = batch.mask_units[rows, cols]
+    first[1:] = (rows[1:] != rows[:-1]) | (units[1:] != units[:-1])
+    in_phrase = batch.mask_in_phrase[rows, cols]
+    if knowledge:
+        stats.num_masked_units += int((first & in_phrase).sum())
+        stats.num_masked_unit_tokens += int(in_phrase.sum())
+        stats.num_masked_words += int((first & ~in_phrase).sum())
+    else:
+        stats.num_masked_units += int(first.sum())
+        stats.num_masked_unit_tokens += int(rows.size)
 
 
 class HelperError(RuntimeError):

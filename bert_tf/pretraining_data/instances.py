@@ -4,8 +4,8 @@
 "nsp" (the original's next-sentence pairs, described below), "sop" (ALBERT's
 sentence-order pairs: `create_sentence_order_spans`) or "none" (RoBERTa's
 FULL-SENTENCES packing with no sentence label: `create_full_sentence_spans`);
-`InstanceConfig.masking` picks "token", "whole_word" or "span" (SpanBERT,
-`span_masking`) masking.
+`InstanceConfig.masking` picks "token", "whole_word", "span" (SpanBERT,
+`span_masking`), or ERNIE's "phrase" and "entity" (`knowledge_units`) masking.
 
 This is the algorithm of google-research/bert's `create_pretraining_data.py`,
 rewritten to work on one bounded chunk of documents held as flat numpy arrays:
@@ -24,7 +24,9 @@ rewritten to work on one bounded chunk of documents held as flat numpy arrays:
   time, a random vocabulary id 10%, itself 10%. With whole-word masking a word
   (a token plus its following `##` pieces) is chosen or skipped as a unit;
   with span masking, whole-word spans are chosen (`span_masking`) and the
-  80/10/10 choice is made once per span.
+  80/10/10 choice is made once per span; with phrase or entity masking, a
+  phrase or entity is chosen or skipped as a unit like a word (`knowledge_units`),
+  the choice made once per unit.
 
 What differs from the original, and why:
 
@@ -45,12 +47,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bert_tf.pretraining_data import span_masking
+from bert_tf.pretraining_data import knowledge_units, span_masking
 
 SENTENCE_TASKS = ("nsp", "sop", "none")
 # The record feature holding each sentence task's label (`bert_tf.data.pretraining_features` reads it from here).
 SENTENCE_LABEL_FEATURES = {"nsp": "next_sentence_labels", "sop": "sentence_order_labels", "none": None}
-MASKING_METHODS = ("token", "whole_word", "span")
+MASKING_METHODS = ("token", "whole_word", "span", *knowledge_units.KNOWLEDGE_MASKING)
 
 # A [SEP]/[CLS] can never be chosen: their sort key is above every uniform draw.
 _UNSELECTABLE_KEY = 2.0
@@ -235,6 +237,13 @@ class PretrainingInstances:
             prediction (for statistics; not written).
         one_sentence: bool [N], the segment had one sentence so B had to be
             random (for statistics; not written).
+        mask_units: int32 [N, max_predictions_per_seq], the unit (span, phrase,
+            entity or word) of each prediction, -1 where none or when masking
+            by tokens or words (for statistics; not written).
+        mask_in_phrase: bool [N, max_predictions_per_seq], the prediction is part
+            of a phrase or entity, not of a word outside them (for statistics; not written).
+        unit_features: `knowledge_units.UNIT_FEATURES` name -> int32 [N, max_seq_length]
+            unit flags, for the unmasked records of phrase and entity masking.
     """
 
     input_ids: np.ndarray
@@ -246,6 +255,9 @@ class PretrainingInstances:
     sentence_labels: np.ndarray
     mask_choices: np.ndarray
     one_sentence: np.ndarray
+    mask_units: np.ndarray | None = None
+    mask_in_phrase: np.ndarray | None = None
+    unit_features: dict = dataclasses.field(default_factory=dict)
 
     def __len__(self):
         return int(self.input_ids.shape[0])
@@ -655,12 +667,18 @@ def mask_instances(
     config: InstanceConfig,
     vocab: VocabInfo,
     rng: np.random.Generator,
+    unit_flags: np.ndarray | None = None,
 ):
     """Applies masked-LM masking in place on `input_ids`.
 
+    `unit_flags` (int [N, max_seq_length], `knowledge_units.mark_units`'s flags laid out like
+    the rows) gives the phrases or entities of "phrase" and "entity" masking.
+
     Returns:
-        (masked_lm_positions, masked_lm_ids, masked_lm_weights, mask_choices),
-        each [N, max_predictions_per_seq], positions ascending then 0-padded.
+        (masked_lm_positions, masked_lm_ids, masked_lm_weights, mask_choices, mask_units,
+        mask_in_phrase), each [N, max_predictions_per_seq], positions ascending then 0-padded;
+        `mask_units` is the span or unit of each prediction (-1: none, or token or word masking),
+        `mask_in_phrase` True where it belongs to a phrase or entity.
     """
     n, seq_length = input_ids.shape
     max_predictions = config.max_predictions_per_seq
@@ -668,8 +686,10 @@ def mask_instances(
     ids_out = np.zeros((n, max_predictions), np.int32)
     weights_out = np.zeros((n, max_predictions), np.float32)
     choices_out = np.zeros((n, max_predictions), np.int8)
+    units_out = np.full((n, max_predictions), -1, np.int32)
+    in_phrase_out = np.zeros((n, max_predictions), bool)
     if not config.do_masking or n == 0:
-        return positions_out, ids_out, weights_out, choices_out
+        return positions_out, ids_out, weights_out, choices_out, units_out, in_phrase_out
 
     length = input_mask.sum(axis=1).astype(np.int64)
     rows = np.arange(n)
@@ -686,6 +706,10 @@ def mask_instances(
     else:
         if config.masking == "whole_word":
             selected = _select_whole_words(input_ids, candidates, num_to_predict, vocab, rng)
+        elif config.masking in knowledge_units.KNOWLEDGE_MASKING:
+            selected, span_id = knowledge_units.select_units(
+                candidates, vocab.is_continuation[input_ids], unit_flags, num_to_predict, rng
+            )
         else:
             selected, span_id = span_masking.select_spans(
                 candidates, vocab.is_continuation[input_ids], num_to_predict, rng, num_tries=2 * max_predictions
@@ -702,8 +726,9 @@ def mask_instances(
         draw = rng.random((n, max_predictions), dtype=np.float32)
         keep_or_random = rng.random((n, max_predictions), dtype=np.float32)
     else:
-        # SpanBERT decides [MASK] / random / keep once per span, for all its tokens.
+        # SpanBERT decides [MASK] / random / keep once per span, for all its tokens (ERNIE: per unit).
         span_of = np.maximum(span_id[rows[:, None], positions], 0)
+        units_out[:] = np.where(valid, span_of, -1)
         num_spans = int(span_id.max(initial=0)) + 1
         draw = rng.random((n, num_spans), dtype=np.float32)[rows[:, None], span_of]
         keep_or_random = rng.random((n, num_spans), dtype=np.float32)[rows[:, None], span_of]
@@ -721,16 +746,33 @@ def mask_instances(
     ids_out[:] = np.where(valid, original, 0)
     weights_out[:] = valid
     choices_out[:] = np.where(valid, choice, MASK_CHOICE_NONE)
-    return positions_out, ids_out, weights_out, choices_out
+    if unit_flags is not None:
+        in_phrase_out[:] = valid & (unit_flags[rows[:, None], positions] != knowledge_units.UNIT_NONE)
+    return positions_out, ids_out, weights_out, choices_out, units_out, in_phrase_out
 
 
 def finish_instances(
-    token_ids: np.ndarray, spans: PairSpans, config: InstanceConfig, vocab: VocabInfo, rng: np.random.Generator
+    token_ids: np.ndarray,
+    spans: PairSpans,
+    config: InstanceConfig,
+    vocab: VocabInfo,
+    rng: np.random.Generator,
+    unit_flags: dict | None = None,
 ) -> PretrainingInstances:
-    """Truncates, lays out and masks a batch of pair spans."""
+    """Truncates, lays out and masks a batch of pair spans.
+
+    `unit_flags` maps "phrase"/"entity" to the unit flags of `token_ids` (int8, same length).
+    """
     spans = truncate_pairs(spans, config.max_num_tokens, rng)
     input_ids, input_mask, segment_ids = assemble_instances(token_ids, spans, config, vocab)
-    positions, ids, weights, choices = mask_instances(input_ids, input_mask, spans, config, vocab, rng)
+    # The flags laid out like the ids, 0 at [CLS] and [SEP].
+    no_specials = dataclasses.replace(vocab, cls_id=0, sep_id=0)
+    laid_out = {
+        mode: assemble_instances(flags, spans, config, no_specials)[0] for mode, flags in (unit_flags or {}).items()
+    }
+    positions, ids, weights, choices, units, in_phrase = mask_instances(
+        input_ids, input_mask, spans, config, vocab, rng, laid_out.get(config.masking)
+    )
     return PretrainingInstances(
         input_ids=input_ids,
         input_mask=input_mask,
@@ -741,6 +783,9 @@ def finish_instances(
         sentence_labels=spans.is_random_next.astype(np.int32),
         mask_choices=choices,
         one_sentence=spans.one_sentence,
+        mask_units=units,
+        mask_in_phrase=in_phrase,
+        unit_features={} if config.do_masking else {knowledge_units.UNIT_FEATURES[m]: f for m, f in laid_out.items()},
     )
 
 
@@ -765,6 +810,7 @@ def create_instances(
     seed: int,
     chunk_index: int = 0,
     batch_size: int | None = 4096,
+    units: dict | None = None,
 ):
     """Yields `PretrainingInstances` batches for one chunk, shuffled.
 
@@ -776,13 +822,19 @@ def create_instances(
         chunk_index: position of the chunk in the corpus; with `seed` it fixes
             every random draw, so chunks can be processed in any process or order.
         batch_size: instances per yielded batch (bounds memory); None = all.
+        units: "phrase"/"entity" -> `knowledge_units.UnitTable`: the units of
+            `config.masking` (needed for it), or, for unmasked records, every
+            mode whose unit flags the records should carry.
     """
     python_seed, generator = chunk_seeds(seed, chunk_index)
     if chunk.num_documents == 0:
         return
+    unit_flags = _chunk_unit_flags(chunk, config, vocab, units or {})
     token_ids = chunk.token_ids
     if config.sentence_task == "none":
-        token_ids, spans = create_full_sentence_spans(chunk, config, vocab, random.Random(python_seed))
+        token_ids, spans, unit_flags = _full_sentence_spans(
+            chunk, config, vocab, random.Random(python_seed), unit_flags
+        )
     elif config.sentence_task == "sop":
         spans = create_sentence_order_spans(chunk, config, random.Random(python_seed))
     else:
@@ -790,4 +842,39 @@ def create_instances(
     spans = spans.take(generator.permutation(len(spans)))
     step = batch_size or max(len(spans), 1)
     for begin in range(0, len(spans), step):
-        yield finish_instances(token_ids, spans.take(slice(begin, begin + step)), config, vocab, generator)
+        yield finish_instances(token_ids, spans.take(slice(begin, begin + step)), config, vocab, generator, unit_flags)
+
+
+def _chunk_unit_flags(chunk: DocumentChunk, config: InstanceConfig, vocab: VocabInfo, units: dict) -> dict:
+    """mode -> `knowledge_units.mark_units` flags of the chunk's tokens, for the modes the instances need."""
+    if config.masking not in knowledge_units.KNOWLEDGE_MASKING:
+        return {}
+    if config.do_masking:
+        if config.masking not in units:
+            raise ValueError(f"--masking={config.masking} needs its units (a knowledge_units.UnitTable).")
+        units = {config.masking: units[config.masking]}
+    return {
+        mode: knowledge_units.mark_units(chunk.token_ids, chunk.sentence_offsets, table, vocab.is_continuation)
+        for mode, table in units.items()
+    }
+
+
+# Unit flags ride above the ids through the full-sentence stream (vocabularies hold < 2**24 ids).
+_FLAG_SHIFT = 24
+
+
+def _full_sentence_spans(chunk, config, vocab, rng, unit_flags):
+    """`create_full_sentence_spans`, carrying each mode's unit flags into the stream (0 at its separators)."""
+    if not unit_flags:
+        return (*create_full_sentence_spans(chunk, config, vocab, rng), {})
+    if vocab.vocab_size > 1 << _FLAG_SHIFT:
+        raise ValueError(f"phrase and entity masking take vocabularies of at most 2**{_FLAG_SHIFT} ids")
+    (mode, flags), *others = unit_flags.items()
+    carried = dataclasses.replace(chunk, token_ids=chunk.token_ids | (flags.astype(np.int32) << _FLAG_SHIFT))
+    if others:  # the second mode's flags two bits higher
+        carried.token_ids |= others[0][1].astype(np.int32) << (_FLAG_SHIFT + 2)
+    stream, spans = create_full_sentence_spans(carried, config, vocab, rng)
+    stream_flags = {mode: ((stream >> _FLAG_SHIFT) & 3).astype(np.int8)}
+    if others:
+        stream_flags[others[0][0]] = ((stream >> (_FLAG_SHIFT + 2)) & 3).astype(np.int8)
+    return stream & ((1 << _FLAG_SHIFT) - 1), spans, stream_flags

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from absl import logging
 
-from bert_tf.pretraining_data import instance_workers, instances, text_corpus
+from bert_tf.pretraining_data import instance_workers, instances, knowledge_units, text_corpus
 from bert_tf.pretraining_data.instance_workers import ChunkStats
 
 # Lines per tokenizer call: large enough to amortize the call, small enough
@@ -147,6 +147,7 @@ class WriteSummary:
     num_chunks: int
     seconds: float
     sentence_task: str = "nsp"
+    masking: str = "token"
 
     @property
     def masked_fraction(self):
@@ -159,6 +160,22 @@ class WriteSummary:
     @property
     def words_per_second(self):
         return self.stats.num_words / max(self.seconds, 1e-9)
+
+    @property
+    def mean_unit_length(self):
+        """Tokens per masked span, phrase or entity."""
+        return self.stats.num_masked_unit_tokens / max(self.stats.num_masked_units, 1)
+
+    def _format_units(self) -> str:
+        s = self.stats
+        name = {"span": "spans", "phrase": "phrases", "entity": "entities"}[self.masking]
+        line = (
+            f"Units masked: {s.num_masked_units:,} {name}, mean {self.mean_unit_length:.2f} tokens "
+            f"({s.num_masked_unit_tokens / max(s.num_masked, 1):.1%} of the masked tokens)"
+        )
+        if self.masking == "span":
+            return line + "."
+        return line + f"; {s.num_masked_words:,} other words, each whole."
 
     def format(self) -> str:
         s = self.stats
@@ -176,6 +193,8 @@ class WriteSummary:
             f", random {s.num_random_token / masked:.1%}, "
             f"kept {s.num_kept_token / masked:.1%}.",
         ]
+        if self.masking == "span" or self.masking in knowledge_units.KNOWLEDGE_MASKING:
+            lines.append(self._format_units())
         if self.sentence_task == "nsp":
             lines.append(
                 f"Next sentence: {s.num_random_next:,} random "
@@ -240,6 +259,7 @@ def write_pretraining_data(
     skip_invalid_utf8: bool = False,
     progress_seconds: float = 10.0,
     tokenizer_factory: Callable = bert_tokenizer_factory,
+    units: dict | None = None,
 ) -> WriteSummary:
     """Writes pretraining TFRecords with google-research/bert's features (those of `config.sentence_task`).
 
@@ -265,6 +285,10 @@ def write_pretraining_data(
             logging, like the summary).
         tokenizer_factory: fn(vocab_file, do_lower_case) -> tokenize fn (called
             in this process only).
+        units: "phrase"/"entity" -> `knowledge_units.UnitTable`
+            (`knowledge_units.unit_tables`): the phrases or entities of
+            `config.masking`; unmasked records carry each table's unit flags
+            (`knowledge_units.UNIT_FEATURES`) for dynamic masking.
 
     Returns:
         A `WriteSummary`.
@@ -277,7 +301,6 @@ def write_pretraining_data(
         its exit status) or failed; the temporary files are removed and every
         helper is stopped and waited for.
     """
-    from bert_tf.data import pretraining_features  # TensorFlow: the reader's feature specs live beside the names
 
     start_time = time.time()
     vocab = check_arguments(input_files, output_files, vocab_file, config, compression)
@@ -287,13 +310,10 @@ def write_pretraining_data(
         raise ValueError(f"--num_workers={num_workers} must be >= 1")
     # Logged only now that the input is known to be good: bad input prints nothing but its error.
     _log_run(input_files, output_files, config)
-    settings = instance_workers.BuilderSettings(
-        config=config,
-        vocab=vocab,
-        random_seed=seed,
-        int_features=pretraining_features.int_features(config.sentence_task),
-        float_features=pretraining_features.FLOAT_FEATURES,
-    )
+    for mode, table in (units or {}).items():
+        what = f"{len(table.phrases):,} phrases from {table.source}" if table.capitalised is None else table.source
+        logging.info("Units of %s masking: %s.", mode, what)
+    settings = builder_settings(config, vocab, seed, units)
     output = _ShardedOutput(output_files, compression, start_time, progress_seconds)
     helpers = None
     try:
@@ -337,9 +357,29 @@ def write_pretraining_data(
         num_chunks=output.num_chunks,
         seconds=time.time() - start_time,
         sentence_task=config.sentence_task,
+        masking=config.masking if config.do_masking else "token",
     )
     logging.info("%s", summary.format())
     return summary
+
+
+def builder_settings(config, vocab, seed, units) -> instance_workers.BuilderSettings:
+    """What every chunk's builder needs (the local helpers' and Beam's workers' alike): the same records."""
+    from bert_tf.data import pretraining_features  # TensorFlow: the reader's feature specs live beside the names
+
+    units = dict(units or {})
+    unit_features = ()
+    if not config.do_masking and config.masking in knowledge_units.KNOWLEDGE_MASKING:
+        # Unmasked "phrase"/"entity" records carry their units' flags for dynamic masking.
+        unit_features = tuple(knowledge_units.UNIT_FEATURES[m] for m in knowledge_units.KNOWLEDGE_MASKING if m in units)
+    return instance_workers.BuilderSettings(
+        config=config,
+        vocab=vocab,
+        random_seed=seed,
+        int_features=pretraining_features.int_features(config.sentence_task) + unit_features,
+        float_features=pretraining_features.FLOAT_FEATURES,
+        units=units,
+    )
 
 
 def check_arguments(input_files, output_files, vocab_file, config, compression) -> instances.VocabInfo:

@@ -33,10 +33,11 @@ def vocab_size() -> int:
         return sum(1 for line in f if line.strip())
 
 
-def write_pretraining_records(directory, **instance_options) -> dict:
+def write_pretraining_records(directory, units=None, **instance_options) -> dict:
     """Writes train.tfrecord and eval.tfrecord under `directory`; returns their paths and the vocab's.
 
-    `instance_options`: further `InstanceConfig` fields (`sentence_task`, `masking`).
+    `instance_options`: further `InstanceConfig` fields (`sentence_task`, `masking`); `units`: the
+    writer's phrase and entity tables (`knowledge_units.unit_tables`).
     """
     from bert_tf.pretraining_data import InstanceConfig, write_pretraining_data
 
@@ -62,6 +63,7 @@ def write_pretraining_records(directory, **instance_options) -> dict:
             config,
             seed=7,
             num_workers=1,
+            units=units,
         )
         paths[name] = record_path
     return paths
