@@ -75,6 +75,28 @@ def test_same_records_and_statistics_as_the_local_writer(tmp_path, corpus, sente
     assert _records(other.output_files) != expected
 
 
+@pytest.mark.parametrize("do_masking", [True, False])
+def test_ernie_phrase_records_are_the_local_writers(tmp_path, corpus, do_masking):
+    from bert_tf.pretraining_data import knowledge_units
+
+    phrases = tmp_path / "phrases.txt"
+    phrases.write_text("mrs dashwood\njohn dashwood\nthousand pounds\n", encoding="utf-8")
+    config = _config(masking="phrase", do_masking=do_masking)
+    units = knowledge_units.unit_tables("phrase", do_masking, str(VOCAB), True, str(phrases))
+    expected, local = _local(tmp_path, corpus, config, seed=5, units=units)
+    summary = beam_pipeline.write_pretraining_data_with_beam(
+        corpus, str(tmp_path / "beam.tfrecord"), 2, str(VOCAB), config, seed=5, chunk_bytes=CHUNK_BYTES, units=units
+    )
+    assert _records(summary.output_files) == expected
+    assert summary.stats == local.stats
+    if do_masking:
+        assert local.stats.num_masked_units > 0
+    else:  # unmasked records carry the units' flags for dynamic masking, on Beam too
+        feature = knowledge_units.UNIT_FEATURES["phrase"]
+        example = tf.train.Example.FromString(expected[0])
+        assert feature in example.features.feature
+
+
 def _run_cli(argv):
     from tfrecords_tools import create_pretraining_data
 
