@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES
+from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES, EXAMPLE_IDS_KEY
 from bert_tf.tasks.base import FEATURE_INDEX_KEY
 
 
@@ -21,7 +21,9 @@ def iterate_outputs(
     """Yields, per batch of `dataset`, a dict of numpy outputs (plus `feature_index`), rows in feature order.
 
     `model` is called as `model(inputs, training=False)` on the encoder inputs
-    and returns a tensor (named "logits" here) or a dict of tensors.
+    and returns a tensor (named "logits" here) or a dict of tensors. Batches of packed rows
+    (`bert_tf.data.packed_rows`: `input_example_ids`, `feature_index` [rows, slots]) give outputs per slot,
+    which come back one row per example, as unpacked batches do.
     """
     strategy = strategy or tf.distribute.get_strategy()
 
@@ -36,7 +38,7 @@ def iterate_outputs(
     @tf.function(reduce_retracing=True)
     def step(features):
         def replica_step(batch):
-            outputs = forward({k: batch[k] for k in ENCODER_INPUT_NAMES})
+            outputs = forward({k: batch[k] for k in ENCODER_INPUT_NAMES + (EXAMPLE_IDS_KEY,) if k in batch})
             outputs[FEATURE_INDEX_KEY] = batch[FEATURE_INDEX_KEY]
             return outputs
 
@@ -51,6 +53,8 @@ def iterate_outputs(
             name: np.concatenate([np.asarray(local) for local in strategy.experimental_local_results(value)])
             for name, value in outputs.items()
         }
+        if batch[FEATURE_INDEX_KEY].ndim == 2:  # packed rows: [rows, slots, ...] -> [examples, ...]
+            batch = {name: value.reshape((-1,) + value.shape[2:]) for name, value in batch.items()}
         indices = batch[FEATURE_INDEX_KEY]
         order = np.argsort(indices, kind="stable")
         order = order[indices[order] >= 0]  # drop the rows that pad the last batch

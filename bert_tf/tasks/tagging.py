@@ -70,6 +70,7 @@ class TaggingTask(FinetuningTask):
 
     @classmethod
     def from_config(cls, config, tokenizer, labels, reader) -> TaggingTask:
+        config.refuse_packing()
         return cls(tokenizer, config.max_seq_length, labels, **config.head_and_batch_options())
 
     @classmethod
