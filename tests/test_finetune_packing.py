@@ -3,6 +3,7 @@
 import csv
 import os
 import random
+import shutil
 
 import numpy as np
 import pytest
@@ -187,7 +188,16 @@ def test_packing_is_refused_where_it_is_not_supported():
         FinetuningTaskConfig("token_classification", packing=True).refuse_packing()
 
 
-def test_job_trains_packed_and_evaluates_the_same_packed_or_not(tmp_path, caplog):
+def _checkpoint_values(path):
+    reader = tf.train.load_checkpoint(path)
+    return {
+        name: reader.get_tensor(name)
+        for name, _ in tf.train.list_variables(path)
+        if not name.startswith(("train_iterator/", "save_counter/", "_CHECKPOINTABLE_OBJECT_GRAPH"))
+    }
+
+
+def test_job_trains_packed_resumes_exactly_and_evaluates_the_same_packed_or_not(tmp_path, caplog):
     caplog.set_level("INFO", logger="absl")
     model_dir = synthetic.make_model_dir(str(tmp_path / "model"))
     rng = random.Random(3)
@@ -206,6 +216,8 @@ def test_job_trains_packed_and_evaluates_the_same_packed_or_not(tmp_path, caplog
         learning_rate=1e-3,
         do_train=True,
         packing=True,
+        save_checkpoints_steps=3,
+        deterministic=True,
         **common,
     )
     logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Packed rows")]
@@ -217,6 +229,33 @@ def test_job_trains_packed_and_evaluates_the_same_packed_or_not(tmp_path, caplog
             return list(csv.reader(f, delimiter="\t"))
 
     packed_rows_ = predictions()
+    # Resumed from its step-3 checkpoint (model, optimizer and the packed iterator), the run ends where it did.
+    resumed_dir = str(tmp_path / "resumed")
+    shutil.copytree(output_dir, resumed_dir)
+    for name in os.listdir(resumed_dir):
+        if name.startswith("ckpt-6"):
+            os.remove(os.path.join(resumed_dir, name))
+    tf.compat.v1.train.update_checkpoint_state(resumed_dir, os.path.join(resumed_dir, "ckpt-3"))
+    finetune(
+        "classification",
+        resumed_dir,
+        train_file=train,
+        model_dir=model_dir,
+        train_batch_size=8,
+        num_train_steps=6,
+        learning_rate=1e-3,
+        do_train=True,
+        packing=True,
+        save_checkpoints_steps=3,
+        deterministic=True,
+        max_seq_length=MAX_SEQ_LENGTH,
+        seed=1,
+    )
+    reference = _checkpoint_values(os.path.join(output_dir, "ckpt-6"))
+    resumed = _checkpoint_values(os.path.join(resumed_dir, "ckpt-6"))
+    assert sorted(resumed) == sorted(reference) and any(n.startswith("optimizer/") for n in reference)
+    for name, value in reference.items():
+        np.testing.assert_array_equal(resumed[name], value, err_msg=name)
     unpacked = finetune("classification", output_dir, packing=False, **common)
     assert packed["global_step"] == 6 and packed["accuracy"] == unpacked["accuracy"]
     unpacked_rows = predictions()
