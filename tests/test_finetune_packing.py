@@ -181,7 +181,9 @@ def test_packed_loss_is_the_mean_over_the_batchs_examples(tokenizer):
     np.testing.assert_allclose(float(result["accuracy"]), 2 / 3, rtol=1e-6)
 
 
-def test_packing_is_refused_where_it_is_not_supported():
+def test_packing_is_refused_where_it_is_not_supported(tmp_path):
+    with pytest.raises(JobArgumentError, match="--packing does not combine with --num_microbatches"):
+        finetune("classification", str(tmp_path), packing=True, num_microbatches=2, do_train=True, train_file="x.tsv")
     with pytest.raises(JobArgumentError, match="--packing"):
         FinetuningTaskConfig("classification", packing=True, group_by_length=True)
     with pytest.raises(JobArgumentError, match="--packing"):
