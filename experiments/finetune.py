@@ -182,7 +182,7 @@ def define_flags():
         False,
         "Fill rows of --max_seq_length tokens with whole examples in random order, each computed as if alone "
         "(a block-diagonal mask, its own positions and [CLS]); a batch holds --train_batch_size examples on "
-        "average. Classification, sentence pairs and regression; --nopacking: one example a row.",
+        "average. Classification, pairs, regression and tagging (not squad); --nopacking: one example a row.",
     )
     flags.DEFINE_integer(
         "eval_every_steps",

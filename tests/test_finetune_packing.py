@@ -10,12 +10,13 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.data import packed_rows
-from bert_tf.data.examples import TextExample
+from bert_tf.data.examples import TaggingExample, TextExample
 from bert_tf.errors import JobArgumentError
-from bert_tf.models import BertClassifier, BertEncoder
+from bert_tf.models import BertClassifier, BertEncoder, BertTokenClassifier
 from bert_tf.tasks.base import FEATURE_INDEX_KEY
 from bert_tf.tasks.classification import ClassificationTask
 from bert_tf.tasks.inference import predict_outputs
+from bert_tf.tasks.tagging import TaggingTask
 from bert_tf.tasks.task_config import FinetuningTaskConfig
 from bert_tf.tasks.task_tokenizer import TaskTokenizer
 from tests.fixtures.finetune import synthetic
@@ -83,6 +84,36 @@ def test_packed_predictions_equal_one_example_a_row(task_name, tokenizer):
     alone = predict_outputs(model, task.dataset(features, 4, training=False), num_features=len(examples))
     assert np.ptp(alone["logits"], axis=0).max() > 0.1  # the examples' logits differ by far more than 1e-5
     np.testing.assert_allclose(packed["logits"], alone["logits"], atol=1e-5)
+
+
+def test_packed_tagging_gives_the_tags_of_one_sentence_a_row(tokenizer):
+    rng = random.Random(5)
+    sentences = [s * rng.randint(1, 3) for s in synthetic.tagging_sentences(15, 1)]
+    examples = [
+        TaggingExample(f"x{i}", tuple(w for w, _ in s), tuple(t for _, t in s)) for i, s in enumerate(sentences)
+    ]
+    tags = ["O", "B-PER", "B-LOC", "I-LOC"]
+    packed_task, task = (
+        TaggingTask(tokenizer, MAX_SEQ_LENGTH, tags, packing=True),
+        TaggingTask(tokenizer, MAX_SEQ_LENGTH, tags, bucket_width=0),  # every feature at MAX_SEQ_LENGTH
+    )
+    features = task.featurize(examples, training=False)
+    tf.keras.utils.set_random_seed(0)
+    packed_model = packed_task.build_model(BertEncoder(synthetic.tiny_config(initializer_range=0.5)))
+    model = BertTokenClassifier(packed_model.encoder, len(tags))
+    model.token_classifier.set_weights(packed_model.token_classifier.get_weights())
+
+    dataset = packed_task.dataset(features, 4, training=False)
+    batch = next(iter(dataset))
+    assert int((batch[FEATURE_INDEX_KEY].numpy() >= 0).sum(1).max()) >= 2  # rows hold several sentences
+    labels, ids = batch["label_ids"].numpy(), batch["input_example_ids"].numpy()
+    assert (labels[ids == 0] == -1).all() and (labels >= 0).any()  # padding is never a tagged word
+    packed = predict_outputs(packed_model, dataset, num_features=len(features))
+    alone = predict_outputs(model, task.dataset(features, 4, training=False), num_features=len(features))
+    mask = features.inputs["input_mask"].astype(bool)
+    assert np.ptp(alone["logits"][mask], axis=0).max() > 0.1
+    np.testing.assert_allclose(packed["logits"][mask], alone["logits"][mask], atol=1e-5)
+    assert packed_task.postprocess(examples, features, packed) == task.postprocess(examples, features, alone)
 
 
 def _training_tables(lengths, seed, input_context=None, batch_size=8):
@@ -187,7 +218,7 @@ def test_packing_is_refused_where_it_is_not_supported(tmp_path):
     with pytest.raises(JobArgumentError, match="--packing"):
         FinetuningTaskConfig("classification", packing=True, group_by_length=True)
     with pytest.raises(JobArgumentError, match="--packing"):
-        FinetuningTaskConfig("token_classification", packing=True).refuse_packing()
+        FinetuningTaskConfig("squad", packing=True).refuse_packing()
 
 
 def _checkpoint_values(path):

@@ -176,16 +176,24 @@ def _log_packing(phase, batches, lengths, max_seq_length):
     )
 
 
-def gather_packed_batches(table_dataset, columns: dict, transform, max_seq_length: int, label_keys=()):
+ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def gather_packed_batches(
+    table_dataset, columns: dict, max_seq_length: int, transform=None, slot_keys=(), token_keys: dict | None = None
+):
     """Maps batches of slot tables to packed model inputs.
 
-    `columns`: name -> numpy array [num_examples] (texts for `transform`, labels). `transform`: the tokenizer's
-    packer, giving each example's encoder inputs [examples, max_seq_length]. A batch holds the three encoder
-    inputs and `input_example_ids` [rows, max_seq_length], the `label_keys` [rows, slots] (0 in empty slots),
-    and `feature_index` [rows, slots] (-1 in empty slots).
+    `columns`: name -> numpy array [num_examples, ...]: texts for `transform` (the tokenizer's packer, which
+    gives each example's encoder inputs [examples, max_seq_length]), or, without `transform`, the encoder
+    inputs themselves [num_examples, max_seq_length]. A batch holds the three encoder inputs and
+    `input_example_ids` [rows, max_seq_length]; `slot_keys` (per-example labels) as [rows, slots], 0 in empty
+    slots; `token_keys` (name -> padding value; per-token labels [num_examples, max_seq_length]) packed as the
+    tokens are; and `feature_index` [rows, slots], -1 in empty slots.
     """
     import tensorflow as tf
 
+    token_keys = dict(token_keys or {})
     tensors = {name: tf.constant(value) for name, value in columns.items()}
 
     def gather(table):
@@ -193,20 +201,49 @@ def gather_packed_batches(table_dataset, columns: dict, transform, max_seq_lengt
         flat = tf.reshape(table, [-1])
         present = flat >= 0
         indices = tf.maximum(flat, 0)
-        texts = {name: tf.gather(tensors[name], indices) for name in tensors if name not in label_keys}
-        encoded = transform(texts)
-        lengths = tf.where(present, tf.reduce_sum(encoded["input_mask"], axis=1), 0)
+        per_slot = set(slot_keys)
+        encoded = {name: tf.gather(value, indices) for name, value in tensors.items() if name not in per_slot}
+        if transform is not None:
+            encoded = transform(encoded)
+        lengths = tf.where(present, tf.reduce_sum(tf.cast(encoded["input_mask"], tf.int32), axis=1), 0)
         slot_ids = tf.tile(tf.range(1, slots + 1, dtype=tf.int32), [rows])
         encoded[EXAMPLE_IDS_KEY] = tf.broadcast_to(slot_ids[:, None], tf.shape(encoded["input_word_ids"]))
         batch = {}
-        for name in ("input_word_ids", "input_mask", "input_type_ids", EXAMPLE_IDS_KEY):
-            ragged = tf.RaggedTensor.from_tensor(tf.cast(encoded[name], tf.int32), lengths=lengths)
+        for name, padding in [(k, 0) for k in ENCODER_KEYS + (EXAMPLE_IDS_KEY,)] + list(token_keys.items()):
+            ragged = tf.RaggedTensor.from_tensor(encoded[name], lengths=lengths)
             ragged = tf.RaggedTensor.from_uniform_row_length(ragged, slots).merge_dims(1, 2)
-            batch[name] = ragged.to_tensor(0, shape=[rows, max_seq_length])
-        for name in label_keys:
+            batch[name] = ragged.to_tensor(tf.cast(padding, ragged.dtype), shape=[rows, max_seq_length])
+        for name in ENCODER_KEYS + (EXAMPLE_IDS_KEY,):
+            batch[name] = tf.cast(batch[name], tf.int32)
+        for name in slot_keys:
             values = tf.gather(tensors[name], indices)
             batch[name] = tf.reshape(tf.where(present, values, tf.zeros_like(values)), tf.shape(table))
         batch[FEATURE_INDEX_KEY] = tf.cast(tf.where(table >= 0, table, -1), tf.int32)
         return batch
 
     return prefetching.prefetched(table_dataset.map(gather, num_parallel_calls=tf.data.AUTOTUNE))
+
+
+def unpack_outputs(outputs: dict, example_ids: np.ndarray, slots: int) -> dict:
+    """Numpy outputs of packed rows, one row per example slot: [rows * slots, ...].
+
+    Per-slot outputs ([rows, slots, ...], a classifier's) are flattened; per-token outputs ([rows, seq, ...], a
+    tagger's) are cut into each example's own tokens, moved to start at position 0 and zero-padded, as the
+    example alone would give them.
+    """
+    rows, seq_length = example_ids.shape
+    rr, tt = np.nonzero(example_ids > 0)
+    kk = example_ids[rr, tt] - 1
+    first = np.full((rows, slots), seq_length)
+    np.minimum.at(first, (rr, kk), tt)
+    unpacked = {}
+    for name, value in outputs.items():
+        if value.ndim >= 2 and value.shape[:2] == (rows, slots):
+            unpacked[name] = value.reshape((rows * slots,) + value.shape[2:])
+        elif value.ndim >= 2 and value.shape[:2] == (rows, seq_length):
+            per_slot = np.zeros((rows, slots) + value.shape[1:], value.dtype)
+            per_slot[rr, kk, tt - first[rr, kk]] = value[rr, tt]
+            unpacked[name] = per_slot.reshape((rows * slots,) + value.shape[1:])
+        else:
+            raise ValueError(f"Output {name!r} of shape {value.shape} is neither per slot nor per token.")
+    return unpacked

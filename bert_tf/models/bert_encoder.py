@@ -148,7 +148,7 @@ class BertEncoder(keras.Model):
         self.transformer_layers = blocks
         self.pooler = pooler
 
-    def packed_outputs(self, inputs: dict, num_slots: int) -> dict:
+    def packed_outputs(self, inputs: dict, num_slots: int | None = None) -> dict:
         """The encoder's outputs for rows that pack several examples, each computed as if alone.
 
         `inputs` holds the three encoder inputs and `input_example_ids` (int [batch, seq_length]: 0 for
@@ -157,7 +157,7 @@ class BertEncoder(keras.Model):
         and its position ids restart at 0 (`bert_tf.layers.packed_examples`), so its states equal those of the
         example alone to float rounding. Returns the encoder's output dict, except that `pooled_output` is
         [batch, num_slots, hidden_size]: the pooler on each example's own [CLS] (an empty slot pools zeros:
-        mask it).
+        mask it); without `num_slots`, there is no `pooled_output` (a tagger reads the sequence alone).
 
         Example (the second example of a packed row pools as it does alone):
 
@@ -178,14 +178,16 @@ class BertEncoder(keras.Model):
         embedding_output, encoder_outputs = _encode(
             self.embeddings, getattr(self, "embedding_projection", None), self.transformer_layers, inputs
         )
-        example_ids = ops.cast(inputs[EXAMPLE_IDS_KEY], "int32") * ops.cast(inputs["input_mask"], "int32")
-        first_states = packed_examples.example_first_token_states(encoder_outputs[-1], example_ids, num_slots)
-        return {
+        outputs = {
             "sequence_output": encoder_outputs[-1],
-            "pooled_output": self.pooler(first_states),
             "encoder_outputs": encoder_outputs,
             "embedding_output": embedding_output,
         }
+        if num_slots is not None:
+            example_ids = ops.cast(inputs[EXAMPLE_IDS_KEY], "int32") * ops.cast(inputs["input_mask"], "int32")
+            first_states = packed_examples.example_first_token_states(encoder_outputs[-1], example_ids, num_slots)
+            outputs["pooled_output"] = self.pooler(first_states)
+        return outputs
 
     @property
     def token_embedding(self) -> keras.layers.Embedding:

@@ -228,7 +228,7 @@ class ClassificationTask(FinetuningTask):
             tables = sharded(packed_rows.inference_row_batches(lengths, batch_size, self.seq_length), input_context)
         label_keys = tuple(k for k in self.label_keys if k in columns)
         return packed_rows.gather_packed_batches(
-            tables, columns, self.tokenizer.pack_fn(self.seq_length), self.seq_length, label_keys
+            tables, columns, self.seq_length, transform=self.tokenizer.pack_fn(self.seq_length), slot_keys=label_keys
         )
 
     def packed_lengths(self, features: dict) -> np.ndarray:

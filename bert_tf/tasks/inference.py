@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.data import packed_rows
 from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES, EXAMPLE_IDS_KEY
 from bert_tf.tasks.base import FEATURE_INDEX_KEY
 
@@ -40,6 +41,8 @@ def iterate_outputs(
         def replica_step(batch):
             outputs = forward({k: batch[k] for k in ENCODER_INPUT_NAMES + (EXAMPLE_IDS_KEY,) if k in batch})
             outputs[FEATURE_INDEX_KEY] = batch[FEATURE_INDEX_KEY]
+            if EXAMPLE_IDS_KEY in batch:
+                outputs[EXAMPLE_IDS_KEY] = batch[EXAMPLE_IDS_KEY]
             return outputs
 
         return strategy.run(replica_step, args=(features,))
@@ -53,8 +56,10 @@ def iterate_outputs(
             name: np.concatenate([np.asarray(local) for local in strategy.experimental_local_results(value)])
             for name, value in outputs.items()
         }
-        if batch[FEATURE_INDEX_KEY].ndim == 2:  # packed rows: [rows, slots, ...] -> [examples, ...]
-            batch = {name: value.reshape((-1,) + value.shape[2:]) for name, value in batch.items()}
+        if EXAMPLE_IDS_KEY in batch:  # packed rows: [rows, slots or seq, ...] -> one row per example slot
+            example_ids, index = batch.pop(EXAMPLE_IDS_KEY), batch.pop(FEATURE_INDEX_KEY)
+            batch = packed_rows.unpack_outputs(batch, example_ids.astype(np.int64), index.shape[1])
+            batch[FEATURE_INDEX_KEY] = index.reshape(-1)
         indices = batch[FEATURE_INDEX_KEY]
         order = np.argsort(indices, kind="stable")
         order = order[indices[order] >= 0]  # drop the rows that pad the last batch

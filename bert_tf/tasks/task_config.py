@@ -31,8 +31,8 @@ class FinetuningTaskConfig:
       group_by_length: training batches of near-equal lengths instead of random ones (less padding, slower
         learning on small data; `bert_tf.data.length_buckets`).
       packing: rows of max_seq_length tokens filled with whole examples in random order, each computed as if
-        alone (`bert_tf.data.packed_rows`), instead of one example a row; classification, sentence pairs and
-        regression only. A batch then holds train_batch_size examples on average.
+        alone (`bert_tf.data.packed_rows`), instead of one example a row; classification, sentence pairs,
+        regression and tagging (not SQuAD). A batch then holds train_batch_size examples on average.
     """
 
     task: str
@@ -56,7 +56,8 @@ class FinetuningTaskConfig:
         """A task that computes one example a row refuses `--packing`, naming the flag."""
         if self.packing:
             raise JobArgumentError(
-                f"--packing is supported for classification, sentence pairs and regression, not --task={self.task}."
+                f"--packing is supported for classification, sentence pairs, regression and tagging, "
+                f"not --task={self.task}."
             )
 
     def head_and_batch_options(self) -> dict:
