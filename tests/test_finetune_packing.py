@@ -298,3 +298,30 @@ def test_job_trains_packed_resumes_exactly_and_evaluates_the_same_packed_or_not(
         np.array([r[3:] for r in unpacked_rows[1:]], float),
         atol=1e-5,
     )
+
+
+def test_job_trains_a_packed_tagger_that_evaluates_the_same_packed_or_not(tmp_path):
+    model_dir = synthetic.make_model_dir(str(tmp_path / "model"))
+    train = synthetic.write_conll(str(tmp_path / "train.conll"), synthetic.tagging_sentences(40, 1))
+    dev = synthetic.write_conll(str(tmp_path / "dev.conll"), synthetic.tagging_sentences(12, 2))
+    common = dict(eval_file=dev, max_seq_length=24, eval_batch_size=4, do_eval=True, seed=1)
+    output_dir = str(tmp_path / "out")
+    packed = finetune(
+        "token_classification",
+        output_dir,
+        train_file=train,
+        model_dir=model_dir,
+        train_batch_size=8,
+        num_train_steps=4,
+        learning_rate=1e-3,
+        do_train=True,
+        packing=True,
+        **common,
+    )
+    with open(os.path.join(output_dir, "eval_predictions.txt"), encoding="utf-8") as f:
+        packed_predictions = f.read()
+    unpacked = finetune("token_classification", output_dir, packing=False, **common)
+    with open(os.path.join(output_dir, "eval_predictions.txt"), encoding="utf-8") as f:
+        assert f.read() == packed_predictions
+    assert packed["global_step"] == 4
+    assert packed == unpacked and "entity_f1" in packed  # the same predictions, so the same metrics
