@@ -17,6 +17,8 @@ the examples in input order the same way; outputs go back by `feature_index`.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from bert_tf.data import prefetching
@@ -73,6 +75,18 @@ def assign_rows(lengths, max_seq_length: int, slots: int, window: int = DEFAULT_
 
 def slot_table(order, lengths, max_seq_length: int, slots: int, window: int = DEFAULT_WINDOW):
     """int64 [rows, slots]: the example index in each slot of each row (-1: empty), placing `order` in turn."""
+    return _graph_function(_slot_table)(order, lengths, max_seq_length, slots, window)
+
+
+@functools.cache
+def _graph_function(function):
+    """`function` as a `tf.function`: the scan runs as one graph loop, not op by op, when called eagerly."""
+    import tensorflow as tf
+
+    return tf.function(function, reduce_retracing=True)
+
+
+def _slot_table(order, lengths, max_seq_length: int, slots: int, window: int):
     import tensorflow as tf
 
     row, slot = assign_rows(tf.gather(lengths, order), max_seq_length, slots, window)
