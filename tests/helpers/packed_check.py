@@ -60,7 +60,8 @@ def single_batch(indices=None):
     return batch
 
 
-def models():
+def models(**config_overrides):
+    """(packed classifier, one-example-a-row classifier) on one encoder, with the same head weights."""
     from bert_tf import BertClassifier, BertConfig, BertEncoder
 
     keras.utils.set_random_seed(0)
@@ -74,6 +75,7 @@ def models():
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
         initializer_range=0.5,  # large weights: states that differ show it
+        **config_overrides,
     )
     encoder = BertEncoder(config)
     packed = BertClassifier(encoder, NUM_CLASSES, examples_per_row=SLOTS)
@@ -112,8 +114,8 @@ def _value_and_grads(model, inputs, loss_of_logits):
     ]
 
 
-def run() -> dict:
-    packed, single = models()
+def run(**config_overrides) -> dict:
+    packed, single = models(**config_overrides)
     inputs, slot_examples = packed_batch()
     filled = slot_examples >= 0
     slot_labels = np.where(filled, np.array(LABELS)[np.maximum(slot_examples, 0)], 0).astype("int32")
