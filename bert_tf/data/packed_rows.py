@@ -131,8 +131,9 @@ def training_row_batches(
     pipelines = input_context.num_input_pipelines if input_context is not None else 1
     slots = max_examples_per_row(max_seq_length)
     rows = rows_per_batch(lengths, batch_size, max_seq_length, window)
-    # Enough examples per epoch for a batch per pipeline (a batch of `rows` rows holds at least `rows` examples).
-    repeats = max(1, -(-max(batch_size, rows) * pipelines // size))
+    # Examples for two batches per pipeline at least (a batch of `rows` rows holds at least `rows` examples), so
+    # a random order that packs tighter than the input order still gives every pipeline a batch each epoch.
+    repeats = max(1, -(-2 * max(batch_size, rows) * pipelines // size))
     lengths_t = tf.constant(lengths)
     seed = tf.constant(int(seed), tf.int64)
 
