@@ -85,6 +85,14 @@ def test_packed_and_unpacked_classifiers_share_one_checkpoint_layout(tmp_path):
     packed_logits = np.asarray(packed(inputs, training=False))
     second = packed_check.single_batch([1])  # the first example of row 1
     np.testing.assert_allclose(np.asarray(single(second, training=False))[0], packed_logits[1, 0], atol=1e-5)
+    # The backend-neutral weights file too: written from the packed model, read into one example a row.
+    from bert_tf.checkpoints import weights_file
+
+    weights_file.write_weights_file(str(tmp_path), packed)
+    for variable in single.trainable_variables:
+        variable.assign(np.zeros(variable.shape, variable.dtype))
+    weights_file.load_weights_file(single, weights_file.weights_path(str(tmp_path)))
+    np.testing.assert_allclose(np.asarray(single(second, training=False))[0], packed_logits[1, 0], atol=1e-5)
     assert sorted(single.input) == ["input_mask", "input_type_ids", "input_word_ids"]
     assert sorted(fresh_packed.input) == ["input_example_ids", "input_mask", "input_type_ids", "input_word_ids"]
     assert BertClassifier.from_config(packed.get_config()).examples_per_row == packed_check.SLOTS
