@@ -21,6 +21,9 @@ Contenders:
   0487cb9; before, examples shuffled one by one), every batch at 128.
 - ours, bucketed: the same with `bucket_width=16` (the default): batches grouped by length inside chunks of
   50 batches, each padded to the smallest multiple of 16 holding its longest review.
+- ours, packed rows: the same loop on `ClassificationTask(packing=True)`'s batches (`bert_tf.data.packed_rows`):
+  rows of 128 tokens filled with whole reviews in random order, as many rows as hold 32 reviews on average;
+  its sequences are the reviews its timed batches hold (not steps x 32).
 - --peers, each in its own venv under --peer_dir (created from PyPI on first use, see benchmarks/_common.py):
   HuggingFace transformers `BertForSequenceClassification.from_pretrained` on the same installed weights, on
   PyTorch (eager), as its users run it: tokenized beforehand (`BertTokenizerFast`, truncation at 128), a
@@ -63,6 +66,7 @@ TRAIN_TSV = os.path.join(_common.ROOT, "data", "fine_foods_train.tsv")
 OURS = [
     ("ours, padded to 128", None, "ours", ["--bucket_width=0"]),
     ("ours, length buckets of 16", None, "ours", ["--bucket_width=16"]),
+    ("ours, packed rows (--packing)", None, "ours", ["--packing"]),
 ]
 PEERS = [
     ("HF torch, DataCollatorWithPadding, random batches", "hf_torch", "hf", ["--hf_order=random"]),
@@ -125,6 +129,7 @@ def child_ours(args):
         args.max_seq_length,
         ["0", "1"],
         bucket_width=args.bucket_width,
+        packing=args.packing,
     )
     texts, labels = read_reviews(TRAIN_TSV, args.num_examples)
     features = task.featurize(
@@ -136,11 +141,12 @@ def child_ours(args):
         return task.dataset(features, args.batch_size, training=True, seed=0, input_context=input_context)
 
     # The positions the timed steps compute, from the same (deterministic) pipeline.
-    real = padded = 0
+    real = padded = sequences = 0
     for i, batch in enumerate(dataset_fn(None).take(steps)):
         if i >= args.warmup_steps:
             real += int(batch["input_mask"].numpy().sum())
             padded += int(np.prod(batch["input_mask"].shape))
+            sequences += int((batch["feature_index"].numpy() >= 0).sum())  # packed: a batch's examples vary
 
     step_end_times = []
 
@@ -169,6 +175,7 @@ def child_ours(args):
         )
     return {
         "seconds": _timed(step_end_times, args),
+        "sequences": sequences,
         "real_tokens": real,
         "positions": padded,
         "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
@@ -347,6 +354,7 @@ def main():
     parser.add_argument("--no-write", dest="write", action="store_false", help="do not update RESULTS.md")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--bucket_width", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--packing", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--hf_order", default="random", help=argparse.SUPPRESS)
     parser.add_argument("--model_dir", help=argparse.SUPPRESS)
     parser.add_argument("--hf_dir", help=argparse.SUPPRESS)
@@ -391,7 +399,7 @@ def main():
                 print(f"[round {round_index + 1}] {label}: FAILED\n{out['error']}", flush=True)
                 totals[label].setdefault("errors", []).append(out["error"][-300:])
                 continue
-            sequences = args.timed_steps * args.batch_size
+            sequences = out.get("sequences", args.timed_steps * args.batch_size)
             row = totals[label]
             row["seconds"] += out["seconds"]
             row["sequences"] += sequences

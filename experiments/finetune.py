@@ -38,7 +38,11 @@ run sees the same batches and a padded run trains on the same batches as a
 bucketed one (tests/test_finetune_buckets.py: without dropout, to the same
 weights). --group_by_length makes batches of near-equal lengths instead
 (HuggingFace's opt-in of that name): less padding, but slower learning on small
-data (benchmarks/RESULTS.md, finetune_accuracy). SQuAD keeps fixed windows and
+data (benchmarks/RESULTS.md, finetune_accuracy). --packing instead fills
+rows of --max_seq_length tokens with whole examples in the random order, each
+computed as if alone (the same predictions as one example a row, to float
+rounding; tests/test_finetune_packing.py), in batches of one static shape.
+SQuAD keeps fixed windows and
 an example-by-example shuffle. Adam corrects its moments' bias and uses
 epsilon 1e-8, as PyTorch's AdamW; --noadam_bias_correction --adam_epsilon=1e-6
 gives the original BERT's update. Labels or tags of the evaluation data that the training data
@@ -172,6 +176,13 @@ def define_flags():
         False,
         "Training batches of near-equal lengths (sorted inside chunks of 50 batches, as HuggingFace's "
         "group_by_length) instead of random ones: less padding, but slower learning on small data.",
+    )
+    flags.DEFINE_boolean(
+        "packing",
+        False,
+        "Fill rows of --max_seq_length tokens with whole examples in random order, each computed as if alone "
+        "(a block-diagonal mask, its own positions and [CLS]); a batch holds --train_batch_size examples on "
+        "average. Classification, pairs, regression and tagging (not squad); --nopacking: one example a row.",
     )
     flags.DEFINE_integer(
         "eval_every_steps",

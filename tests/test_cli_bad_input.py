@@ -383,6 +383,12 @@ ROWS = [
                 "dir",
             ),
             (
+                "packing_with_group_by_length",
+                ["--train_file={train_tsv}", "--model_dir={model_dir}", "--packing", "--group_by_length"],
+                "--packing",
+                "dir",
+            ),
+            (
                 "binary_garbage",
                 ["--train_file={garbage}", "--file_format=tsv", "--model_dir={model_dir}"],
                 "garbage.bin",

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from bert_tf.checkpoints import load_encoder
+from bert_tf.data import packed_rows
 from bert_tf.errors import DataError, JobArgumentError
 from bert_tf.tasks.task_tokenizer import TaskTokenizer
 from tests.fixtures.finetune import synthetic
@@ -147,3 +148,18 @@ def test_a_run_failing_midway_leaves_no_output_and_no_temporary_file(setup, tmp_
             input_file, str(tmp_path / name), model_dir=model_dir, layers=[-1], max_seq_length=SEQ, batch_size=2
         )
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("pooling", [None, "cls", "mean", "max", "pooled"])
+def test_packed_rows_give_the_features_of_one_line_a_row(setup, pooling):
+    model_dir, input_file, root = setup
+    arguments = dict(model_dir=model_dir, layers=[-1, 0], max_seq_length=SEQ, batch_size=3, pooling=pooling)
+    jobs.extract_features(input_file, str(root / "alone.npy"), **arguments)
+    jobs.extract_features(input_file, str(root / "packed.npy"), packing=True, **arguments)
+    alone, packed = np.load(root / "alone.npy"), np.load(root / "packed.npy")
+    assert packed.shape == alone.shape and np.abs(alone).max() > 0.1
+    np.testing.assert_allclose(packed, alone, atol=2e-5)
+    # The lines did share rows: the packed run computed several of them together.
+    mask = reference(model_dir)[2]
+    tables = np.concatenate([t.numpy() for t in packed_rows.inference_row_batches(mask.sum(1), 3, SEQ)])
+    assert ((tables >= 0).sum(axis=1) >= 2).any()

@@ -1,6 +1,7 @@
 """Input pipelines and the data they read: tf.data readers of pretraining TFRecords (and dynamic masking),
-length-bucketed batches, the fine-tuning examples, data readers and data source. Every pipeline ends in `prefetching`
-(prefetch without tf.data's autotuning thread, whose wait stalled each iterator's destruction).
+length-bucketed batches, packed rows of several examples (`packed_rows`), the fine-tuning examples, data
+readers and data source. Every pipeline ends in `prefetching` (prefetch without tf.data's autotuning thread,
+whose wait stalled each iterator's destruction).
 
 Imported on first use: the readers and the length buckets load no TensorFlow (the tf.data functions import it
 when called), so the probing tool's coordinating process and the data writer's helpers stay light.

@@ -103,6 +103,9 @@ class FeatureExtractionConfig:
       max_seq_length: packed sequence length; longer inputs are truncated.
       batch_size: lines per forward pass.
       bucket_width: batches are padded to multiples of it (outputs unchanged); 0: to max_seq_length.
+      packing: run rows of max_seq_length tokens filled with whole lines, each computed as if alone
+        (`bert_tf.data.packed_rows`; outputs unchanged to float rounding), `batch_size` lines a batch on
+        average, instead of length buckets.
     """
 
     input_file: str
@@ -113,6 +116,7 @@ class FeatureExtractionConfig:
     max_seq_length: int = 128
     batch_size: int = 32
     bucket_width: int = DEFAULT_BUCKET_WIDTH
+    packing: bool = False
 
     def __post_init__(self):
         if not self.input_file:
@@ -143,6 +147,7 @@ def run_feature_extraction(
     import tensorflow as tf
 
     from bert_tf.checkpoints.model_dir import restore
+    from bert_tf.data import packed_rows
     from bert_tf.data.length_buckets import bucketed_dataset
     from bert_tf.features.layer_selection import all_layers
     from bert_tf.features.pooling import l2_normalize, pool_tokens
@@ -167,7 +172,11 @@ def run_feature_extraction(
         encoder = BertEncoder(model.config)
     restore(encoder, model.checkpoint)
 
+    slots = packed_rows.max_examples_per_row(max_seq_length)
+
     def forward(inputs, training=False):
+        if config.packing:
+            return _packed_forward(encoder, inputs, pooling, positions, normalize, slots)
         outputs = encoder(inputs, training=training)
         if pooling == POOLED:
             values = outputs["pooled_output"][:, None, :]
@@ -184,8 +193,11 @@ def run_feature_extraction(
         return {"layers": values}
 
     packed = pack_texts(tokenizer, texts_a, texts_b, max_seq_length)
-    # bucketed_dataset logs the batches' count and lengths.
-    dataset, _ = bucketed_dataset(packed, config.batch_size, max_seq_length, config.bucket_width)
+    if config.packing:  # logs the share of real tokens
+        tables = packed_rows.inference_row_batches(packed["input_mask"].sum(axis=1), config.batch_size, max_seq_length)
+        dataset = packed_rows.gather_packed_batches(tables, packed, max_seq_length)
+    else:  # bucketed_dataset logs the batches' count and lengths.
+        dataset, _ = bucketed_dataset(packed, config.batch_size, max_seq_length, config.bucket_width)
     per_token = pooling is None
     # Written under a temporary name and renamed when complete, so a failed run leaves no partial output.
     with file_io.atomic_path(output_file) as tmp_path:
@@ -205,6 +217,53 @@ def run_feature_extraction(
             writer.abort()
             raise
     return output_file
+
+
+def _packed_forward(encoder, inputs, pooling, positions, normalize, slots):
+    """`forward` on packed rows: per-token features [rows, seq, layers, hidden] (unpacked per line by
+    `iterate_outputs`), or one vector per example slot [rows, slots, layers, hidden]."""
+    import tensorflow as tf
+
+    from bert_tf.features.layer_selection import all_layers
+    from bert_tf.features.pooling import l2_normalize
+
+    outputs = encoder.packed_outputs(inputs, slots)
+    if pooling == POOLED:
+        values = outputs["pooled_output"][:, :, None, :]
+    else:
+        every_layer = all_layers(outputs)
+        values = tf.stack([every_layer[i] for i in positions], axis=2)  # [rows, seq, layers, hidden]
+        mask = tf.cast(inputs["input_mask"], values.dtype)
+        values *= mask[:, :, None, None]
+        if pooling is not None:
+            values = _pool_examples(values, inputs["input_example_ids"], slots, pooling)
+    if normalize:
+        values = l2_normalize(values)
+    return {"layers": values}
+
+
+def _pool_examples(values, example_ids, slots: int, method: str):
+    """Pools [rows, seq, ...] token features per example of each row: [rows, slots, ...] (segment reductions)."""
+    import tensorflow as tf
+
+    example_ids = tf.cast(example_ids, tf.int32)
+    rows = tf.shape(example_ids)[0]
+    # Example k of row r is segment r * slots + k - 1; padding goes to one extra segment, dropped at the end.
+    row_offsets = tf.range(rows)[:, None] * slots
+    segments = tf.reshape(tf.where(example_ids > 0, row_offsets + example_ids - 1, rows * slots), [-1])
+    flat = tf.reshape(values, [-1] + values.shape[2:].as_list())
+    num_segments = rows * slots + 1
+    if method == "cls":  # the only token of its example at position 0: a sum of it alone
+        previous = tf.pad(example_ids[:, :-1], [[0, 0], [1, 0]])
+        first = tf.reshape(tf.cast(example_ids != previous, flat.dtype), [-1] + [1] * (flat.shape.rank - 1))
+        pooled = tf.math.unsorted_segment_sum(flat * first, segments, num_segments)
+    elif method == "mean":
+        counts = tf.math.unsorted_segment_sum(tf.ones_like(segments, flat.dtype), segments, num_segments)
+        pooled = tf.math.unsorted_segment_sum(flat, segments, num_segments)
+        pooled /= tf.reshape(tf.maximum(counts, 1.0), [-1] + [1] * (flat.shape.rank - 1))
+    else:  # max
+        pooled = tf.math.unsorted_segment_max(flat, segments, num_segments)
+    return tf.reshape(pooled[: rows * slots], tf.concat([[rows, slots], tf.shape(values)[2:]], axis=0))
 
 
 class _Writer:

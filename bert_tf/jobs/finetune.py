@@ -98,6 +98,9 @@ def run_finetuning(
         raise JobArgumentError("At least one of --do_train, --do_eval and --do_predict must be set.")
     if training_config.eval_every_steps and not (do_train and do_eval):
         raise JobArgumentError("--eval_every_steps needs --do_train and --do_eval (with --eval_file or --tfds_name).")
+    if task.packing and do_train and training_config.num_microbatches > 1:
+        # Microbatches split a batch's rows, whose number of examples varies with packing.
+        raise JobArgumentError("--packing does not combine with --num_microbatches; give one of them.")
     check_data_sources(data, do_train, do_eval, do_predict)
     if do_predict and not overwrite_predictions:
         finetuning_files.check_no_earlier_predictions(output_dir)

@@ -85,7 +85,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
       hidden_states: float [batch, seq_length, hidden_size].
       input_mask: int or bool [batch, seq_length]; 1 for real tokens, 0 for padding.
       attention_bias: instead of `input_mask`, `padding_attention_bias(input_mask)` (float32
-        [batch, 1, 1, seq_length]), so a stack of layers computes it once.
+        [batch, 1, 1, seq_length]), so a stack of layers computes it once; or a per-query bias
+        [batch, 1, seq_length, seq_length], such as the block-diagonal one of packed examples
+        (`bert_tf.layers.packed_examples.example_attention_bias`).
 
     On JAX with a GPU in half precision and without dropout on the probabilities, the layer takes cuDNN's
     fused kernel with each row's length as its padding mask: padding must then come after the real tokens,
@@ -135,10 +137,13 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             layer.build((None, None, self.hidden_size))
         self.built = True
 
-    def _fused(self, training):
-        """Whether this call takes the fused kernel: no dropout on the probabilities, half precision, a GPU."""
+    def _fused(self, training, attention_bias=None):
+        """Whether this call takes the fused kernel: no dropout on the probabilities, half precision, a GPU,
+        and a padding bias that lengths can say (a per-query bias takes the einsum path)."""
+        per_query = attention_bias is not None and attention_bias.shape[2] != 1
         return (
-            (not training or self.dropout_rate == 0)
+            not per_query
+            and (not training or self.dropout_rate == 0)
             and self.compute_dtype in ("bfloat16", "float16")
             and fused_attention_available()
         )
@@ -162,7 +167,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         key = split_heads(self.key(rows))
         value = split_heads(self.value(rows))
 
-        if self._fused(training):
+        if self._fused(training, attention_bias):
             context = _attention_over_lengths(query, key, value, attention_bias)
         else:
             scores = ops.einsum("bqhd,bkhd->bhqk", query, key)

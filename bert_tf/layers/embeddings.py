@@ -13,6 +13,8 @@ class BertEmbeddings(keras.layers.Layer):
     Call arguments:
       input_word_ids: int [batch, seq_length].
       input_type_ids: int [batch, seq_length].
+      position_ids: optional int [batch, seq_length]; default 0, 1, 2, ... in every row (a packed row of
+        several examples restarts them per example: `bert_tf.layers.packed_examples`).
 
     Returns:
       float [batch, seq_length, hidden_size].
@@ -77,17 +79,18 @@ class BertEmbeddings(keras.layers.Layer):
         self.layer_norm.build((None, None, self.hidden_size))
         self.built = True
 
-    def call(self, input_word_ids, input_type_ids, training=None):
-        seq_length = ops.shape(input_word_ids)[1]
-        # Looked up per position like the word ids rather than broadcast over the batch: the broadcast's gradient
-        # is a sum over the batch, for which XLA:GPU lays the whole residual stream out batch-minor and then
-        # transposes it around every product (benchmarks/RESULTS.md, "JAX on a GPU"). The values are the same.
-        position_ids = ops.broadcast_to(ops.arange(seq_length, dtype="int32")[None, :], ops.shape(input_word_ids))
+    def call(self, input_word_ids, input_type_ids, position_ids=None, training=None):
+        if position_ids is None:
+            seq_length = ops.shape(input_word_ids)[1]
+            # Looked up per position like the word ids rather than broadcast over the batch: the broadcast's
+            # gradient is a sum over the batch, for which XLA:GPU lays the whole residual stream out batch-minor
+            # and then transposes it around every product (benchmarks/RESULTS.md, "JAX on a GPU").
+            position_ids = ops.broadcast_to(ops.arange(seq_length, dtype="int32")[None, :], ops.shape(input_word_ids))
         position_embeddings = ops.take(ops.cast(self.position_embeddings, self.compute_dtype), position_ids, axis=0)
         embeddings = self.token_embedding(input_word_ids) + self.type_embedding(input_type_ids) + position_embeddings
         return self.dropout(self.layer_norm(embeddings), training=training)
 
-    def compute_output_shape(self, input_word_ids_shape, input_type_ids_shape=None):
+    def compute_output_shape(self, input_word_ids_shape, input_type_ids_shape=None, position_ids_shape=None):
         return tuple(input_word_ids_shape) + (self.hidden_size,)
 
     def get_config(self):

@@ -16,8 +16,11 @@ class BertClassifier(Task):
       num_classes: number of classes; 1 for regression (e.g. STS-B).
       dropout_rate: dropout before the output layer; defaults to the encoder's
         hidden dropout.
+      examples_per_row: None: one example a row. A number k: packed rows, with the `input_example_ids` input
+        (0 for padding, 1..k for the row's examples; `BertEncoder.packed_outputs`) and logits for each of
+        the k example slots. The weights are the same either way, so a checkpoint of one loads into the other.
 
-    Inputs: the encoder's dict. Output: float32 logits [batch, num_classes].
+    Inputs: the encoder's dict. Output: float32 logits [batch, num_classes]; packed: [batch, k, num_classes].
 
     Example:
 
@@ -33,7 +36,7 @@ class BertClassifier(Task):
     (2, 3)
     """
 
-    def __init__(self, encoder: BertEncoder, num_classes: int, dropout_rate=None, **kwargs):
+    def __init__(self, encoder: BertEncoder, num_classes: int, dropout_rate=None, examples_per_row=None, **kwargs):
         if dropout_rate is None:
             dropout_rate = encoder.config.hidden_dropout_prob
         head = ClassificationHead(
@@ -43,13 +46,22 @@ class BertClassifier(Task):
             dtype=encoder.dtype_policy,
             name="classifier",
         )
-        inputs = encoder_inputs()
-        logits = head(encoder(inputs)["pooled_output"])
-        super().__init__(inputs=inputs, outputs=logits, **kwargs)
+        inputs = encoder_inputs(packed=examples_per_row is not None)
+        if examples_per_row is None:
+            pooled = encoder(inputs)["pooled_output"]
+        else:
+            pooled = encoder.packed_outputs(inputs, examples_per_row)["pooled_output"]
+        super().__init__(inputs=inputs, outputs=head(pooled), **kwargs)
         self.encoder = encoder
         self.classifier = head
         self.num_classes = num_classes
         self.dropout_rate = dropout_rate
+        self.examples_per_row = examples_per_row
 
     def get_config(self):
-        return {**super().get_config(), "num_classes": self.num_classes, "dropout_rate": self.dropout_rate}
+        return {
+            **super().get_config(),
+            "num_classes": self.num_classes,
+            "dropout_rate": self.dropout_rate,
+            "examples_per_row": self.examples_per_row,
+        }

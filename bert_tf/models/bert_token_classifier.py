@@ -11,6 +11,14 @@ from bert_tf.models.task import Task
 class BertTokenClassifier(Task):
     """A per-token classification layer on the sequence output of a `BertEncoder`.
 
+    Args:
+      encoder: a `BertEncoder`.
+      num_labels: the number of tags.
+      dropout_rate: dropout before the output layer; defaults to the encoder's hidden dropout.
+      packed: rows that pack several examples, with the `input_example_ids` input (0 for padding, 1..k for
+        the row's examples; `BertEncoder.packed_outputs`): each token is tagged as in its example alone. The
+        weights are the same either way.
+
     Inputs: the encoder's dict. Output: float32 logits [batch, seq_length, num_labels].
 
     Example:
@@ -28,7 +36,7 @@ class BertTokenClassifier(Task):
     (2, 4, 5)
     """
 
-    def __init__(self, encoder: BertEncoder, num_labels: int, dropout_rate=None, **kwargs):
+    def __init__(self, encoder: BertEncoder, num_labels: int, dropout_rate=None, packed=False, **kwargs):
         if dropout_rate is None:
             dropout_rate = encoder.config.hidden_dropout_prob
         head = TokenClassificationHead(
@@ -38,13 +46,19 @@ class BertTokenClassifier(Task):
             dtype=encoder.dtype_policy,
             name="token_classifier",
         )
-        inputs = encoder_inputs()
-        logits = head(encoder(inputs)["sequence_output"])
-        super().__init__(inputs=inputs, outputs=logits, **kwargs)
+        inputs = encoder_inputs(packed=packed)
+        outputs = encoder.packed_outputs(inputs) if packed else encoder(inputs)
+        super().__init__(inputs=inputs, outputs=head(outputs["sequence_output"]), **kwargs)
         self.encoder = encoder
         self.token_classifier = head
         self.num_labels = num_labels
         self.dropout_rate = dropout_rate
+        self.packed = packed
 
     def get_config(self):
-        return {**super().get_config(), "num_labels": self.num_labels, "dropout_rate": self.dropout_rate}
+        return {
+            **super().get_config(),
+            "num_labels": self.num_labels,
+            "dropout_rate": self.dropout_rate,
+            "packed": self.packed,
+        }

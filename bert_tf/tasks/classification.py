@@ -17,7 +17,7 @@ import numpy as np
 from keras import ops
 
 from bert_tf import file_io
-from bert_tf.data import prefetching
+from bert_tf.data import packed_rows, prefetching
 from bert_tf.data.examples import TextExample
 from bert_tf.data.finetuning_data import TextExamplesReader
 from bert_tf.data.finetuning_readers import count_unseen_labels, label_list_from_examples, warn_unseen_labels
@@ -25,7 +25,7 @@ from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.errors import DataError
 from bert_tf.models import ENCODER_INPUT_NAMES, BertClassifier
 from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks.base import FinetuningTask, length_bucketed_dataset
+from bert_tf.tasks.base import FEATURE_INDEX_KEY, FinetuningTask, length_bucketed_dataset, sharded
 from bert_tf.tasks.registry import register_task
 
 
@@ -43,6 +43,9 @@ class ClassificationTask(FinetuningTask):
         0 or None: the same batches, every one padded to `seq_length`.
       group_by_length: training batches of near-equal lengths instead of random ones (less padding; see
         `bert_tf.data.length_buckets` for what it costs in accuracy).
+      packing: batches of rows filled with whole examples (`bert_tf.data.packed_rows`): the model takes
+        `input_example_ids` and gives logits per example slot [rows, slots, classes]; the loss is the mean over
+        the batch's examples.
     """
 
     names = ("classification", "sentence_pair_classification", "regression")
@@ -57,7 +60,14 @@ class ClassificationTask(FinetuningTask):
     @classmethod
     def from_config(cls, config, tokenizer, labels, reader) -> ClassificationTask:
         options = config.head_and_batch_options()
-        return cls(tokenizer, config.max_seq_length, labels, sentence_pair=reader.sentence_pair, **options)
+        return cls(
+            tokenizer,
+            config.max_seq_length,
+            labels,
+            sentence_pair=reader.sentence_pair,
+            packing=config.packing,
+            **options,
+        )
 
     @classmethod
     def has_labels(cls, task: str) -> bool:
@@ -87,8 +97,10 @@ class ClassificationTask(FinetuningTask):
         dropout_rate: float | None = None,
         bucket_width: int | None = DEFAULT_BUCKET_WIDTH,
         group_by_length: bool = False,
+        packing: bool = False,
     ):
         self.tokenizer = tokenizer
+        self.packing = packing
         self.bucket_width = bucket_width or 0
         self.group_by_length = group_by_length
         self._lengths_cache = (None, None)
@@ -126,19 +138,30 @@ class ClassificationTask(FinetuningTask):
         }
 
     def build_model(self, encoder):
-        return BertClassifier(encoder, num_classes=self.num_outputs, dropout_rate=self.dropout_rate)
+        slots = packed_rows.max_examples_per_row(self.seq_length) if self.packing else None
+        return BertClassifier(
+            encoder, num_classes=self.num_outputs, dropout_rate=self.dropout_rate, examples_per_row=slots
+        )
 
     def compute_loss(self, features, outputs):
-        logits = ops.cast(outputs, "float32")
+        """Means over the batch's examples; packed, over the filled slots (`feature_index` >= 0), as unpacked."""
+        logits = ops.reshape(ops.cast(outputs, "float32"), (-1, self.num_outputs))
+        if self.packing:
+            weights = ops.cast(ops.reshape(features[FEATURE_INDEX_KEY], (-1,)) >= 0, "float32")
+        else:
+            weights = ops.ones_like(logits[:, 0])
+
+        def mean(values):
+            return ops.sum(values * weights) / ops.maximum(ops.sum(weights), 1.0)
+
         if self.is_regression:
             targets = ops.cast(ops.reshape(features["label"], (-1,)), "float32")
             scores = logits[:, 0]
-            loss = ops.mean(ops.square(scores - targets))
-            return {"loss": loss, "mean_absolute_error": ops.mean(ops.abs(scores - targets))}
+            return {"loss": mean(ops.square(scores - targets)), "mean_absolute_error": mean(ops.abs(scores - targets))}
         labels = ops.cast(ops.reshape(features["label"], (-1,)), "int32")
-        loss = ops.mean(keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True))
+        loss = mean(keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True))
         correct = ops.cast(ops.equal(ops.cast(ops.argmax(logits, axis=-1), "int32"), labels), "float32")
-        return {"loss": loss, "accuracy": ops.mean(correct)}
+        return {"loss": loss, "accuracy": mean(correct)}
 
     # --- data ---------------------------------------------------------------
 
@@ -180,6 +203,8 @@ class ClassificationTask(FinetuningTask):
 
     def dataset(self, features, batch_size, training, seed=None, input_context=None):
         columns = {k: (v.astype(str) if v.dtype == object else v) for k, v in features.items()}
+        if self.packing:
+            return self._packed_dataset(features, columns, batch_size, training, seed, input_context)
         return length_bucketed_dataset(
             columns,
             self.packed_lengths(features),
@@ -192,6 +217,18 @@ class ClassificationTask(FinetuningTask):
             group_by_length=self.group_by_length,
             sequence_keys=ENCODER_INPUT_NAMES,
             transform=self.tokenizer.pack_fn(self.seq_length),
+        )
+
+    def _packed_dataset(self, features, columns, batch_size, training, seed, input_context):
+        lengths = self.packed_lengths(features)
+        if training:
+            seed = int(np.random.default_rng().integers(2**31)) if seed is None else seed
+            tables = packed_rows.training_row_batches(lengths, batch_size, self.seq_length, seed, input_context)
+        else:
+            tables = sharded(packed_rows.inference_row_batches(lengths, batch_size, self.seq_length), input_context)
+        label_keys = tuple(k for k in self.label_keys if k in columns)
+        return packed_rows.gather_packed_batches(
+            tables, columns, self.seq_length, transform=self.tokenizer.pack_fn(self.seq_length), slot_keys=label_keys
         )
 
     def packed_lengths(self, features: dict) -> np.ndarray:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES
+from bert_tf.data import packed_rows
+from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES, EXAMPLE_IDS_KEY
 from bert_tf.tasks.base import FEATURE_INDEX_KEY
 
 
@@ -21,7 +22,9 @@ def iterate_outputs(
     """Yields, per batch of `dataset`, a dict of numpy outputs (plus `feature_index`), rows in feature order.
 
     `model` is called as `model(inputs, training=False)` on the encoder inputs
-    and returns a tensor (named "logits" here) or a dict of tensors.
+    and returns a tensor (named "logits" here) or a dict of tensors. Batches of packed rows
+    (`bert_tf.data.packed_rows`: `input_example_ids`, `feature_index` [rows, slots]) give outputs per slot,
+    which come back one row per example, as unpacked batches do.
     """
     strategy = strategy or tf.distribute.get_strategy()
 
@@ -36,8 +39,10 @@ def iterate_outputs(
     @tf.function(reduce_retracing=True)
     def step(features):
         def replica_step(batch):
-            outputs = forward({k: batch[k] for k in ENCODER_INPUT_NAMES})
+            outputs = forward({k: batch[k] for k in ENCODER_INPUT_NAMES + (EXAMPLE_IDS_KEY,) if k in batch})
             outputs[FEATURE_INDEX_KEY] = batch[FEATURE_INDEX_KEY]
+            if EXAMPLE_IDS_KEY in batch:
+                outputs[EXAMPLE_IDS_KEY] = batch[EXAMPLE_IDS_KEY]
             return outputs
 
         return strategy.run(replica_step, args=(features,))
@@ -51,6 +56,10 @@ def iterate_outputs(
             name: np.concatenate([np.asarray(local) for local in strategy.experimental_local_results(value)])
             for name, value in outputs.items()
         }
+        if EXAMPLE_IDS_KEY in batch:  # packed rows: [rows, slots or seq, ...] -> one row per example slot
+            example_ids, index = batch.pop(EXAMPLE_IDS_KEY), batch.pop(FEATURE_INDEX_KEY)
+            batch = packed_rows.unpack_outputs(batch, example_ids.astype(np.int64), index.shape[1])
+            batch[FEATURE_INDEX_KEY] = index.reshape(-1)
         indices = batch[FEATURE_INDEX_KEY]
         order = np.argsort(indices, kind="stable")
         order = order[indices[order] >= 0]  # drop the rows that pad the last batch

@@ -18,6 +18,7 @@ import numpy as np
 from keras import ops
 
 from bert_tf import file_io
+from bert_tf.data import packed_rows
 from bert_tf.data.examples import TaggingExample
 from bert_tf.data.finetuning_data import ConllExamplesReader
 from bert_tf.data.finetuning_readers import count_unseen_labels, tag_list_from_examples, warn_unseen_labels
@@ -25,7 +26,7 @@ from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.errors import DataError
 from bert_tf.models import BertTokenClassifier
 from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks.base import FinetuningTask, numpy_dataset
+from bert_tf.tasks.base import FinetuningTask, numpy_dataset, sharded
 from bert_tf.tasks.registry import register_task
 
 IGNORED_LABEL = -1
@@ -58,6 +59,8 @@ class TaggingTask(FinetuningTask):
         0 or None: the same batches, every one padded to `seq_length`.
       group_by_length: training batches of near-equal lengths instead of random ones (less padding; see
         `bert_tf.data.length_buckets` for what it costs in accuracy).
+      packing: batches of rows filled with whole sentences (`bert_tf.data.packed_rows`), each tagged as if
+        alone; the loss stays the mean over the batch's tagged words.
     """
 
     name = "token_classification"
@@ -70,7 +73,7 @@ class TaggingTask(FinetuningTask):
 
     @classmethod
     def from_config(cls, config, tokenizer, labels, reader) -> TaggingTask:
-        return cls(tokenizer, config.max_seq_length, labels, **config.head_and_batch_options())
+        return cls(tokenizer, config.max_seq_length, labels, packing=config.packing, **config.head_and_batch_options())
 
     @classmethod
     def labels_from_examples(cls, task: str, examples) -> list:
@@ -96,6 +99,7 @@ class TaggingTask(FinetuningTask):
         dropout_rate: float | None = None,
         bucket_width: int | None = DEFAULT_BUCKET_WIDTH,
         group_by_length: bool = False,
+        packing: bool = False,
     ):
         if seq_length < 3:
             raise ValueError(f"max_seq_length must be at least 3 for tagging, got {seq_length}.")
@@ -110,6 +114,7 @@ class TaggingTask(FinetuningTask):
         self.dropout_rate = dropout_rate
         self.bucket_width = bucket_width or 0
         self.group_by_length = group_by_length
+        self.packing = packing
         # Words without any piece (only deleted characters) get the "outside" tag.
         self.default_tag = "O" if "O" in self.tag_ids else self.tag_list[0]
 
@@ -117,7 +122,9 @@ class TaggingTask(FinetuningTask):
         return {"task": self.name, "label_list": self.tag_list, "max_seq_length": self.seq_length}
 
     def build_model(self, encoder):
-        return BertTokenClassifier(encoder, num_labels=len(self.tag_list), dropout_rate=self.dropout_rate)
+        return BertTokenClassifier(
+            encoder, num_labels=len(self.tag_list), dropout_rate=self.dropout_rate, packed=self.packing
+        )
 
     def compute_loss(self, features, outputs):
         logits = ops.cast(outputs, "float32")
@@ -200,6 +207,15 @@ class TaggingTask(FinetuningTask):
         rows["example_index"].append(example_index)
 
     def dataset(self, features, batch_size, training, seed=None, input_context=None):
+        if self.packing:  # rows of whole sentences (or windows), each tagged as alone; the loss is per tag as ever
+            lengths = features.inputs["input_mask"].sum(axis=1)
+            if training:
+                seed = int(np.random.default_rng().integers(2**31)) if seed is None else seed
+                tables = packed_rows.training_row_batches(lengths, batch_size, self.seq_length, seed, input_context)
+            else:
+                tables = sharded(packed_rows.inference_row_batches(lengths, batch_size, self.seq_length), input_context)
+            token_keys = {k: IGNORED_LABEL for k in self.label_keys if k in features.inputs}
+            return packed_rows.gather_packed_batches(tables, features.inputs, self.seq_length, token_keys=token_keys)
         return numpy_dataset(
             features.inputs, batch_size, training, seed, input_context, self.bucket_width, self.group_by_length
         )

@@ -30,6 +30,9 @@ class FinetuningTaskConfig:
         batches, every one at max_seq_length). Not for SQuAD, whose windows are fixed.
       group_by_length: training batches of near-equal lengths instead of random ones (less padding, slower
         learning on small data; `bert_tf.data.length_buckets`).
+      packing: rows of max_seq_length tokens filled with whole examples in random order, each computed as if
+        alone (`bert_tf.data.packed_rows`), instead of one example a row; classification, sentence pairs,
+        regression and tagging (not SQuAD). A batch then holds train_batch_size examples on average.
     """
 
     task: str
@@ -37,6 +40,7 @@ class FinetuningTaskConfig:
     dropout_rate: float | None = None
     bucket_width: int = 16
     group_by_length: bool = False
+    packing: bool = False
 
     def __post_init__(self):
         if self.task not in registry.task_names():
@@ -45,6 +49,16 @@ class FinetuningTaskConfig:
         check_int("bucket_width", self.bucket_width, minimum=0)
         if self.dropout_rate is not None and not 0.0 <= self.dropout_rate < 1.0:
             raise JobArgumentError(f"--dropout_rate must be in [0, 1), got {self.dropout_rate}.")
+        if self.packing and self.group_by_length:
+            raise JobArgumentError("--packing and --group_by_length are two orders of the batches: give one.")
+
+    def refuse_packing(self) -> None:
+        """A task that computes one example a row refuses `--packing`, naming the flag."""
+        if self.packing:
+            raise JobArgumentError(
+                f"--packing is supported for classification, sentence pairs, regression and tagging, "
+                f"not --task={self.task}."
+            )
 
     def head_and_batch_options(self) -> dict:
         """The keyword arguments of the common options that the classification and tagging plug-ins take."""
