@@ -561,7 +561,8 @@ class _Trainer:
             write_scalars(train_writer, step, train_metrics)
             if bool(stop):
                 self._save(manager, step)
-                raise TrainingPreempted(step, manager.latest_checkpoint)
+                # The model's checkpoint (the chief's), which every worker names.
+                raise TrainingPreempted(step, os.path.join(self.model_dir, f"{CHECKPOINT_PREFIX}-{step}"))
             if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
                 self._save(manager, step)
                 last_saved = step

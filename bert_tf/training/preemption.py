@@ -118,6 +118,7 @@ class PreemptionWatcher:
         self._writer.close()
         if self._deadline is not None:
             self._deadline.cancel()
+            self._deadline.join(timeout=10)
 
     def _handle(self, signum, frame):
         """The Python-level handler (main thread, between bytecodes); the watcher thread did the work."""
@@ -149,6 +150,7 @@ class PreemptionWatcher:
         self._flag.assign(1.0)
         self._requested.set()
         self._deadline = threading.Timer(self.grace_seconds, self._grace_expired)
+        self._deadline.name = "PreemptionGraceDeadline"
         self._deadline.daemon = True
         self._deadline.start()
         logging.warning(
