@@ -125,7 +125,9 @@ Checkpoint writes are atomic: `CheckpointManager` writes the files, then
 replaces the `checkpoint` index file (write + rename), then deletes old
 checkpoints, so a kill during a save leaves the previous checkpoint listed and
 restorable. A non-finite loss stops the run with `NonFiniteLossError` naming
-the step, before anything is saved, so the last checkpoint stays good.
+the step, before anything is saved, so the last checkpoint stays good. A
+SIGTERM (with a `preemption` watcher) stops it after the step in progress,
+with a checkpoint at that step (`bert_tf.training.preemption`).
 """
 
 from __future__ import annotations
