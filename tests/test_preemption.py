@@ -7,8 +7,8 @@ so the step they stop after does not depend on the machine's speed. All of them 
 fixture:
 
 * pretraining and fine-tuning in one process, each beside the same run uninterrupted in this process;
-* pretraining under multi_worker_mirrored, two workers on 127.0.0.1, only the second one signalled, beside the
-  same two workers uninterrupted: both must stop after the same step.
+* pretraining and fine-tuning under multi_worker_mirrored, two workers on 127.0.0.1, only the second one
+  signalled, beside the same two workers uninterrupted: both must stop after the same step.
 
 Each preempted run must exit with status 143 and one line naming the step and the checkpoint, leave that
 step's checkpoint as the latest, and, run again, end with the uninterrupted run's weights bit for bit
@@ -36,12 +36,16 @@ from tests.fixtures.finetune import synthetic
 from tests.helpers import jobs, training_data
 
 HELPER = str(training_data.ROOT / "tests" / "helpers" / "training_run.py")
-TIMEOUT = 600  # up to six TensorFlow processes share the CI machine's two cores
+TIMEOUT = 900  # up to ten TensorFlow processes share the CI machine's two cores
 STEPS = 12
 # The training step inside which each run is sent its SIGTERM (1-based, counted from the run's start).
 PRETRAIN_STEP = random.Random(55).randint(1, STEPS - 1)
 FINETUNE_STEP = random.Random(56).randint(1, STEPS - 1)
-WORKERS_STEP = random.Random(57).randint(1, STEPS - 1)
+WORKERS_STEPS = {
+    "pretrain": random.Random(57).randint(1, STEPS - 1),
+    "finetune": random.Random(58).randint(1, STEPS - 1),
+}
+MODULES = {"pretrain": "experiments.pretrain", "finetune": "experiments.finetune"}
 
 
 # --- the watcher in this process ----------------------------------------------------
@@ -123,12 +127,12 @@ def _launch(module, arguments, log_path, term_in_step=0, **env):
     return process
 
 
-def _workers(arguments, log_prefix, term_in_step=0):
-    """Two multi_worker_mirrored workers of the pretraining command line; only the second gets `term_in_step`."""
+def _workers(job, arguments, log_prefix, term_in_step=0):
+    """Two multi_worker_mirrored workers of `job`'s command line; only the second gets `term_in_step`."""
     cluster = {"worker": [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]}
     return [
         _launch(
-            "experiments.pretrain",
+            MODULES[job],
             dict(arguments, distribution_strategy="multi_worker_mirrored"),
             f"{log_prefix}.worker{i}.log",
             term_in_step=term_in_step if i == 1 else 0,
@@ -206,7 +210,13 @@ def runs(tmp_path_factory):
         seed=3,
         **synthetic.ORIGINAL_UPDATE,
     )
-    dirs = {name: tmp / name for name in ("pretrain", "finetune", "workers", "workers_reference")}
+    arguments = {"pretrain": pretraining, "finetune": finetuning}
+    dirs = {name: tmp / name for name in ("pretrain", "finetune")}
+    for job in MODULES:
+        dirs[f"{job}_workers"], dirs[f"{job}_workers_reference"] = (
+            tmp / f"{job}_workers",
+            tmp / f"{job}_reference_workers",
+        )
     pretrain = _launch(
         "experiments.pretrain",
         dict(pretraining, output_dir=dirs["pretrain"]),
@@ -219,29 +229,42 @@ def runs(tmp_path_factory):
         tmp / "finetune.log",
         term_in_step=FINETUNE_STEP,
     )
-    workers = _workers(dict(pretraining, output_dir=dirs["workers"]), tmp / "workers", term_in_step=WORKERS_STEP)
-    reference_workers = _workers(dict(pretraining, output_dir=dirs["workers_reference"]), tmp / "reference")
+    workers = []
+    for job in MODULES:
+        workers += _workers(
+            job, dict(arguments[job], output_dir=dirs[f"{job}_workers"]), tmp / job, term_in_step=WORKERS_STEPS[job]
+        )
+        workers += _workers(job, dict(arguments[job], output_dir=dirs[f"{job}_workers_reference"]), tmp / f"{job}_ref")
     try:
         # The uninterrupted single-process runs, meanwhile, in this process.
         jobs.pretrain(**dict(pretraining, output_dir=str(tmp / "pretrain_reference")))
         jobs.finetune(**dict(finetuning, output_dir=str(tmp / "finetune_reference")))
     finally:
-        preempted = _wait([pretrain, finetune] + workers + reference_workers)
+        preempted = _wait([pretrain, finetune] + workers)
     checkpoints = {name: tf.train.latest_checkpoint(str(path)) for name, path in dirs.items()}
-    checkpoints["worker-1"] = tf.train.latest_checkpoint(str(dirs["workers"] / "workers" / "worker-1"))
+    for job in MODULES:
+        worker_dir = dirs[f"{job}_workers"] / "workers" / "worker-1"
+        checkpoints[f"{job}_worker-1"] = tf.train.latest_checkpoint(str(worker_dir))
     # Run again: each resumes from the checkpoint of the step it stopped after.
-    resumed_workers = _workers(dict(pretraining, output_dir=dirs["workers"]), tmp / "resumed")
+    resumed_workers = []
+    for job in MODULES:
+        resumed_workers += _workers(
+            job, dict(arguments[job], output_dir=dirs[f"{job}_workers"]), tmp / f"{job}_resumed"
+        )
     try:
         jobs.pretrain(**dict(pretraining, output_dir=str(dirs["pretrain"])))
         jobs.finetune(**dict(finetuning, output_dir=str(dirs["finetune"])))
     finally:
         resumed = _wait(resumed_workers)
+    names = ["pretrain", "finetune"] + [
+        f"{job}_{run}{i}" for job in MODULES for run in ("worker", "ref") for i in (0, 1)
+    ]
     return {
         "tmp": tmp,
         "dirs": dirs,
-        "preempted": dict(zip(["pretrain", "finetune", "worker0", "worker1", "reference0", "reference1"], preempted)),
+        "preempted": dict(zip(names, preempted)),
         "checkpoints_after_preemption": checkpoints,
-        "resumed_workers": resumed,
+        "resumed_workers": {"pretrain": resumed[:2], "finetune": resumed[2:]},
     }
 
 
@@ -269,21 +292,23 @@ def test_sigterm_in_a_step_saves_that_step_exits_143_and_resumes_exactly(runs, j
     _assert_same_weights(str(out / f"ckpt-{STEPS}"), str(runs["tmp"] / f"{job}_reference" / f"ckpt-{STEPS}"))
 
 
-def test_every_worker_stops_after_the_step_of_the_one_signalled_and_resumes_exactly(runs):
-    out = runs["dirs"]["workers"]
-    for returncode, log in (runs["preempted"]["reference0"], runs["preempted"]["reference1"]):
+@pytest.mark.parametrize("job", list(MODULES))
+def test_every_worker_stops_after_the_step_of_the_one_signalled_and_resumes_exactly(runs, job):
+    out, step = runs["dirs"][f"{job}_workers"], WORKERS_STEPS[job]
+    for i in (0, 1):
+        returncode, log = runs["preempted"][f"{job}_ref{i}"]
         assert returncode == 0, log[-3000:]
     # Only worker 1 received the SIGTERM; the chief stops after the same step, and both save it.
-    chief, worker = str(out / f"ckpt-{WORKERS_STEP}"), str(out / "workers" / "worker-1" / f"ckpt-{WORKERS_STEP}")
-    _assert_preempted(runs["preempted"]["worker0"], "pretrain", WORKERS_STEP, chief)
-    _assert_preempted(runs["preempted"]["worker1"], "pretrain", WORKERS_STEP, chief)
-    assert "SIGTERM: stopping after the current step" not in runs["preempted"]["worker0"][1]
-    assert runs["checkpoints_after_preemption"]["workers"] == chief and _saved_step(chief) == WORKERS_STEP
-    assert runs["checkpoints_after_preemption"]["worker-1"] == worker and _saved_step(worker) == WORKERS_STEP
-    for returncode, log in runs["resumed_workers"]:
+    chief, worker = str(out / f"ckpt-{step}"), str(out / "workers" / "worker-1" / f"ckpt-{step}")
+    _assert_preempted(runs["preempted"][f"{job}_worker0"], job, step, chief)
+    _assert_preempted(runs["preempted"][f"{job}_worker1"], job, step, chief)
+    assert "SIGTERM: stopping after the current step" not in runs["preempted"][f"{job}_worker0"][1]
+    assert runs["checkpoints_after_preemption"][f"{job}_workers"] == chief and _saved_step(chief) == step
+    assert runs["checkpoints_after_preemption"][f"{job}_worker-1"] == worker and _saved_step(worker) == step
+    for returncode, log in runs["resumed_workers"][job]:
         assert returncode == 0, log[-3000:]
-        assert f"(step {WORKERS_STEP})" in log and "Restored the training data position" in log
-    reference = runs["dirs"]["workers_reference"]
+        assert f"(step {step})" in log and "Restored the training data position" in log
+    reference = runs["dirs"][f"{job}_workers_reference"]
     _assert_same_weights(str(out / f"ckpt-{STEPS}"), str(reference / f"ckpt-{STEPS}"))
     _assert_same_weights(
         str(out / "workers" / "worker-1" / f"ckpt-{STEPS}"), str(reference / "workers" / "worker-1" / f"ckpt-{STEPS}")
