@@ -46,6 +46,7 @@ WORKERS_STEPS = {
     "finetune": random.Random(58).randint(1, STEPS - 1),
 }
 MODULES = {"pretrain": "experiments.pretrain", "finetune": "experiments.finetune"}
+STEPS_OF = {"pretrain": PRETRAIN_STEP, "finetune": FINETUNE_STEP}
 
 
 # --- the watcher in this process ----------------------------------------------------
@@ -173,98 +174,97 @@ def _assert_same_weights(path, reference_path):
         np.testing.assert_array_equal(values[name], value, err_msg=name)
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("preemption")
+def _arguments(tmp):
+    """{job: its flags as a flat dict}: a 1-layer BERT, 12 steps, checkpoints every 6, loops of 4."""
     records = training_data.write_pretraining_records(tmp / "records")
     training_data.tiny_bert_config(training_data.vocab_size(), num_layers=1).to_json_file(str(tmp / "bert_config.json"))
-    pretraining = {
-        "input_file": records["train"],
-        "bert_config_file": str(tmp / "bert_config.json"),
-        "vocab_file": records["vocab"],
-        "deterministic": True,
-        "seed": 11,
-        "max_seq_length": training_data.SEQ_LENGTH,
-        "max_predictions_per_seq": training_data.MAX_PREDICTIONS,
-        "train_batch_size": 8,
-        "learning_rate": 2e-3,
-        "num_train_steps": STEPS,
-        "num_warmup_steps": 3,
-        "steps_per_loop": 4,
-        "save_checkpoints_steps": 6,
-        "dynamic_masking": False,
-        "shuffle_buffer_size": 100,
-    }
+    schedule = dict(num_train_steps=STEPS, steps_per_loop=4, save_checkpoints_steps=6, deterministic=True)
+    pretraining = dict(
+        schedule,
+        input_file=records["train"],
+        bert_config_file=str(tmp / "bert_config.json"),
+        vocab_file=records["vocab"],
+        seed=11,
+        max_seq_length=training_data.SEQ_LENGTH,
+        max_predictions_per_seq=training_data.MAX_PREDICTIONS,
+        train_batch_size=8,
+        learning_rate=2e-3,
+        num_warmup_steps=3,
+        dynamic_masking=False,
+        shuffle_buffer_size=100,
+    )
     finetuning = dict(
+        schedule,
         task="classification",
         model_dir=synthetic.make_model_dir(str(tmp / "model")),
         train_file=synthetic.write_tsv(str(tmp / "train.tsv"), ["text_a", "label"], synthetic.sentiment_rows(96, 1)),
         max_seq_length=16,
         train_batch_size=16,
         learning_rate=1e-3,
-        num_train_steps=STEPS,
-        steps_per_loop=4,
-        save_checkpoints_steps=6,
         do_train=True,
-        deterministic=True,
         seed=3,
         **synthetic.ORIGINAL_UPDATE,
     )
-    arguments = {"pretrain": pretraining, "finetune": finetuning}
-    dirs = {name: tmp / name for name in ("pretrain", "finetune")}
+    return {"pretrain": pretraining, "finetune": finetuning}
+
+
+def _in_process(job, arguments, output_dir):
+    """`job` uninterrupted (or resumed) in this process."""
+    run = jobs.pretrain if job == "pretrain" else jobs.finetune
+    run(**dict(arguments, output_dir=str(output_dir)))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Every run's exit status and log, the latest checkpoints after the SIGTERMs, and the resumed workers'."""
+    tmp = tmp_path_factory.mktemp("preemption")
+    arguments = _arguments(tmp)
+    dirs = {}
     for job in MODULES:
-        dirs[f"{job}_workers"], dirs[f"{job}_workers_reference"] = (
-            tmp / f"{job}_workers",
-            tmp / f"{job}_reference_workers",
-        )
-    pretrain = _launch(
-        "experiments.pretrain",
-        dict(pretraining, output_dir=dirs["pretrain"]),
-        tmp / "pretrain.log",
-        term_in_step=PRETRAIN_STEP,
-    )
-    finetune = _launch(
-        "experiments.finetune",
-        dict(finetuning, output_dir=dirs["finetune"]),
-        tmp / "finetune.log",
-        term_in_step=FINETUNE_STEP,
-    )
-    workers = []
+        for run in ("", "_reference", "_workers", "_workers_reference"):
+            dirs[job + run] = tmp / (job + run)
+    processes = {}  # the subprocesses: one process each, preempted; two workers each, preempted and not
     for job in MODULES:
-        workers += _workers(
-            job, dict(arguments[job], output_dir=dirs[f"{job}_workers"]), tmp / job, term_in_step=WORKERS_STEPS[job]
+        processes[job] = [
+            _launch(MODULES[job], dict(arguments[job], output_dir=dirs[job]), tmp / f"{job}.log", STEPS_OF[job])
+        ]
+        processes[f"{job}_worker"] = _workers(
+            job, dict(arguments[job], output_dir=dirs[f"{job}_workers"]), tmp / job, WORKERS_STEPS[job]
         )
-        workers += _workers(job, dict(arguments[job], output_dir=dirs[f"{job}_workers_reference"]), tmp / f"{job}_ref")
+        processes[f"{job}_ref"] = _workers(
+            job, dict(arguments[job], output_dir=dirs[f"{job}_workers_reference"]), tmp / f"{job}_ref"
+        )
     try:
-        # The uninterrupted single-process runs, meanwhile, in this process.
-        jobs.pretrain(**dict(pretraining, output_dir=str(tmp / "pretrain_reference")))
-        jobs.finetune(**dict(finetuning, output_dir=str(tmp / "finetune_reference")))
+        for job in MODULES:  # meanwhile, the uninterrupted single-process runs
+            _in_process(job, arguments[job], dirs[f"{job}_reference"])
     finally:
-        preempted = _wait([pretrain, finetune] + workers)
+        results = _wait([process for group in processes.values() for process in group])
+    preempted = {}
+    for name, group in processes.items():
+        for i in range(len(group)):
+            preempted[name if len(group) == 1 else f"{name}{i}"] = results.pop(0)
     checkpoints = {name: tf.train.latest_checkpoint(str(path)) for name, path in dirs.items()}
     for job in MODULES:
-        worker_dir = dirs[f"{job}_workers"] / "workers" / "worker-1"
-        checkpoints[f"{job}_worker-1"] = tf.train.latest_checkpoint(str(worker_dir))
-    # Run again: each resumes from the checkpoint of the step it stopped after.
-    resumed_workers = []
-    for job in MODULES:
-        resumed_workers += _workers(
-            job, dict(arguments[job], output_dir=dirs[f"{job}_workers"]), tmp / f"{job}_resumed"
+        checkpoints[f"{job}_worker-1"] = tf.train.latest_checkpoint(
+            str(dirs[f"{job}_workers"] / "workers" / "worker-1")
         )
+    # Run again: each resumes from the checkpoint of the step it stopped after.
+    resumed = {
+        job: _workers(job, dict(arguments[job], output_dir=dirs[f"{job}_workers"]), tmp / f"{job}_resumed")
+        for job in MODULES
+    }
     try:
-        jobs.pretrain(**dict(pretraining, output_dir=str(dirs["pretrain"])))
-        jobs.finetune(**dict(finetuning, output_dir=str(dirs["finetune"])))
+        for job in MODULES:
+            _in_process(job, arguments[job], dirs[job])
     finally:
-        resumed = _wait(resumed_workers)
-    names = ["pretrain", "finetune"] + [
-        f"{job}_{run}{i}" for job in MODULES for run in ("worker", "ref") for i in (0, 1)
-    ]
+        results = _wait([process for group in resumed.values() for process in group])
+    resumed_workers = {job: results[2 * i : 2 * i + 2] for i, job in enumerate(MODULES)}
     return {
         "tmp": tmp,
         "dirs": dirs,
-        "preempted": dict(zip(names, preempted)),
+        "preempted": preempted,
         "checkpoints_after_preemption": checkpoints,
-        "resumed_workers": {"pretrain": resumed[:2], "finetune": resumed[2:]},
+        "resumed_workers": resumed_workers,
     }
 
 
@@ -281,15 +281,13 @@ def _saved_step(checkpoint):
     return int(tf.train.load_checkpoint(checkpoint).get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE"))
 
 
-@pytest.mark.parametrize(
-    ("job", "prog", "step"), [("pretrain", "pretrain", PRETRAIN_STEP), ("finetune", "finetune", FINETUNE_STEP)]
-)
-def test_sigterm_in_a_step_saves_that_step_exits_143_and_resumes_exactly(runs, job, prog, step):
-    out = runs["dirs"][job]
+@pytest.mark.parametrize("job", list(MODULES))
+def test_sigterm_in_a_step_saves_that_step_exits_143_and_resumes_exactly(runs, job):
+    out, step = runs["dirs"][job], STEPS_OF[job]
     checkpoint = str(out / f"ckpt-{step}")
-    _assert_preempted(runs["preempted"][job], prog, step, checkpoint)
+    _assert_preempted(runs["preempted"][job], job, step, checkpoint)
     assert runs["checkpoints_after_preemption"][job] == checkpoint and _saved_step(checkpoint) == step
-    _assert_same_weights(str(out / f"ckpt-{STEPS}"), str(runs["tmp"] / f"{job}_reference" / f"ckpt-{STEPS}"))
+    _assert_same_weights(str(out / f"ckpt-{STEPS}"), str(runs["dirs"][f"{job}_reference"] / f"ckpt-{STEPS}"))
 
 
 @pytest.mark.parametrize("job", list(MODULES))
