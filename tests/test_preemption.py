@@ -32,6 +32,7 @@ import tensorflow as tf
 from bert_tf.cli import PREEMPTED_EXIT_CODE
 from bert_tf.errors import JobArgumentError
 from bert_tf.training import PreemptionWatcher, RuntimeConfig
+from bert_tf.training.preemption import GRACE_EXPIRED_EXIT_CODE
 from tests.fixtures.finetune import synthetic
 from tests.helpers import jobs, training_data
 
@@ -85,6 +86,33 @@ def test_sigint_interrupts_before_a_sigterm_and_is_ignored_after_it():
         os.kill(os.getpid(), signal.SIGINT)
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.2)
+
+
+def test_a_stop_that_outlasts_the_grace_period_ends_the_process_with_status_1():
+    script = (
+        "import os, signal, time\n"
+        "from bert_tf.training.preemption import PreemptionWatcher\n"
+        "with PreemptionWatcher(grace_seconds=1) as watcher:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    watcher.wait_until_requested(timeout=60)\n"
+        "    time.sleep(120)  # a step or a save that does not end\n"
+        "print('not reached')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=str(training_data.ROOT),
+        env=training_data.subprocess_env(),
+    )
+    assert result.returncode == GRACE_EXPIRED_EXIT_CODE == 1, result.stderr[-3000:]
+    assert "not reached" not in result.stdout
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith("error: preemption: no checkpoint saved within the grace period of 1 s after SIGTERM; exiting.")
+    )
 
 
 def test_the_grace_period_is_checked_and_zero_turns_the_handling_off():

@@ -22,7 +22,7 @@ A second SIGTERM, or a SIGINT, after the first is logged and ignored, so it cann
 is atomic anyway: the `checkpoint` index is replaced last, see `bert_tf.training.loop`). A SIGINT before any
 SIGTERM goes to the handler that was there before (Ctrl-C still raises KeyboardInterrupt). If the process has
 not left the watcher `grace_seconds` after the SIGTERM (a slow save, a peer that died inside a collective), the
-watcher ends it with exit status 1 and a line naming the previous checkpoint as the one to resume from. The
+watcher ends it with exit status 1 and a line saying that the previous checkpoint is the one to resume from. The
 handlers and the wake-up fd are installed on entering the watcher and the previous ones restored on leaving; in a
 thread other than the main one (where Python allows no signal handlers) the watcher does nothing.
 """
