@@ -4,7 +4,9 @@ A tool's `main` raises `BadInputError` (or one of the exception types it
 declares as bad input) with a message naming the file, line or flag; the
 wrapper prints exactly one line, `<tool>: error: <message>`, to stderr and
 exits with status 2. Flag-parsing errors (an unknown flag, a bad enum value,
-a missing required flag) take the same path. absl's own `app.UsageError`
+a missing required flag) take the same path. A training run stopped by a
+SIGTERM after saving its checkpoint (`TrainingPreempted`) prints one line,
+`<tool>: preempted (SIGTERM): ...`, and exits with status 143. absl's own `app.UsageError`
 would print the module docstring and the flag help around the message and
 exit 1, and its flag-parsing errors also exit 1, hence this wrapper.
 
@@ -28,9 +30,12 @@ from collections.abc import Callable, Sequence
 from absl import app, flags
 
 from bert_tf import tensorflow_startup
-from bert_tf.errors import BadInputError
+from bert_tf.errors import BadInputError, TrainingPreempted
 
 BAD_INPUT_EXIT_CODE = 2
+# A training run stopped by SIGTERM after saving its checkpoint: 128 + SIGTERM, what a shell reports for a
+# process that SIGTERM ended, and the status tf.distribute's preemption handling exits with on GCE.
+PREEMPTED_EXIT_CODE = 143
 
 
 class BadInputExit(SystemExit):
@@ -84,6 +89,10 @@ def main_function(prog: str, bad_input: Sequence[type] = ()) -> Callable:
                 return main(argv)
             except caught as e:
                 exit_bad_input(prog, e)
+            except TrainingPreempted as e:
+                sys.stderr.write(f"{prog}: {one_line(e)}\n")
+                sys.stderr.flush()
+                raise SystemExit(PREEMPTED_EXIT_CODE) from None
 
         wrapper.prog = prog
         return wrapper

@@ -2,7 +2,8 @@
 
 Every command-line tool turns these into one stderr line and exit status 2 (`experiments`' command-line
 helpers); the library raises them with a message that names the file and line, or the flag, so that line says
-where the problem is. A run that fails on good input (`NonFiniteMetricError`) is status 1. This module imports
+where the problem is. A run that fails on good input (`NonFiniteMetricError`) is status 1; one stopped by a
+SIGTERM after saving its checkpoint (`TrainingPreempted`) is status 143. This module imports
 nothing of the package, so every layer may import it.
 
     from bert_tf.errors import DataError
@@ -26,6 +27,22 @@ class JobArgumentError(BadInputError):
 
 class NonFiniteMetricError(RuntimeError):
     """An evaluation metric is NaN or infinite: a failed run, not bad input (the tools exit with status 1)."""
+
+
+class TrainingPreempted(RuntimeError):
+    """A SIGTERM stopped training after `step`, saved in `checkpoint`; the same run started again resumes there.
+
+    Not a failure: the tools exit with status 143 (`bert_tf.cli.PREEMPTED_EXIT_CODE`), see
+    `bert_tf.training.preemption`.
+    """
+
+    def __init__(self, step: int, checkpoint: str):
+        super().__init__(
+            f"preempted (SIGTERM): stopped after step {step} with the checkpoint {checkpoint}; "
+            "run the same command again to resume."
+        )
+        self.step = step
+        self.checkpoint = checkpoint
 
 
 def check_int(flag: str, value, minimum: int = 1) -> None:

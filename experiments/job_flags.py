@@ -20,7 +20,8 @@ FLAGS = flags.FLAGS
 
 
 def define_runtime_flags(default_seed: int | None = None) -> None:
-    """Defines --distribution_strategy, --num_gpus, --tpu, --jit_compile, --mixed_precision, --deterministic, --seed.
+    """Defines --distribution_strategy, --num_gpus, --tpu, --jit_compile, --mixed_precision, --deterministic, --seed,
+    --preemption_grace_seconds.
 
     `default_seed` None: the jobs' `bert_tf.jobs.DEFAULT_SEED`.
     """
@@ -43,6 +44,13 @@ def define_runtime_flags(default_seed: int | None = None) -> None:
     )
     seed = DEFAULT_SEED if default_seed is None else default_seed
     flags.DEFINE_integer("seed", seed, "Seed of initialisation, dropout and data order.")
+    flags.DEFINE_float(
+        "preemption_grace_seconds",
+        30.0,
+        "On SIGTERM (a spot VM's or TPU's preemption, Kubernetes' stop), finish the current step, save a "
+        "checkpoint there and exit with status 143 within this many seconds; the same command resumes. "
+        "0: SIGTERM ends the job at once.",
+    )
 
 
 def define_num_microbatches_flag() -> None:

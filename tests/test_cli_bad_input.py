@@ -320,6 +320,12 @@ ROWS = [
                 "dir",
             ),
             (
+                "negative_preemption_grace",
+                ["--input_file={records}", "--bert_config_file={bert_config}", "--preemption_grace_seconds=-5"],
+                "--preemption_grace_seconds",
+                "dir",
+            ),
+            (
                 "heads_do_not_divide_hidden",
                 ["--input_file={records}", "--bert_config_file={bad_heads}"],
                 "--bert_config_file",

@@ -766,6 +766,7 @@ def _train(
         init_fn=init_fn,
         forward_fn=forward_fn,
         checkpoint_items_fn=checkpoint_items_fn,
+        preemption=runtime.preemption_watcher(),
     )
     if not project:
         return result.model, result.step

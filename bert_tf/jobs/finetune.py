@@ -104,11 +104,11 @@ def run_finetuning(
     check_data_sources(data, do_train, do_eval, do_predict)
     if do_predict and not overwrite_predictions:
         finetuning_files.check_no_earlier_predictions(output_dir)
-    # Nothing is written to output_dir before every check passed.
-    inputs = read_inputs(os.path.abspath(output_dir), task, model, data, do_train, do_eval, do_predict)
-
     batch_sizes = {"train_batch_size": data.train_batch_size} if do_train else {}
+    # The strategy first: a multi-worker one must configure collective ops before any op runs (reading does).
     with training.training_runtime(runtime, batch_sizes=batch_sizes, always_seed=True) as strategy:
+        # Nothing is written to output_dir before every check passed.
+        inputs = read_inputs(os.path.abspath(output_dir), task, model, data, do_train, do_eval, do_predict)
         is_chief = training.is_chief(strategy)
         if getattr(inputs.task_object, "bucket_width", 0) and distribution.is_tpu_strategy(strategy):
             # TPUs compile for static shapes; a batch of unknown length does not fit them.

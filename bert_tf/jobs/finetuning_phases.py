@@ -112,6 +112,7 @@ def train_task(
         config,
         eval_fn=eval_fn,
         init_fn=init_fn,
+        preemption=runtime.preemption_watcher(),
     )
     return result.model, result.step
 

@@ -516,6 +516,7 @@ def _train(
             eval_dataset_fn=eval_dataset_fn if eval_files else None,
             init_fn=init_fn,
             loop_callback=loop_callback,
+            preemption=runtime.preemption_watcher(),
         )
     except tf.errors.DataLossError:
         # The first record of every file was checked; a file damaged further on fails here,

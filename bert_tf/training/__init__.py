@@ -21,6 +21,7 @@ _LAZY = {
     "JobArgumentError": "bert_tf.training.runtime",
     "NonFiniteLossError": "bert_tf.training.loop",
     "PRECISION_POLICIES": "bert_tf.training.precision",
+    "PreemptionWatcher": "bert_tf.training.preemption",
     "RuntimeConfig": "bert_tf.training.runtime",
     "STRATEGIES": "bert_tf.training.distribution",
     "SUMMARIES_DIR": "bert_tf.training.loop",

@@ -8,7 +8,7 @@ API
 
     result = train(strategy, model_fn, loss_fn, train_dataset_fn, model_dir, config,
                    eval_dataset_fn=None, eval_fn=None, checkpoint_items_fn=model_checkpoint_items,
-                   forward_fn=default_forward, init_fn=None, loop_callback=None)
+                   forward_fn=default_forward, init_fn=None, loop_callback=None, preemption=None)
 
 * `strategy`: a `tf.distribute.Strategy` (see `distribution.get_strategy`).
 * `model_fn() -> keras.Model`: builds the model; called inside `strategy.scope()`.
@@ -41,6 +41,9 @@ API
   evaluations are; the caller evaluates the final model itself.
 * `loop_callback(step, metrics)`: called after every inner loop (after that step's
   checkpoint and evaluation, if any) with the loop's mean metrics.
+* `preemption`: a `preemption.PreemptionWatcher`, entered for the run: a SIGTERM
+  stops training after the step in progress (every worker after the same one),
+  saves a checkpoint at that step and raises `bert_tf.errors.TrainingPreempted`.
 
 `train` returns a `TrainingResult` (model, step, last train metrics, last
 eval metrics, latest checkpoint). `model_dir` receives `ckpt-<step>`
@@ -122,11 +125,14 @@ Checkpoint writes are atomic: `CheckpointManager` writes the files, then
 replaces the `checkpoint` index file (write + rename), then deletes old
 checkpoints, so a kill during a save leaves the previous checkpoint listed and
 restorable. A non-finite loss stops the run with `NonFiniteLossError` naming
-the step, before anything is saved, so the last checkpoint stays good.
+the step, before anything is saved, so the last checkpoint stays good. A
+SIGTERM (with a `preemption` watcher) stops it after the step in progress,
+with a checkpoint at that step (`bert_tf.training.preemption`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -137,12 +143,14 @@ import keras
 import tensorflow as tf
 from absl import logging
 
+from bert_tf.errors import TrainingPreempted
 from bert_tf.training import distribution
 from bert_tf.training.config import TrainingConfig, check_microbatches
 from bert_tf.training.data_position import ITERATOR_ITEM, TrainingInput
 from bert_tf.training.evaluation import Evaluator, MetricsFunctionEvaluator
 from bert_tf.training.optimization import create_optimizer
 from bert_tf.training.precision import DynamicLossScale, needs_loss_scaling
+from bert_tf.training.preemption import PreemptionWatcher
 from bert_tf.training.summaries import format_metrics, write_scalars
 
 # Checkpoints are `ckpt-<step>`, as in a model directory (`bert_tf.checkpoints`), which reads them.
@@ -193,27 +201,29 @@ def train(
     forward_fn: Callable = default_forward,
     init_fn: Callable | None = None,
     loop_callback: Callable | None = None,
+    preemption: PreemptionWatcher | None = None,
 ) -> TrainingResult:
     """Trains (or resumes training) until `config.num_train_steps`; see the module docstring."""
     if config.num_train_steps is None:
         raise ValueError("The loop takes a TrainingConfig in steps: call config.in_steps(num_examples, batch_size).")
     if eval_dataset_fn is not None and eval_fn is not None:
         raise ValueError("Give eval_dataset_fn or eval_fn, not both.")
-    trainer = _Trainer(
-        strategy,
-        model_fn,
-        loss_fn,
-        train_dataset_fn,
-        model_dir,
-        config,
-        eval_dataset_fn,
-        eval_fn,
-        checkpoint_items_fn,
-        forward_fn,
-        init_fn,
-        loop_callback,
-    )
-    return trainer.run()
+    with preemption if preemption is not None else contextlib.nullcontext():
+        return _Trainer(
+            strategy,
+            model_fn,
+            loss_fn,
+            train_dataset_fn,
+            model_dir,
+            config,
+            eval_dataset_fn,
+            eval_fn,
+            checkpoint_items_fn,
+            forward_fn,
+            init_fn,
+            loop_callback,
+            preemption,
+        ).run()
 
 
 class _RandomState(tf.Module):
@@ -246,6 +256,7 @@ class _Trainer:
         forward_fn,
         init_fn,
         loop_callback,
+        preemption,
     ):
         self.strategy = strategy
         self.loss_fn = loss_fn
@@ -256,6 +267,7 @@ class _Trainer:
         self.forward_fn = forward_fn
         self.init_fn = init_fn
         self.loop_callback = loop_callback
+        self.preemption = preemption if preemption is not None and preemption.active else None
 
         self.data = TrainingInput(strategy, train_dataset_fn)
         self.is_chief = distribution.is_chief(strategy)
@@ -425,6 +437,7 @@ class _Trainer:
 
         strategy = self.strategy
         names = self.metric_names
+        preemption = self.preemption
 
         @tf.function
         def train_loop(iterator, num_steps):
@@ -433,6 +446,7 @@ class _Trainer:
             steps_run = tf.constant(0, tf.int64)
             bad_step = tf.constant(-1, tf.int64)
             bad_loss = tf.constant(0.0)
+            stop = tf.constant(False)
             for _ in tf.range(num_steps):
                 metrics, batch_examples = strategy.run(replica_step, args=(self.data.next_batch(iterator),))
                 means = {name: strategy.reduce(tf.distribute.ReduceOp.MEAN, metrics[name], axis=None) for name in names}
@@ -444,7 +458,11 @@ class _Trainer:
                     bad_step = self.step.read_value()
                     bad_loss = means["loss"]
                     break
-            return sums, steps_run, examples, bad_step, bad_loss
+                if preemption is not None:
+                    stop = preemption.stop_requested(strategy, self.data.num_workers, self.use_tpu)
+                    if stop:
+                        break
+            return sums, steps_run, examples, bad_step, bad_loss, stop
 
         self.train_loop = train_loop
 
@@ -532,7 +550,9 @@ class _Trainer:
             if evaluator is not None and config.eval_every_steps:
                 num_steps = min(num_steps, _until_multiple(step, config.eval_every_steps))
             start = time.time()
-            sums, steps_run, examples, bad_step, bad_loss = self.train_loop(iterator, tf.constant(num_steps, tf.int64))
+            sums, steps_run, examples, bad_step, bad_loss, stop = self.train_loop(
+                iterator, tf.constant(num_steps, tf.int64)
+            )
             elapsed = time.time() - start
             if int(bad_step) >= 0:
                 raise self._non_finite_loss(bad_step, bad_loss, manager)
@@ -541,6 +561,10 @@ class _Trainer:
             train_metrics = self._train_metrics(sums, steps_run, examples, elapsed)
             self._log_progress(step, train_metrics, elapsed / steps_run)
             write_scalars(train_writer, step, train_metrics)
+            if bool(stop):
+                self._save(manager, step)
+                # The model's checkpoint (the chief's), which every worker names.
+                raise TrainingPreempted(step, os.path.join(self.model_dir, f"{CHECKPOINT_PREFIX}-{step}"))
             if step % config.save_checkpoints_steps == 0 or step == config.num_train_steps:
                 self._save(manager, step)
                 last_saved = step

@@ -7,7 +7,7 @@
 
 `RuntimeConfig` holds the flags of that set-up (`--distribution_strategy`,
 `--num_gpus`, `--tpu`, `--jit_compile`, `--mixed_precision`,
-`--deterministic`, `--seed`) and checks them when it is built;
+`--deterministic`, `--seed`, `--preemption_grace_seconds`) and checks them when it is built;
 `training_runtime` applies them in the order TensorFlow needs (the strategy
 is created before any op runs, as a multi-worker strategy must configure
 collective ops first) and restores Keras' global dtype policy on exit.
@@ -40,6 +40,9 @@ class RuntimeConfig:
       mixed_precision: Keras dtype policy, one of `PRECISION_POLICIES`.
       deterministic: seeded, deterministic TensorFlow ops (needs `seed`).
       seed: seed of initialisation, dropout and data order; None for none.
+      preemption_grace_seconds: on SIGTERM, training stops after the current step with a checkpoint and
+        must have exited this many seconds later (`bert_tf.training.preemption`); 0: SIGTERM ends the job
+        at once, as by default.
     """
 
     distribution_strategy: str = "one_device"
@@ -49,6 +52,7 @@ class RuntimeConfig:
     mixed_precision: str = "float32"
     deterministic: bool = False
     seed: int | None = None
+    preemption_grace_seconds: float = 30.0
 
     def __post_init__(self):
         strategy = self.distribution_strategy
@@ -66,6 +70,17 @@ class RuntimeConfig:
             )
         if self.deterministic and self.seed is None:
             raise JobArgumentError("--deterministic needs a --seed.")
+        grace = self.preemption_grace_seconds
+        if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 <= grace < float("inf"):
+            raise JobArgumentError(f"--preemption_grace_seconds must be a number of seconds >= 0, got {grace!r}.")
+
+    def preemption_watcher(self):
+        """The `PreemptionWatcher` the jobs pass to `train` (None with `preemption_grace_seconds=0`)."""
+        if not self.preemption_grace_seconds:
+            return None
+        from bert_tf.training.preemption import PreemptionWatcher
+
+        return PreemptionWatcher(self.preemption_grace_seconds)
 
 
 @contextlib.contextmanager

@@ -19,9 +19,14 @@ outputs depend on, counting training steps from the start of this process). `--k
 instead kills at an arbitrary moment after the inner loop ending at `--kill_at_step`: a timer of
 `random.Random(SEED).uniform(0, 1)` seconds, so wherever that lands (in a step, in a checkpoint write,
 after the last one), and the process waits for the timer rather than exit first.
+`--term_in_step=N` instead sends this process a SIGTERM inside training step N (the same `tf.py_function`
+point) and waits there until the run's `PreemptionWatcher` has seen it, so the step the run stops after does not
+depend on the machine's speed. `cli` runs a command line's `run(argv)` (`--module=experiments.pretrain`, the
+flags as a JSON list in `--args`) with the same kill points, so its exit status is the tool's.
 """
 
 import argparse
+import importlib
 import json
 import os
 import random
@@ -94,6 +99,32 @@ def _forward_killing_in_step(forward_fn, step):
     return forward
 
 
+def _forward_terminating_in_step(forward_fn, step, watcher):
+    """`forward_fn`, whose training outputs wait for a `tf.py_function` that SIGTERMs this process in step `step`.
+
+    It returns once `watcher` has seen the signal (bounded), as the step a signal lands in would go on."""
+    import tensorflow as tf
+
+    calls = []
+
+    def count_and_terminate():
+        calls.append(1)
+        if len(calls) == step:
+            os.kill(os.getpid(), signal.SIGTERM)
+            if watcher is None or not watcher.wait_until_requested(timeout=120):
+                raise RuntimeError("The SIGTERM was not seen by a PreemptionWatcher.")
+        return 0
+
+    def forward(model, batch, training):
+        outputs = forward_fn(model, batch, training)
+        if not training:
+            return outputs
+        with tf.control_dependencies([tf.py_function(count_and_terminate, [], tf.int32)]):
+            return tf.nest.map_structure(tf.identity, outputs)
+
+    return forward
+
+
 def _install_kill_points(args):
     """Makes `bert_tf.training.train`, as the jobs call it, kill this process at the points `args` name."""
     from bert_tf import training
@@ -108,6 +139,10 @@ def _install_kill_points(args):
             )
         if args.kill_at_step:
             keywords["loop_callback"] = _killer(args)
+        if args.term_in_step:
+            keywords["forward_fn"] = _forward_terminating_in_step(
+                keywords.get("forward_fn", loop.default_forward), args.term_in_step, keywords.get("preemption")
+            )
         return train(*positional, **keywords)
 
     training.train = train_with_kill_points
@@ -218,9 +253,15 @@ def run_distill(args):
     _wait_for_a_pending_kill()
 
 
+def run_cli(args):
+    """`<module>.run([module, *flags])` with the kill points installed: exits with the tool's status."""
+    _install_kill_points(args)
+    importlib.import_module(args.module).run([args.module] + json.loads(args.args))
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("task", choices=("synthetic", "clipping", "pretrain", "finetune", "distill"))
+    parser.add_argument("task", choices=("synthetic", "clipping", "pretrain", "finetune", "distill", "cli"))
     parser.add_argument("--strategy", default="one_device")
     parser.add_argument("--logical_cpus", type=int, default=1)
     parser.add_argument("--model_dir")
@@ -234,6 +275,8 @@ def main():
     parser.add_argument("--kill_at_step", type=int, default=0)
     parser.add_argument("--kill_in_step", type=int, default=0)
     parser.add_argument("--kill_at_random_moment", type=int, default=None, help="the seed of the moment")
+    parser.add_argument("--term_in_step", type=int, default=0)
+    parser.add_argument("--module", help="cli: the command line's module, e.g. experiments.pretrain")
     parser.add_argument("--args", default="{}")
     args = parser.parse_args()
     _configure_cpus(args.logical_cpus)
@@ -243,7 +286,13 @@ def main():
     if args.task == "clipping":
         run_clipping(args.out)
     else:
-        tasks = {"synthetic": run_synthetic, "pretrain": run_pretrain, "finetune": run_finetune, "distill": run_distill}
+        tasks = {
+            "synthetic": run_synthetic,
+            "pretrain": run_pretrain,
+            "finetune": run_finetune,
+            "distill": run_distill,
+            "cli": run_cli,
+        }
         tasks[args.task](args)
 
 
