@@ -124,10 +124,19 @@ def asks_for_help(argv: Sequence[str]) -> bool:
     return False
 
 
+def defining_module(name: str) -> str:
+    """The name of the module that defined flag `name`, `__main__` for the program run as `python -m MODULE`.
+
+    absl records a flag defined by the module `__main__` under `sys.argv[0]`, which `python -m` sets to the
+    module's file path: no package prefix, so that module's flags would look like a library's.
+    """
+    module = flags.FLAGS.find_module_defining_flag(name) or ""
+    return "__main__" if module == sys.argv[0] else module
+
+
 def is_project_flag(name: str) -> bool:
     """Whether flag `name` is one of this project's (not one that a library defines when a tool imports it)."""
-    module = flags.FLAGS.find_module_defining_flag(name) or ""
-    return module.split(".")[0] in ("bert_tf", "experiments", "tfrecords_tools", "__main__")
+    return defining_module(name).split(".")[0] in ("bert_tf", "experiments", "tfrecords_tools", "__main__")
 
 
 def tool_help(define_flags: Callable[[], None], flag_names: Sequence[str], prog: str) -> str:
