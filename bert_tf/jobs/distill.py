@@ -280,7 +280,8 @@ def run_distillation(
         )
         # The settings first: a run killed while the teacher labels the data resumes in its own directory.
         if is_chief:
-            _write_model_files(output_dir, student_model, teacher, task_object, data, settings)
+            recorded_data = dataclasses.replace(data, **reader.columns_used())
+            _write_model_files(output_dir, student_model, teacher, task_object, recorded_data, settings)
         if teacher_logits_file is None:
             key = teacher_logits_key(config, data, runtime.seed)
             teacher_logits_file = os.path.join(output_dir, TEACHER_LOGITS_DIR, key + ".npy")

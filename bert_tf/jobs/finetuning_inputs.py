@@ -37,6 +37,7 @@ class FinetuningInputs:
     eval_features: object = None
     predict_examples: list | None = None
     predict_features: object = None
+    columns_used: dict = dataclasses.field(default_factory=dict)  # the reader's `columns_used()`
 
     def add_phase(self, phase: str, examples: list) -> None:
         """Featurizes and keeps the examples of "train", "eval" or "predict" (whose labels the model never sees)."""
@@ -141,7 +142,7 @@ def read_inputs(
         _check_resumable(output_dir, saved_task_config, source, task_object)
     # All data is read and featurized before training, so bad evaluation or prediction data
     # (an unknown label, a malformed record) fails now rather than after hours of training.
-    inputs = FinetuningInputs(output_dir, source, task_object)
+    inputs = FinetuningInputs(output_dir, source, task_object, columns_used=reader.columns_used())
     if do_train:
         inputs.add_phase("train", train_examples)
     if do_eval:
