@@ -48,7 +48,7 @@ class Progress:
       unit: the units' name ("batches", "lines").
       interval: seconds between lines; default `INTERVAL_SECONDS` (read when the object is made).
       clock: seconds, monotonic (`time.monotonic`); tests pass their own.
-      log: takes the line (`absl.logging.info`).
+      log: takes the line (default `absl.logging.info`).
     """
 
     def __init__(
@@ -58,11 +58,11 @@ class Progress:
         unit: str = "",
         interval: float | None = None,
         clock: Callable[[], float] = time.monotonic,
-        log: Callable[[str], None] = logging.info,
+        log: Callable[[str], None] | None = None,
     ):
         self.label, self.total, self.unit = label, total, unit
         self.interval = INTERVAL_SECONDS if interval is None else interval
-        self.clock, self.log = clock, log
+        self.clock, self.log = clock, log if log is not None else logging.info
         self.start = self.last_line = clock()
         self.done = 0
 
