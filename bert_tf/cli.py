@@ -31,6 +31,8 @@ from bert_tf import tensorflow_startup
 from bert_tf.errors import BadInputError
 
 BAD_INPUT_EXIT_CODE = 2
+# A program stopped by Ctrl-C exits as the shell reports a SIGINT: 128 + 2.
+INTERRUPTED_EXIT_CODE = 130
 
 
 class BadInputExit(SystemExit):
@@ -67,6 +69,8 @@ def exit_failure(prog: str, message, code: int = 1) -> None:
 def main_function(prog: str, bad_input: Sequence[type] = ()) -> Callable:
     """Decorates a tool's `main(argv)`: bad input becomes one stderr line and exit status 2.
 
+    Ctrl-C (KeyboardInterrupt) becomes `<prog>: error: interrupted` and status 130.
+
     Args:
       prog: the tool's name, which starts the error line.
       bad_input: further exception types that mean bad input for this tool
@@ -84,6 +88,9 @@ def main_function(prog: str, bad_input: Sequence[type] = ()) -> Callable:
                 return main(argv)
             except caught as e:
                 exit_bad_input(prog, e)
+            except KeyboardInterrupt:
+                # What the tool kept (a training loop's checkpoint) was logged; no traceback.
+                exit_failure(prog, "interrupted", INTERRUPTED_EXIT_CODE)
 
         wrapper.prog = prog
         return wrapper

@@ -147,3 +147,14 @@ def test_help_of_python_dash_m_in_its_own_process():
     assert result.returncode == 0, result.stderr[-2000:]
     assert "--export_dir:" in result.stdout
     assert "--model_dir:" in result.stdout
+
+
+def test_ctrl_c_is_one_line_and_status_130(capsys):
+    @cli.main_function("tool")
+    def main(argv):
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["tool"])
+    assert exit_.value.code == 130
+    assert capsys.readouterr().err == "tool: error: interrupted\n"
