@@ -98,7 +98,11 @@ def resolve_model_source(model: ModelSource, output_dir: str, max_seq_length: in
     if not (model.model_dir or model.bert_config_file) and checkpoints.latest_checkpoint(output_dir) is not None:
         # An output directory written by an earlier run is itself a model directory.
         model = dataclasses.replace(model, model_dir=output_dir)
-    source = model.resolve(max_seq_length, need_checkpoint=need_init)
+    random = model.init_from == "random"
+    source = model.resolve(max_seq_length, need_checkpoint=need_init and not random)
+    if random:
+        # The encoder keeps the initialisation of its --seed; a run that resumes reads its own checkpoint.
+        return dataclasses.replace(source, checkpoint=None)
     if need_init:
         from bert_tf.checkpoints.model_dir import find_checkpoint
 

@@ -93,6 +93,9 @@ def train_task(
         return task_object.dataset(features, per_replica, training=True, seed=runtime.seed, input_context=input_context)
 
     def init_fn(model):
+        if source.checkpoint is None:  # --init_from=random
+            logging.info("The encoder is randomly initialised (--init_from=random, --seed=%d).", runtime.seed)
+            return
         restore(model.encoder, source.checkpoint)
         logging.info("Initialised the encoder from %s.", source.checkpoint)
 
