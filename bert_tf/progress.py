@@ -65,6 +65,7 @@ class Progress:
         self.clock, self.log = clock, log if log is not None else logging.info
         self.start = self.last_line = clock()
         self.done = 0
+        self.reported = False  # whether a progress line was logged (a short loop may close silently)
 
     def line(self, done: float) -> str:
         """The progress line for `done` units now."""
@@ -83,7 +84,7 @@ class Progress:
         now = self.clock()
         if not force and now - self.last_line < self.interval:
             return False
-        self.last_line = now
+        self.last_line, self.reported = now, True
         self.log(self.line(done))
         return True
 

@@ -66,3 +66,33 @@ def test_eta_and_durations():
     assert progress.eta_seconds(30.0, 3, 10) == 70.0
     assert progress.format_duration(None) == progress.format_duration(float("inf")) == "?"
     assert progress.format_duration(59.6) == "0:01:00"
+
+
+def test_a_model_pass_reports_its_batches_by_the_clock(monkeypatch):
+    import numpy as np
+
+    from bert_tf.data.length_buckets import bucketed_dataset
+    from bert_tf.tasks.inference import predict_outputs
+
+    lines = []
+    monkeypatch.setattr(progress, "INTERVAL_SECONDS", 0.0)  # a line after every batch
+    monkeypatch.setattr(progress.logging, "info", lambda line, *args: lines.append(line % args if args else line))
+    lengths = np.array([3, 5, 8, 2, 7, 4, 6])
+    inputs = {
+        "input_word_ids": np.array([[1] * n + [0] * (8 - n) for n in lengths], np.int32),
+        "input_mask": np.array([[1] * n + [0] * (8 - n) for n in lengths], np.int32),
+        "input_type_ids": np.zeros((7, 8), np.int32),
+    }
+    dataset, batches = bucketed_dataset(inputs, 3, 8, 4)
+
+    def model(batch, training=False):
+        import tensorflow as tf
+
+        return {"length": tf.reduce_sum(batch["input_mask"], axis=1)}  # each row's real length
+
+    outputs = predict_outputs(model, dataset, num_features=7, label="Scoring")
+    np.testing.assert_array_equal(outputs["length"], lengths)
+    progress_lines = [line for line in lines if line.startswith("Scoring: ")]
+    assert [line.split(" (")[0] for line in progress_lines[:-1]] == [f"Scoring: {i}/3 batches" for i in (1, 2, 3)]
+    assert progress_lines[-1].startswith("Scoring: 3/3 batches in ")
+    assert len(batches) == 3

@@ -599,7 +599,9 @@ def _with_teacher_logits(task_object, teacher_model, features, unlabeled_feature
     logits = _read_logits(logits_file, num_features)
     if logits is None:
         dataset = task_object.dataset(features, batch_size, training=False)
-        logits = predict_outputs(teacher_model, dataset, strategy=strategy, num_features=num_features)["logits"]
+        logits = predict_outputs(
+            teacher_model, dataset, strategy=strategy, num_features=num_features, label="The teacher labels the data"
+        )["logits"]
         logging.info("The teacher labelled %d training features.", num_features)
         if logits_file:
             os.makedirs(os.path.dirname(os.path.abspath(logits_file)), exist_ok=True)
