@@ -83,6 +83,14 @@ def define_flags():
         "post-training quantization); outputs stay float32, the masked-LM head is left out; a fine-tuned "
         "classifier is exported in the same form. See docs/distillation.md.",
     )
+    flags.DEFINE_enum(
+        "init_from",
+        "checkpoint",
+        ["checkpoint", "random"],
+        "Export the checkpoint's weights, or random ones: the config's encoder initialised from --seed, no "
+        "checkpoint read (the random-initialisation baseline; experiments.finetune's flag of the same name).",
+    )
+    flags.DEFINE_integer("seed", 0, "With --init_from=random: the seed of the weights.")
     flags.DEFINE_bool(
         "verify",
         True,
@@ -95,7 +103,14 @@ def check_flags() -> None:
     """Raises BadInputError for flag combinations that cannot work."""
     if not FLAGS.export_dir:
         raise BadInputError("--export_dir is required.")
-    if not FLAGS.model_dir:
+    if not FLAGS.model_dir and FLAGS.init_from == "random":
+        missing = [name for name in ("bert_config_file", "vocab_file") if not FLAGS[name].value]
+        if missing:
+            raise BadInputError(
+                "--init_from=random: pass --model_dir, or --bert_config_file and --vocab_file "
+                f"(missing: {', '.join('--' + m for m in missing)})."
+            )
+    elif not FLAGS.model_dir:
         missing = [name for name in ("init_checkpoint", "bert_config_file", "vocab_file") if not FLAGS[name].value]
         if missing:
             raise BadInputError(
@@ -108,7 +123,12 @@ def check_flags() -> None:
 
     check_seq_length(FLAGS.max_seq_length)
     ModelSource(
-        FLAGS.model_dir, FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case
+        FLAGS.model_dir,
+        FLAGS.init_checkpoint,
+        FLAGS.bert_config_file,
+        FLAGS.vocab_file,
+        FLAGS.do_lower_case,
+        init_from=FLAGS.init_from,
     ).resolve(need_checkpoint=False)
 
 
@@ -136,6 +156,8 @@ def main(argv):
         overwrite=FLAGS.overwrite,
         verify=FLAGS.verify,
         quantize=FLAGS.quantize,
+        init_from=FLAGS.init_from,
+        seed=FLAGS.seed,
     )
     print(f"encoder:    {paths['encoder']}")
     print(f"preprocess: {paths['preprocess']}")
