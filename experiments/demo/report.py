@@ -208,7 +208,15 @@ def _say(text, blank=True):
     """Prints `text` wrapped to `WIDTH`, indented (after a blank line unless `blank=False`)."""
     if blank:
         print()
-    print(textwrap.fill(text, WIDTH, initial_indent=INDENT, subsequent_indent=INDENT, break_on_hyphens=False))
+    # A path longer than a line stays whole (to copy), on a line of its own.
+    print("\n".join(_wrap(text, INDENT)))
+
+
+def _wrap(text, indent):
+    """`text` in lines of at most `WIDTH`; a path longer than a line stays whole (to copy), on its own line."""
+    return textwrap.wrap(
+        text, WIDTH, initial_indent=indent, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+    )
 
 
 def _print_steps(steps):
@@ -223,6 +231,5 @@ def _print_steps(steps):
         print(f"{INDENT}{name[0].ljust(name_width)}  {seconds.rjust(time_width)}")
         for line in name[1:]:
             print(f"{INDENT}{line}")
-        result_indent = INDENT + "   "
         if step.summary:
-            print(textwrap.fill(step.summary, WIDTH, initial_indent=result_indent, subsequent_indent=result_indent))
+            print("\n".join(_wrap(step.summary, INDENT + "   ")))
