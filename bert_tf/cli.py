@@ -36,6 +36,8 @@ BAD_INPUT_EXIT_CODE = 2
 # A training run stopped by SIGTERM after saving its checkpoint: 128 + SIGTERM, what a shell reports for a
 # process that SIGTERM ended, and the status tf.distribute's preemption handling exits with on GCE.
 PREEMPTED_EXIT_CODE = 143
+# A program stopped by Ctrl-C exits as the shell reports a SIGINT: 128 + 2.
+INTERRUPTED_EXIT_CODE = 130
 
 
 class BadInputExit(SystemExit):
@@ -72,6 +74,8 @@ def exit_failure(prog: str, message, code: int = 1) -> None:
 def main_function(prog: str, bad_input: Sequence[type] = ()) -> Callable:
     """Decorates a tool's `main(argv)`: bad input becomes one stderr line and exit status 2.
 
+    Ctrl-C (KeyboardInterrupt) becomes `<prog>: error: interrupted` and status 130.
+
     Args:
       prog: the tool's name, which starts the error line.
       bad_input: further exception types that mean bad input for this tool
@@ -93,6 +97,9 @@ def main_function(prog: str, bad_input: Sequence[type] = ()) -> Callable:
                 sys.stderr.write(f"{prog}: {one_line(e)}\n")
                 sys.stderr.flush()
                 raise SystemExit(PREEMPTED_EXIT_CODE) from None
+            except KeyboardInterrupt:
+                # What the tool kept (a training loop's checkpoint) was logged; no traceback.
+                exit_failure(prog, "interrupted", INTERRUPTED_EXIT_CODE)
 
         wrapper.prog = prog
         return wrapper
@@ -133,10 +140,19 @@ def asks_for_help(argv: Sequence[str]) -> bool:
     return False
 
 
+def defining_module(name: str) -> str:
+    """The name of the module that defined flag `name`, `__main__` for the program run as `python -m MODULE`.
+
+    absl records a flag defined by the module `__main__` under `sys.argv[0]`, which `python -m` sets to the
+    module's file path: no package prefix, so that module's flags would look like a library's.
+    """
+    module = flags.FLAGS.find_module_defining_flag(name) or ""
+    return "__main__" if module == sys.argv[0] else module
+
+
 def is_project_flag(name: str) -> bool:
     """Whether flag `name` is one of this project's (not one that a library defines when a tool imports it)."""
-    module = flags.FLAGS.find_module_defining_flag(name) or ""
-    return module.split(".")[0] in ("bert_tf", "experiments", "tfrecords_tools", "__main__")
+    return defining_module(name).split(".")[0] in ("bert_tf", "experiments", "tfrecords_tools", "__main__")
 
 
 def tool_help(define_flags: Callable[[], None], flag_names: Sequence[str], prog: str) -> str:

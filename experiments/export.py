@@ -112,6 +112,16 @@ def define_flags():
     flags.DEFINE_integer(
         "calibration_examples", 200, "--litert=full_int8: how many training texts calibrate the activations' ranges."
     )
+    flags.DEFINE_enum(
+        "init_from",
+        "checkpoint",
+        ["checkpoint", "random"],
+        "Export the checkpoint's weights, or random ones: the config's encoder initialised from --seed, no "
+        "checkpoint read (the random-initialisation baseline; experiments.finetune's flag of the same name).",
+    )
+    from bert_tf.jobs import DEFAULT_SEED
+
+    flags.DEFINE_integer("seed", DEFAULT_SEED, "With --init_from=random: the seed of the weights (the jobs' default).")
     flags.DEFINE_bool(
         "verify",
         True,
@@ -131,7 +141,14 @@ def check_flags() -> None:
     """Raises BadInputError for flag combinations that cannot work."""
     if not FLAGS.export_dir:
         raise BadInputError("--export_dir is required.")
-    if not FLAGS.model_dir:
+    if not FLAGS.model_dir and FLAGS.init_from == "random":
+        missing = [name for name in ("bert_config_file", "vocab_file") if not FLAGS[name].value]
+        if missing:
+            raise BadInputError(
+                "--init_from=random: pass --model_dir, or --bert_config_file and --vocab_file "
+                f"(missing: {', '.join('--' + m for m in missing)})."
+            )
+    elif not FLAGS.model_dir:
         missing = [name for name in ("init_checkpoint", "bert_config_file", "vocab_file") if not FLAGS[name].value]
         if missing:
             raise BadInputError(
@@ -153,7 +170,12 @@ def check_flags() -> None:
     elif FLAGS.train_file:
         raise BadInputError("--train_file is for --litert=full_int8's calibration only.")
     ModelSource(
-        FLAGS.model_dir, FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case
+        FLAGS.model_dir,
+        FLAGS.init_checkpoint,
+        FLAGS.bert_config_file,
+        FLAGS.vocab_file,
+        FLAGS.do_lower_case,
+        init_from=FLAGS.init_from,
     ).resolve(need_checkpoint=False)
 
 
@@ -191,6 +213,8 @@ def main(argv):
         verify=FLAGS.verify,
         quantize=FLAGS.quantize,
         litert=litert,
+        init_from=FLAGS.init_from,
+        seed=FLAGS.seed,
     )
     print(f"encoder:    {paths['encoder']}")
     print(f"preprocess: {paths['preprocess']}")

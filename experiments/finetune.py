@@ -139,6 +139,14 @@ def define_flags():
     flags.DEFINE_string("bert_config_file", None, "bert_config.json (default: the one in --model_dir).")
     flags.DEFINE_string("vocab_file", None, "vocab.txt (default: the one in --model_dir).")
     flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+    flags.DEFINE_enum(
+        "init_from",
+        "checkpoint",
+        ["checkpoint", "random"],
+        "Where the encoder's weights come from: the pretrained checkpoint, or random (the config's architecture "
+        "initialised from --seed, no checkpoint read: the baseline a pretrained encoder is measured against; "
+        "needs --bert_config_file and --vocab_file, or --model_dir).",
+    )
     flags.DEFINE_float("dropout_rate", None, "Dropout before the output layer (default: hidden_dropout_prob).")
 
     # Training.

@@ -191,7 +191,7 @@ def test_demo_runs_the_life_cycle_and_reuses_finished_steps(tmp_path):
         key = "teacher" if model == "teacher" else "layers_1"
         assert distillation[f"{model}_sequences_per_second"] == rows[key]["sequences_per_second"] > 0
     assert distillation["speedup"] == rows["layers_1"]["speedup"]
-    assert "distilled into a 1-layer student" in stdout
+    assert "distilled into a 1-layer student" in " ".join(stdout.split())  # the summary wraps at 80 columns
     curves = output_dir / "curves.png"
     assert curves.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and curves.stat().st_size > 10_000
 

@@ -84,6 +84,32 @@ def test_explicit_files_encoder_only_checkpoint_and_overwrite(model_dir, tmp_pat
     assert np.max(np.abs(encoder(inputs)["sequence_output"].numpy() - np.asarray(expected))) <= 1e-6
 
 
+def test_random_init_exports_the_configs_encoder_with_the_seeds_weights(model_dir, tmp_path):
+    import keras
+
+    from bert_tf.config import BertConfig
+    from bert_tf.models import BertEncoder
+
+    path, pretrainer = model_dir
+    files = [f"--bert_config_file={os.path.join(path, 'bert_config.json')}", f"--vocab_file={path}/vocab.txt"]
+    run_cli(*files, f"--export_dir={tmp_path / 'random'}", "--max_seq_length=8", "--init_from=random", "--seed=5")
+    encoder = tf.saved_model.load(str(tmp_path / "random" / "encoder"))
+    assert not hasattr(encoder, "mlm")  # no checkpoint, no masked-LM head
+    inputs = tf.saved_model.load(str(tmp_path / "random" / "preprocess"))(tf.constant(["great taste"]))
+    inputs = {k: inputs[k] for k in ENCODER_KEYS}
+    exported = encoder(inputs)["sequence_output"].numpy()
+    keras.utils.set_random_seed(5)
+    fresh = BertEncoder(BertConfig.from_json_file(os.path.join(path, "bert_config.json")))
+    assert np.max(np.abs(exported - np.asarray(fresh(inputs)["sequence_output"]))) <= 1e-6
+    assert np.max(np.abs(exported - np.asarray(pretrainer.encoder(inputs)["sequence_output"]))) > 1e-2
+    with pytest.raises(SystemExit, match="--init_from=random: pass --model_dir, or --bert_config_file"):
+        run_cli(files[0], f"--export_dir={tmp_path / 'e'}", "--init_from=random")
+    with pytest.raises(SystemExit, match="--init_from=random reads no checkpoint"):
+        run_cli(
+            f"--model_dir={path}", f"--init_checkpoint={path}", f"--export_dir={tmp_path / 'e'}", "--init_from=random"
+        )
+
+
 def test_usage_errors_name_the_flags(tmp_path):
     with pytest.raises(SystemExit, match="--export_dir is required"):
         run_cli("--model_dir=x")

@@ -79,7 +79,7 @@ def test_sentiment_classification_from_tsv(tmp_path, model_dir):
             "data": {
                 "text_a_column": "sentence",
                 "text_b_column": None,
-                "label_column": None,
+                "label_column": "label",  # the column used: the default, recorded by name
                 "file_format": None,
                 "has_header": True,
                 "conll_word_column": 0,

@@ -209,3 +209,13 @@ def test_tokenizer_word_pieces_align_with_the_text(tmp_path):
     assert pieces == [["bob", "'", "[UNK]"], ["play", "##ing", ","], ["walk", "##er"], ["[UNK]"]]
     spans = [tokenizer.piece_spans(word, entry) for word, entry in zip(words, entries)]
     assert spans == [[(0, 3), (3, 4), (4, 5)], [(0, 4), (4, 7), (7, 8)], [(0, 4), (4, 6)], [(0, 5)]]
+
+
+def test_a_reader_names_the_default_columns_it_used():
+    from bert_tf.data.finetuning_data import TextExamplesReader
+    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+
+    single = TextExamplesReader("classification", FinetuningDataConfig(text_a_column="review"), pairs=False)
+    assert single.columns_used() == {"text_a_column": "review", "text_b_column": None, "label_column": "label"}
+    pairs = TextExamplesReader("sentence_pair_classification", FinetuningDataConfig(label_column=2), pairs=True)
+    assert pairs.columns_used() == {"text_a_column": "text_a", "text_b_column": "text_b", "label_column": 2}

@@ -121,3 +121,25 @@ def test_cli_rejects_missing_flags():
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == "make_vocab: error: --input_file is required"
+
+
+def test_the_threshold_search_is_the_learners_and_reports_each_step(corpus, monkeypatch):
+    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+
+    from bert_tf import progress
+    from bert_tf.tokenization import vocab_learning
+
+    _, texts = corpus
+    counts = count_words(texts)
+    params = dict(upper_thresh=int(1e7), lower_thresh=2, num_iterations=2, max_input_tokens=5000)
+    params.update(max_token_length=50, max_unique_chars=1000, vocab_size=400, slack_ratio=0.05)
+    params.update(include_joiner_token=True, joiner="##", reserved_tokens=list(SPECIAL_TOKENS))
+    expected = learner.learn(dict(counts), **params)
+    lines = []
+    monkeypatch.setattr(progress, "INTERVAL_SECONDS", 0.0)  # a line at every step
+    monkeypatch.setattr(progress.logging, "info", lambda line, *args: lines.append(line % args if args else line))
+    assert vocab_learning._learn_pieces(dict(counts), learner.Params(**params)) == expected
+    steps = [line for line in lines if line.startswith("Learning WordPiece pieces from ") and "ETA" in line]
+    assert len(steps) >= 2
+    assert steps[0].split(": ")[1].startswith("1/")
+    assert " in " in lines[-1] and lines[-1].startswith("Learning WordPiece pieces from ")

@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 import pytest
+from absl import logging
 
 from bert_tf.jobs import DEFAULT_SEED
 from bert_tf.jobs.probe_layers import job
@@ -125,6 +126,7 @@ def test_command_line_writes_the_report(probe_inputs, capsys):
 
     root, flags, sentences = probe_inputs
     output_dir = root / "report"
+    logging.set_verbosity(logging.INFO)  # the progress lines, as the command line shows them
     code = run_main(tool, flags + [f"--output_dir={output_dir}", "--finetune_epochs=2", "--finetune_min_steps=6"])
     err = capsys.readouterr().err
     assert code == 0, err[-3000:]
@@ -164,6 +166,9 @@ def test_command_line_writes_the_report(probe_inputs, capsys):
         assert title in markdown
     assert "1 test words carry labels that the training file never has (SYM 1)" in markdown
     assert (output_dir / "layers.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (output_dir / "report.partial.json").exists()  # replaced by the complete report
+    # A line per part with the overall ETA: features, 2 fine-tunings, 3 sections x 2 models, the mixes.
+    assert "probe_layers: 1/10 parts (10%), " in err and "probe_layers: 10/10 parts (100%)" in err
 
 
 def test_a_rerun_reuses_the_cached_features(probe_inputs, capsys, monkeypatch):
@@ -185,6 +190,30 @@ def test_a_rerun_reuses_the_cached_features(probe_inputs, capsys, monkeypatch):
     assert code == 0, capsys.readouterr().err[-3000:]
     first = json.loads((first_dir / "report.json").read_text())["token"]["rows"]
     assert json.loads((second_dir / "report.json").read_text())["token"]["rows"] == first
+
+
+def test_a_stopped_run_keeps_the_parts_it_finished(probe_inputs, capsys, monkeypatch):
+    from bert_tf import child_process
+    from experiments import probe_layers as tool
+
+    root, flags, _ = probe_inputs
+    run_in_child_process = child_process.run_in_child_process
+
+    def stopped_at_the_mixes(function, *args, description, **kwargs):
+        if description == "the scalar mixes":
+            raise KeyboardInterrupt  # Ctrl-C
+        return run_in_child_process(function, *args, description=description, **kwargs)
+
+    monkeypatch.setattr(child_process, "run_in_child_process", stopped_at_the_mixes)
+    output_dir = root / "stopped"
+    code = run_main(tool, flags + [f"--output_dir={output_dir}", "--nofinetune", "--tasks=token"])
+    assert code == 130
+    assert capsys.readouterr().err.endswith("probe_layers: error: interrupted\n")
+    assert not (output_dir / "report.json").exists()
+    partial = json.loads((output_dir / "report.partial.json").read_text())
+    assert partial["complete"] is False
+    assert set(partial["parts"]) == {"features", "pretrained token", "random_init token"}
+    assert set(partial["parts"]["pretrained token"]) >= {f"layer_{i}" for i in range(NUM_LAYERS + 1)}
 
 
 def test_a_jemalloc_named_but_missing_is_refused_before_any_work(probe_inputs, capsys, monkeypatch):

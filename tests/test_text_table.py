@@ -74,12 +74,16 @@ def test_the_main_jobs_summary_lines_up_with_long_labels(capsys):
     }
     print_summary(steps, summary, 120.0, "runs/demo")
     lines = capsys.readouterr().out.splitlines()
+    # Readable in a terminal of 80 columns: long names and results wrap.
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
     step_lines = [line for line in lines if "1. learn" in line or "6. fine-tune" in line]
     assert len(step_lines) == 2
-    # The seconds and the results start in one column, however long the step's name.
+    # The seconds end in one column, however long the step's name; each result starts below its step.
     time_ends = {line.index(f"{seconds}s") + len(f"{seconds}s") for line, seconds in zip(step_lines, [11, 103])}
-    result_starts = {line.index(result) for line, result in zip(step_lines, ["5,964 pieces", "0.840"])}
-    assert len(time_ends) == 1 and len(result_starts) == 1
+    assert len(time_ends) == 1
+    result_lines = [next(line for line in lines if result in line) for result in ("5,964 pieces", "0.840")]
+    assert {line.index(result) for line, result in zip(result_lines, ["5,964 pieces", "0.840"])} == {6}
+    assert lines.index(result_lines[0]) == lines.index(step_lines[0]) + 1
     accuracy_lines = [line for line in lines if line.strip().startswith(("training majority class", "fine-tuned from"))]
     assert len(accuracy_lines) == 4 and "skipped" in accuracy_lines[2]
     assert len({len(line) for line in accuracy_lines}) == 1  # right-aligned: every accuracy ends in one column
@@ -88,3 +92,33 @@ def test_the_main_jobs_summary_lines_up_with_long_labels(capsys):
     cells = ["0.886", "0.950", "0.758", "0.870"]
     assert len({tuple(_column_starts(line, cells)) for line in probe_lines}) == 1
     assert len({line.index("0.956") for line in probe_lines}) == 1
+
+
+def test_a_table_wider_than_its_width_wraps_its_widest_text_column():
+    rows = [["a fairly long label that goes on and on past the edge", "0.912", "note"], ["short", "0.5", "n"]]
+    lines = format_table(["label", "value", "note"], rows, align="<><", indent="  ", width=40)
+    assert max(len(line) for line in lines) <= 40
+    assert lines[2].startswith("  a fairly long label") and lines[2].rstrip().endswith("0.912  note")
+    # The continuation lines hold only the rest of the wrapped cell, in its column.
+    continuation = [line for line in lines[3:] if "0." not in line]
+    assert continuation and all(line.startswith("  ") and line.strip() for line in continuation)
+    assert " ".join([lines[2][2:25].strip()] + [line.strip() for line in continuation]).startswith(
+        "a fairly long label"
+    )
+    assert format_table(["k", "v"], [["key", 1]], width=80) == format_table(["k", "v"], [["key", 1]])
+
+
+def test_the_accuracy_bars_labels_do_not_overlap():
+    from experiments.demo.report import curves_figure
+
+    summary = {"mlm_unigram_loss": 6.3, "mlm_unigram_accuracy": 0.05, "nsp_majority_accuracy": 0.55}
+    summary["majority_accuracy"] = 0.62
+    classifiers = {label: {"test_accuracy": 0.7} for label in ("random_init", "from_scratch", "real_weights")}
+    figure = curves_figure("/nonexistent", summary, classifiers)  # no pretraining curves: the bars alone
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    labels = [label for label in figure.axes[2].get_xticklabels() if label.get_text()]
+    assert len(labels) == 4
+    boxes = [label.get_window_extent(renderer) for label in labels]
+    for left, right in zip(boxes, boxes[1:]):
+        assert left.x1 < right.x0, (left, right)

@@ -34,12 +34,16 @@ def _synthetic_config(dropout=0.1):
     )
 
 
-def _synthetic_run(model_dir, jit_compile=False, dataset_fn=None, callback=None):
+def _synthetic_run(model_dir, jit_compile=False, dataset_fn=None, callback=None, steps_per_loop=2, save_steps=2):
     training.enable_determinism(3)
     # No dropout: XLA draws other dropout masks than the TF kernels for the same seeds.
     config = _synthetic_config(dropout=0.0)
     loop_config = training.TrainingConfig(
-        num_train_steps=6, learning_rate=1e-3, steps_per_loop=2, save_checkpoints_steps=2, jit_compile=jit_compile
+        num_train_steps=6,
+        learning_rate=1e-3,
+        steps_per_loop=steps_per_loop,
+        save_checkpoints_steps=save_steps,
+        jit_compile=jit_compile,
     )
     return training.train(
         training.get_strategy("one_device"),
@@ -199,6 +203,43 @@ def test_xla_step_computes_the_same_training(synthetic_reference, tmp_path):
     assert result.step == reference.step
     for a, b in zip(result.model.trainable_variables, reference.model.trainable_variables):
         np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5, err_msg=a.path)
+
+
+def _assert_same_weights(result, reference):
+    assert result.step == reference.step
+    for a, b in zip(result.model.trainable_variables, reference.model.trainable_variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+
+
+def _checkpoints(model_dir):
+    return sorted(name for name in os.listdir(model_dir) if name.endswith(".index"))
+
+
+def test_a_host_call_ends_after_the_progress_interval(synthetic_reference, tmp_path, monkeypatch):
+    from bert_tf import progress
+
+    # An interval of 0 s: every call ends after its first step, whatever steps_per_loop is.
+    monkeypatch.setattr(progress, "INTERVAL_SECONDS", 0.0)
+    steps = []
+    result = _synthetic_run(
+        tmp_path, callback=lambda step, metrics: steps.append(step), steps_per_loop=100, save_steps=1000
+    )
+    assert steps == [1, 2, 3, 4, 5, 6]
+    # A short run keeps its end (save_checkpoints_steps past it); where calls end does not change the training.
+    assert _checkpoints(tmp_path) == ["ckpt-6.index"]
+    _assert_same_weights(result, synthetic_reference[0])
+
+
+def test_ctrl_c_saves_the_steps_since_the_last_checkpoint_and_resumes(synthetic_reference, tmp_path):
+    def interrupt(step, metrics):
+        if step == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _synthetic_run(tmp_path, callback=interrupt, steps_per_loop=1, save_steps=1000)
+    assert _checkpoints(tmp_path) == ["ckpt-3.index"]
+    _assert_same_weights(_synthetic_run(tmp_path, steps_per_loop=1, save_steps=1000), synthetic_reference[0])
+    assert _checkpoints(tmp_path) == ["ckpt-3.index", "ckpt-6.index"]
 
 
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):

@@ -36,6 +36,8 @@ CONFIG_NAME = "bert_config.json"
 VOCAB_NAME = "vocab.txt"
 #: A fine-tuned model directory's record of its task (`bert_tf.jobs.finetune`): labels, lengths, data columns.
 TASK_CONFIG_NAME = "task_config.json"
+#: Where a job's encoder weights come from (`ModelSource.init_from`).
+INIT_FROM = ("checkpoint", "random")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +49,9 @@ class ModelSource:
       init_checkpoint: a TF2 checkpoint (prefix or directory); default: `model_dir`.
       bert_config_file, vocab_file: default: the ones in `model_dir`.
       do_lower_case: lower-case and strip accents (uncased models).
+      init_from: "checkpoint" (the pretrained weights) or "random": the config's architecture, randomly
+        initialised, no checkpoint read: the baseline a pretrained encoder is measured against. Only a job
+        that trains the encoder takes "random" (`resolve(need_checkpoint=False)`).
     """
 
     model_dir: str | None = None
@@ -54,6 +59,13 @@ class ModelSource:
     bert_config_file: str | None = None
     vocab_file: str | None = None
     do_lower_case: bool = True
+    init_from: str = "checkpoint"
+
+    def __post_init__(self):
+        if self.init_from not in INIT_FROM:
+            raise JobArgumentError(f"--init_from must be one of {', '.join(INIT_FROM)}, got {self.init_from!r}.")
+        if self.init_from == "random" and self.init_checkpoint:
+            raise JobArgumentError("--init_from=random reads no checkpoint: drop --init_checkpoint.")
 
     def resolve(
         self,
@@ -73,7 +85,12 @@ class ModelSource:
             raise JobArgumentError(f"--model_dir: directory not found: {self.model_dir}")
         config_file = self.bert_config_file or (self.model_dir and os.path.join(self.model_dir, CONFIG_NAME))
         vocab_file = self.vocab_file or (self.model_dir and os.path.join(self.model_dir, VOCAB_NAME))
-        checkpoint = self.init_checkpoint or self.model_dir
+        random = self.init_from == "random"
+        if random and need_checkpoint:
+            raise JobArgumentError("--init_from=random is for fine-tuning; this job reads trained weights.")
+        if random and not (config_file and vocab_file):
+            raise JobArgumentError("--init_from=random needs --bert_config_file and --vocab_file (or --model_dir).")
+        checkpoint = None if random else self.init_checkpoint or self.model_dir
         if not (config_file and vocab_file and (checkpoint or not need_checkpoint)):
             raise JobArgumentError("Give --model_dir, or --init_checkpoint with --bert_config_file and --vocab_file.")
         config_flag = "bert_config_file" if self.bert_config_file else "model_dir"

@@ -30,6 +30,13 @@ class ExamplesReader:
     def read(self, phase: str, path: str | None) -> list:
         raise NotImplementedError
 
+    def columns_used(self) -> dict:
+        """The data settings (`FinetuningDataConfig` field -> value) this reader resolved from a default.
+
+        A fine-tuned directory records these instead of the None that stood for the default.
+        """
+        return {}
+
 
 def refuse_tfds(data, task: str) -> None:
     """A file-only task refuses `--tfds_name`, naming the flag."""
@@ -90,6 +97,16 @@ class TextExamplesReader(ExamplesReader):
             if pairs is False and text_b_column is not None:
                 raise JobArgumentError(f"--text_b_column is for sentence pairs, not --task={task}.")
         self.sentence_pair = bool(pairs) or (pairs is None and bool(self.text_b))
+
+    def columns_used(self) -> dict:
+        if self.tfds_name:
+            # A TFDS dataset's text features stay None (its own, which also picks its evaluation split).
+            return {"label_column": self.label}
+        return {
+            "text_a_column": self.text_a,
+            "text_b_column": self.text_b if self.sentence_pair else None,
+            "label_column": self.label,
+        }
 
     def read(self, phase: str, path: str | None) -> list:
         require_labels = phase != "predict"

@@ -252,6 +252,8 @@ def export_model_dir(
     verify: bool = True,
     quantize: str | None = None,
     litert=None,
+    init_from: str = "checkpoint",
+    seed: int = 0,
 ) -> dict:
     """Exports a model directory (or explicit checkpoint files) as `encoder/` and `preprocess/`.
 
@@ -273,6 +275,8 @@ def export_model_dir(
       litert: a `bert_tf.export.litert.LiteRTConfig`: also write the fine-tuned classifier as
         `litert/classifier.tflite` in that form (a classification or regression directory only; not with
         `quantize`, the LiteRT forms are its own).
+      init_from: "checkpoint", or "random": the config's encoder initialised from `seed`, no checkpoint read
+        (`ModelSource.init_from`): the random-initialisation baseline as a SavedModel, for hub.KerasLayer.
 
     A fine-tuned classification (or regression) directory, one with the `task_config.json` of
     `experiments.finetune`, also gets `classifier/`: a SavedModel that takes raw text and returns label
@@ -287,18 +291,26 @@ def export_model_dir(
     from bert_tf.checkpoints.model_source import ModelSource
 
     # The one resolver and rule of the jobs: the preprocessor needs every special token.
-    source = ModelSource(model_dir, init_checkpoint, bert_config_file, vocab_file, lower_case).resolve()
+    random = init_from == "random"
+    source = ModelSource(
+        model_dir, init_checkpoint, bert_config_file, vocab_file, lower_case, init_from=init_from
+    ).resolve(need_checkpoint=not random)
     checkpoint = init_checkpoint
     config, vocab_file = source.config, source.vocab_file
 
     # A directory written without TensorFlow (say, fine-tuned on JAX) holds weights.safetensors alone.
-    use_weights_file = checkpoint is None and model_dir_lib.uses_weights_file(model_dir, None)
-    if not use_weights_file:
+    use_weights_file = not random and checkpoint is None and model_dir_lib.uses_weights_file(model_dir, None)
+    if not use_weights_file and not random:
         checkpoint = find_checkpoint(checkpoint or model_dir)
     check_seq_length(max_seq_length, config)
     _check_destination(os.path.abspath(export_dir), overwrite)  # fail before the slow part
 
-    if use_weights_file:
+    if random:
+        import keras
+
+        keras.utils.set_random_seed(seed)
+        with_mlm = False
+    elif use_weights_file:
         checkpoint = weights_file.weights_path(model_dir)
         with_mlm = include_mlm and weights_file.has_pretraining_heads(model_dir)
     else:
@@ -307,9 +319,9 @@ def export_model_dir(
     model = BertPretrainer(BertEncoder(config)) if with_mlm else BertEncoder(config)
     if use_weights_file:
         weights_file.load_weights_file(model, model_dir)
-    else:
+    elif not random:
         restore(model, checkpoint)
-    task_config = _read_task_config(model_dir)
+    task_config = None if random else _read_task_config(model_dir)
     classifier = None
     classifier_tasks = _classifier_tasks()
     if litert is not None:
@@ -329,7 +341,8 @@ def export_model_dir(
         model = inference_form(model, quantize)
         if classifier is not None:
             classifier = inference_form(classifier, quantize)
-    logging.info("Exporting %s (%s) to %s", checkpoint, "encoder + mlm" if with_mlm else "encoder", export_dir)
+    weights = f"random weights (seed {seed})" if random else checkpoint
+    logging.info("Exporting %s (%s) to %s", weights, "encoder + mlm" if with_mlm else "encoder", export_dir)
 
     checked = []
     with atomic_directory(export_dir, overwrite) as tmp_dir:

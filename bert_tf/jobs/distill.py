@@ -280,7 +280,8 @@ def run_distillation(
         )
         # The settings first: a run killed while the teacher labels the data resumes in its own directory.
         if is_chief:
-            _write_model_files(output_dir, student_model, teacher, task_object, data, settings)
+            recorded_data = dataclasses.replace(data, **reader.columns_used())
+            _write_model_files(output_dir, student_model, teacher, task_object, recorded_data, settings)
         if teacher_logits_file is None:
             key = teacher_logits_key(config, data, runtime.seed)
             teacher_logits_file = os.path.join(output_dir, TEACHER_LOGITS_DIR, key + ".npy")
@@ -598,7 +599,9 @@ def _with_teacher_logits(task_object, teacher_model, features, unlabeled_feature
     logits = _read_logits(logits_file, num_features)
     if logits is None:
         dataset = task_object.dataset(features, batch_size, training=False)
-        logits = predict_outputs(teacher_model, dataset, strategy=strategy, num_features=num_features)["logits"]
+        logits = predict_outputs(
+            teacher_model, dataset, strategy=strategy, num_features=num_features, label="The teacher labels the data"
+        )["logits"]
         logging.info("The teacher labelled %d training features.", num_features)
         if logits_file:
             os.makedirs(os.path.dirname(os.path.abspath(logits_file)), exist_ok=True)

@@ -205,7 +205,10 @@ def run_feature_extraction(
         writer.per_token = per_token
         writer.open()
         try:
-            for batch in iterate_outputs(forward, dataset, strategy=strategy, jit_compile=jit_compile):
+            batches = iterate_outputs(
+                forward, dataset, strategy=strategy, jit_compile=jit_compile, label="Extracting features"
+            )
+            for batch in batches:
                 indices = batch[FEATURE_INDEX_KEY]
                 writer.write_inputs(indices, {name: packed[name][indices] for name in ENCODER_INPUT_NAMES})
                 values = batch["layers"]

@@ -36,6 +36,7 @@ plug-in and data, read before TensorFlow starts), `finetuning_phases` (train, ev
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import TYPE_CHECKING
 
@@ -120,7 +121,12 @@ def run_finetuning(
             )
             if is_chief:
                 # Written first, so a run stopped during training can be evaluated or resumed as it is.
-                finetuning_files.write_finetuned_model_files(inputs.output_dir, inputs.source, inputs.task_object, data)
+                finetuning_files.write_finetuned_model_files(
+                    inputs.output_dir,
+                    inputs.source,
+                    inputs.task_object,
+                    dataclasses.replace(data, **inputs.columns_used),
+                )
             trained, step = finetuning_phases.train_task(
                 inputs, strategy, training_config, data.train_batch_size, data.eval_batch_size, runtime
             )

@@ -37,6 +37,7 @@ class FinetuningInputs:
     eval_features: object = None
     predict_examples: list | None = None
     predict_features: object = None
+    columns_used: dict = dataclasses.field(default_factory=dict)  # the reader's `columns_used()`
 
     def add_phase(self, phase: str, examples: list) -> None:
         """Featurizes and keeps the examples of "train", "eval" or "predict" (whose labels the model never sees)."""
@@ -97,7 +98,11 @@ def resolve_model_source(model: ModelSource, output_dir: str, max_seq_length: in
     if not (model.model_dir or model.bert_config_file) and checkpoints.latest_checkpoint(output_dir) is not None:
         # An output directory written by an earlier run is itself a model directory.
         model = dataclasses.replace(model, model_dir=output_dir)
-    source = model.resolve(max_seq_length, need_checkpoint=need_init)
+    random = model.init_from == "random"
+    source = model.resolve(max_seq_length, need_checkpoint=need_init and not random)
+    if random:
+        # The encoder keeps the initialisation of its --seed; a run that resumes reads its own checkpoint.
+        return dataclasses.replace(source, checkpoint=None)
     if need_init:
         from bert_tf.checkpoints.model_dir import find_checkpoint
 
@@ -141,7 +146,7 @@ def read_inputs(
         _check_resumable(output_dir, saved_task_config, source, task_object)
     # All data is read and featurized before training, so bad evaluation or prediction data
     # (an unknown label, a malformed record) fails now rather than after hours of training.
-    inputs = FinetuningInputs(output_dir, source, task_object)
+    inputs = FinetuningInputs(output_dir, source, task_object, columns_used=reader.columns_used())
     if do_train:
         inputs.add_phase("train", train_examples)
     if do_eval:

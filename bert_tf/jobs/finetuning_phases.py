@@ -46,6 +46,24 @@ def evaluation_strategy(strategy):
     return strategy if training.num_workers(strategy) == 1 else tf.distribute.get_strategy()
 
 
+def training_summary(num_examples: int, num_features: int, batch_size: int, config: TrainingConfig) -> str:
+    """The training run in words whose numbers add up: its steps as epochs of the batches one epoch has.
+
+    An epoch is the full batches of the shuffled features (`bert_tf.data.length_buckets`); the features past
+    its last full batch sit that epoch out, so a run of ceil(epochs * features / batch) steps can be an
+    epoch's batches and a few of the next.
+    """
+    # One input pipeline's epoch, as `training_batch_indices` cuts it (features repeated if under one batch).
+    slots = num_features * max(1, -(-batch_size // max(num_features, 1)))
+    per_epoch = max(1, slots // batch_size)
+    steps = config.num_train_steps
+    return (
+        f"{num_examples} examples, {num_features} features, batch size {batch_size}, {steps} steps "
+        f"= {steps / per_epoch:.2f} epochs of {per_epoch} batch{'es' if per_epoch != 1 else ''} (each epoch leaves out "
+        f"{slots - per_epoch * batch_size} random features)"
+    )
+
+
 def train_task(
     inputs: FinetuningInputs,
     strategy,
@@ -67,11 +85,7 @@ def train_task(
     size = num_features(features)
     config = dataclasses.replace(training_config.in_steps(size, train_batch_size), jit_compile=runtime.jit_compile)
     logging.info(
-        "***** Training: %d examples, %d features, batch size %d, %d steps *****",
-        len(inputs.train_examples),
-        size,
-        train_batch_size,
-        config.num_train_steps,
+        "***** Training: %s *****", training_summary(len(inputs.train_examples), size, train_batch_size, config)
     )
 
     def dataset_fn(input_context):
@@ -79,6 +93,9 @@ def train_task(
         return task_object.dataset(features, per_replica, training=True, seed=runtime.seed, input_context=input_context)
 
     def init_fn(model):
+        if source.checkpoint is None:  # --init_from=random
+            logging.info("The encoder is randomly initialised (--init_from=random, --seed=%d).", runtime.seed)
+            return
         restore(model.encoder, source.checkpoint)
         logging.info("Initialised the encoder from %s.", source.checkpoint)
 

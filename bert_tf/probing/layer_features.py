@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 
 import numpy as np
 from absl import logging
@@ -20,8 +19,6 @@ from absl import logging
 from bert_tf import file_io
 
 WORD_PIECE_MODES = ("first", "mean")
-# Seconds between progress lines.
-_PROGRESS_EVERY = 10.0
 
 
 class FeatureCache:
@@ -72,16 +69,8 @@ def _forward_batches(encoder, inputs: dict, outputs_fn, *, label, batch_size, ma
     def forward(batch, training=False):
         return outputs_fn(encoder(batch, training=False), tf.cast(batch["input_mask"], tf.float32))
 
-    start = last = time.monotonic()
-    done = 0
-    for batch in iterate_outputs(forward, dataset, jit_compile=False):
+    for batch in iterate_outputs(forward, dataset, jit_compile=False, label=label):
         indices = batch.pop(FEATURE_INDEX_KEY)
-        done += len(indices)
-        now = time.monotonic()
-        if now - last >= _PROGRESS_EVERY or done == total:
-            last = now
-            eta = (now - start) / done * (total - done)
-            logging.info("%s: %d/%d sequences, %.0f s, ETA %.0f s", label, done, total, now - start, eta)
         yield indices, batch
 
 

@@ -11,20 +11,26 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import progress
 from bert_tf.data import packed_rows
 from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES, EXAMPLE_IDS_KEY
 from bert_tf.tasks.base import FEATURE_INDEX_KEY
 
 
 def iterate_outputs(
-    model, dataset: tf.data.Dataset, strategy: tf.distribute.Strategy | None = None, jit_compile: bool = False
+    model,
+    dataset: tf.data.Dataset,
+    strategy: tf.distribute.Strategy | None = None,
+    jit_compile: bool = False,
+    label: str = "Running the model",
 ):
     """Yields, per batch of `dataset`, a dict of numpy outputs (plus `feature_index`), rows in feature order.
 
     `model` is called as `model(inputs, training=False)` on the encoder inputs
     and returns a tensor (named "logits" here) or a dict of tensors. Batches of packed rows
     (`bert_tf.data.packed_rows`: `input_example_ids`, `feature_index` [rows, slots]) give outputs per slot,
-    which come back one row per example, as unpacked batches do.
+    which come back one row per example, as unpacked batches do. A pass longer than
+    `bert_tf.progress.INTERVAL_SECONDS` logs `label`, the batches done and an ETA by the clock.
     """
     strategy = strategy or tf.distribute.get_strategy()
 
@@ -50,6 +56,8 @@ def iterate_outputs(
     distributed = strategy.experimental_distribute_dataset(dataset)
     # One trace for every batch: the dataset's spec leaves the bucketed sequence length unknown.
     step.get_concrete_function(distributed.element_spec)
+    total = int(dataset.cardinality())
+    tracker = progress.Progress(label, total=total if total >= 0 else None, unit="batches")
     for features in distributed:
         outputs = step(features)
         batch = {
@@ -64,6 +72,9 @@ def iterate_outputs(
         order = np.argsort(indices, kind="stable")
         order = order[indices[order] >= 0]  # drop the rows that pad the last batch
         yield {name: value[order] for name, value in batch.items()}
+        tracker.advance()
+    if tracker.reported:
+        tracker.finish()
 
 
 def predict_outputs(
@@ -72,6 +83,7 @@ def predict_outputs(
     strategy: tf.distribute.Strategy | None = None,
     jit_compile: bool = False,
     num_features: int | None = None,
+    label: str = "Predicting",
 ) -> dict:
     """Model outputs for every element of `dataset`, as numpy arrays in feature order.
 
@@ -81,12 +93,13 @@ def predict_outputs(
       strategy: defaults to the current (possibly default) strategy.
       jit_compile: XLA-compile the forward step.
       num_features: if given, checks that every feature got an output.
+      label: what the progress lines of a long pass say it does.
 
     Returns:
       dict output name -> array [num_features, ...].
     """
     collected = {}
-    for batch in iterate_outputs(model, dataset, strategy, jit_compile):
+    for batch in iterate_outputs(model, dataset, strategy, jit_compile, label=label):
         for name, value in batch.items():
             collected.setdefault(name, []).append(value)
     if not collected:

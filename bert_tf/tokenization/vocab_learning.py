@@ -13,6 +13,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
+from bert_tf import progress
 from bert_tf.data import prefetching
 from bert_tf.errors import BadInputError
 from bert_tf.tokenization import vocab as vocab_lib
@@ -41,8 +42,10 @@ def count_words(texts, lower_case=True, batch_size=1024):
         )
     )
     counts = collections.Counter()
+    tracker = progress.Progress("Counting words", unit=f"batches of {batch_size} lines")
     for batch in words.as_numpy_iterator():
         counts.update(batch.tolist())
+        tracker.advance()
     return collections.Counter({w.decode("utf-8"): c for w, c in counts.items()})
 
 
@@ -79,20 +82,20 @@ def learn_vocab(
         raise ValueError(f"vocab_size={vocab_size} leaves no room after the {len(reserved_tokens)} reserved tokens")
     if not word_counts:
         raise ValueError("No words to learn a vocabulary from (empty input)")
-    tokens = learner.learn(
-        dict(word_counts),
-        vocab_size,
-        reserved_tokens,
+    params = learner.Params(
         upper_thresh=int(1e7),
         lower_thresh=min_count,
         num_iterations=num_iterations,
         max_input_tokens=max_input_words,
         max_token_length=max_word_length,
         max_unique_chars=max_unique_chars,
+        vocab_size=vocab_size,
         slack_ratio=slack_ratio,
         include_joiner_token=True,
         joiner=vocab_lib.SUFFIX_INDICATOR,
+        reserved_tokens=reserved_tokens,
     )
+    tokens = _learn_pieces(dict(word_counts), params)
     tokens = _with_whole_alphabet(list(tokens), word_counts, reserved_tokens, max_word_length, max_unique_chars)
     if len(tokens) <= vocab_size:
         return tokens
@@ -114,6 +117,38 @@ def learn_vocab(
     optional = [t for t in tokens if t not in required_set]
     keep = required_set | set(optional[: vocab_size - len(required)])
     return [t for t in tokens if t in keep]
+
+
+def _learn_pieces(word_counts: dict, params) -> list:
+    """tensorflow_text's `learner.learn`, whose threshold search is run here to report its progress.
+
+    The same steps and vocabulary: the input words are filtered as `learn` does, then each step of the binary
+    search for the piece-count threshold learns a vocabulary (`learn_with_thresh`, the slow part) and halves
+    the range, until a vocabulary is within `slack_ratio` of `vocab_size` or the range is empty.
+    """
+    items = list(word_counts.items())
+    upper, lower = learner.get_search_threshs(items, params.upper_thresh, params.lower_thresh)
+    all_counts = learner.get_input_words(items, params.reserved_tokens, params.max_token_length)
+    allowed_chars = learner.get_allowed_chars(all_counts, params.max_unique_chars)
+    filtered = learner.filter_input_words(all_counts, allowed_chars, params.max_input_tokens)
+    # A binary search over [lower, upper] takes at most floor(log2(size)) + 1 steps.
+    most_steps = max(upper - lower + 1, 1).bit_length()
+    tracker = progress.Progress(
+        f"Learning WordPiece pieces from {len(filtered)} words", total=most_steps, unit="threshold search steps"
+    )
+    slack = max(params.slack_ratio * params.vocab_size, 0)
+    while True:
+        thresh = (upper + lower) // 2
+        vocab = learner.learn_with_thresh(filtered, thresh, params)
+        tracker.advance()
+        size = len(vocab)
+        if (size <= params.vocab_size and params.vocab_size - size <= slack) or lower >= upper or thresh <= 1:
+            tracker.finish()
+            return vocab
+        if size > params.vocab_size:
+            lower = thresh + 1
+        else:
+            upper = thresh - 1
 
 
 def _with_whole_alphabet(tokens, word_counts, reserved_tokens, max_word_length, max_unique_chars):

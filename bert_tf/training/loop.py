@@ -51,8 +51,14 @@ checkpoints (`tf.train.CheckpointManager`, every `save_checkpoints_steps` and
 at the end, the last `keep_checkpoint_max` kept), `summaries/train` and
 `summaries/eval` (TensorBoard scalars, written with `tf.summary.write`, so the
 tensorboard package is not needed to write them) and `eval_results.json`.
-Progress lines (step, loss, metrics, learning rate, examples/s, ETA) go to
-absl logging.
+A run stopped with Ctrl-C (KeyboardInterrupt) first saves the steps it ran since
+its last checkpoint. Progress lines (step, loss, metrics, learning rate,
+examples/s, ETA) go to absl logging after every host call, and a host call ends
+after `bert_tf.progress.INTERVAL_SECONDS` (30 s) even before its
+`steps_per_loop` steps: a line at least every 30 s, whatever `steps_per_loop`
+is (a 94-step run of 3 s steps with `steps_per_loop=100` is not silent for 5
+minutes). The steps, their data and checkpoints do not depend on where calls end.
+(Not on TPU, nor with several workers, which must all end a call at the same step.)
 
 How a step runs, and why
 ------------------------
@@ -134,7 +140,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -143,6 +148,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import progress
 from bert_tf.errors import TrainingPreempted
 from bert_tf.training import distribution
 from bert_tf.training.config import TrainingConfig, check_microbatches
@@ -438,9 +444,13 @@ class _Trainer:
         strategy = self.strategy
         names = self.metric_names
         preemption = self.preemption
+        # Not where the loop runs on TPU, nor across workers (who must all run the same steps).
+        timed = not self.use_tpu and distribution.num_workers(strategy) == 1
 
         @tf.function
-        def train_loop(iterator, num_steps):
+        def train_loop(iterator, num_steps, seconds):
+            # Ends after `seconds` (at a step's end) as well as after `num_steps`: the host logs between calls.
+            start = _seconds_now() if timed else None
             sums = {name: tf.constant(0.0) for name in names}
             examples = tf.constant(0, tf.int64)
             steps_run = tf.constant(0, tf.int64)
@@ -462,6 +472,8 @@ class _Trainer:
                     stop = preemption.stop_requested(strategy, self.data.num_workers, self.use_tpu)
                     if stop:
                         break
+                if timed and _seconds_now() - start >= seconds:
+                    break
             return sums, steps_run, examples, bad_step, bad_loss, stop
 
         self.train_loop = train_loop
@@ -527,7 +539,11 @@ class _Trainer:
         evaluator = self._make_evaluator()
         manager = self._checkpoint_manager(iterator)
         train_writer = self._open_summaries(evaluator)
-        step, train_metrics, eval_metrics = self._train(step, iterator, manager, train_writer, evaluator)
+        try:
+            step, train_metrics, eval_metrics = self._train(step, iterator, manager, train_writer, evaluator)
+        except KeyboardInterrupt:
+            self._save_at_interrupt(manager)
+            raise
         return TrainingResult(
             model=self.model,
             step=step,
@@ -551,7 +567,7 @@ class _Trainer:
                 num_steps = min(num_steps, _until_multiple(step, config.eval_every_steps))
             start = time.time()
             sums, steps_run, examples, bad_step, bad_loss, stop = self.train_loop(
-                iterator, tf.constant(num_steps, tf.int64)
+                iterator, tf.constant(num_steps, tf.int64), tf.constant(progress.INTERVAL_SECONDS, tf.float64)
             )
             elapsed = time.time() - start
             if int(bad_step) >= 0:
@@ -584,6 +600,19 @@ class _Trainer:
             eval_metrics = evaluator.evaluate_and_record(step)
         return step, train_metrics, eval_metrics
 
+    def _save_at_interrupt(self, manager):
+        """Saves the steps run since the last checkpoint when the user stops the run (Ctrl-C), to resume from.
+
+        The interrupt reaches Python between host calls of the loop, or in a save or an evaluation, when the
+        weights, optimizer, data position and step agree. A multi-worker save needs every worker: none there.
+        """
+        step = int(self.step.numpy())
+        latest = manager.latest_checkpoint
+        if step == 0 or (latest and latest.endswith(f"-{step}")) or distribution.num_workers(self.strategy) > 1:
+            return
+        logging.warning("Interrupted at step %d: saving a checkpoint to resume from.", step)
+        self._save(manager, step)
+
     def _non_finite_loss(self, bad_step, bad_loss, manager) -> NonFiniteLossError:
         return NonFiniteLossError(
             f"Non-finite training loss ({float(bad_loss)}) at step {int(bad_step)}; training stopped "
@@ -602,7 +631,7 @@ class _Trainer:
         return metrics
 
     def _log_progress(self, step, metrics, seconds_per_step):
-        eta = _format_duration((self.config.num_train_steps - step) * seconds_per_step)
+        eta = progress.format_duration((self.config.num_train_steps - step) * seconds_per_step)
         logging.info("step %d/%d | %s | ETA %s", step, self.config.num_train_steps, format_metrics(metrics), eta)
 
 
@@ -618,12 +647,10 @@ def _add_gradient(total, grad):
     return total + grad
 
 
+def _seconds_now():
+    """The host's clock in seconds, inside a tf.function (`tf.timestamp` is refused under op determinism)."""
+    return tf.py_function(time.monotonic, [], tf.float64)
+
+
 def _until_multiple(step: int, interval: int) -> int:
     return interval - step % interval
-
-
-def _format_duration(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    seconds = int(round(seconds))
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"

@@ -1,8 +1,13 @@
 """The demo's results: the pretraining curves read back, `summary.json`, `curves.png` and the printed summary."""
 
 import os
+import textwrap
 
 from bert_tf import text_table
+
+# The summary's lines fit a terminal of this width.
+WIDTH = 80
+INDENT = "   "
 
 
 def read_scalars(summary_dir):
@@ -64,6 +69,15 @@ def summarize(data, pretrained, classifiers, probes, steps, distillation=None):
 
 def plot_curves(path, pretrain_dir, summary, classifiers):
     """Pretraining against its baselines, and the classifiers' held-out accuracy, in one PNG."""
+    import matplotlib.pyplot as plt
+
+    fig = curves_figure(pretrain_dir, summary, classifiers)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def curves_figure(pretrain_dir, summary, classifiers):
+    """The figure of `plot_curves` (a matplotlib Figure, Agg backend)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -88,11 +102,12 @@ def plot_curves(path, pretrain_dir, summary, classifiers):
     axes[1].axhline(summary["nsp_majority_accuracy"], color="tab:red", linestyle=":", label="NSP majority label")
     axes[0].set_title("Pretraining from scratch: masked LM")
     axes[1].set_title("Pretraining from scratch: accuracy")
+    # Two short lines each: one-line labels ran into each other under the bars.
     names = {
-        "majority": "training majority class",
-        "random_init": "random init",
-        "from_scratch": "pretrained here",
-        "real_weights": "real weights",
+        "majority": "training\nmajority class",
+        "random_init": "random\ninit",
+        "from_scratch": "pretrained\nhere",
+        "real_weights": "real\nweights",
     }
     bars = {"majority": summary["majority_accuracy"]}
     bars.update({label: result["test_accuracy"] for label, result in classifiers.items()})
@@ -109,15 +124,14 @@ def plot_curves(path, pretrain_dir, summary, classifiers):
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig
 
 
 def print_summary(steps, summary, total_seconds, output_dir):
+    """Prints the summary, every line at most `WIDTH` (80) columns: a terminal's, or a log's width."""
     print("\n== Summary")
-    step_rows = [[step.name, f"{step.seconds:.0f}s", step.summary] for step in steps]
-    _print_table(["step", "time", "result"], step_rows, align="<><")
-    print(f"\n   held-out accuracy on {summary['test_examples']:,} reviews:")
+    _print_steps(steps)
+    _say(f"held-out accuracy on {summary['test_examples']:,} reviews:")
     rows = (
         ("training majority class, scored on test", summary["majority_accuracy"]),
         ("fine-tuned from a randomly initialised encoder", summary["random_init_accuracy"]),
@@ -125,29 +139,26 @@ def print_summary(steps, summary, total_seconds, output_dir):
         ("fine-tuned from real published weights (all-MiniLM-L6-v2)", summary["real_weights_accuracy"]),
     )
     _print_table(["classifier", "accuracy"], [[name, _accuracy(value)] for name, value in rows])
-    print(
-        f"\n   pretraining from scratch, held-out: MLM accuracy {summary['mlm_accuracy']:.3f} vs "
+    _say(
+        f"pretraining from scratch, held-out: MLM accuracy {summary['mlm_accuracy']:.3f} vs "
         f"{summary['mlm_unigram_accuracy']:.3f} unigram, MLM loss {summary['mlm_loss']:.2f} vs "
         f"{summary['mlm_unigram_loss']:.2f} unigram, NSP accuracy {summary['nsp_accuracy']:.3f} vs 0.5 chance "
         f"({summary['nsp_majority_accuracy']:.3f} for always the majority label), NSP loss "
         f"{summary['nsp_loss']:.3f} vs {summary['nsp_prior_loss']:.3f} from the label frequencies"
     )
     probes = summary["probe_layers"]
-    names = {
-        "token": "POS tags, first WordPiece",
-        "sentence_mean": "reviews, mean of tokens",
-        "sentence_cls": "reviews, [CLS]",
-    }
-    titles = {"real_weights": "real weights (all-MiniLM-L6-v2)", "from_scratch": "encoder pretrained here"}
+    names = {"token": "POS tags", "sentence_mean": "reviews, mean", "sentence_cls": "reviews, [CLS]"}
+    titles = {"real_weights": "real weights", "from_scratch": "pretrained here"}
     if probes:
-        print(
-            "\n   which layer? linear probes on frozen features (test accuracy; random twin: same model, random "
-            "weights):"
+        _say(
+            "which layer? linear probes on frozen features (test accuracy; real weights: all-MiniLM-L6-v2; "
+            "POS tags by each word's first WordPiece, reviews by the mean of their tokens or by [CLS]; best: the "
+            "best layer Ln (L0: the embeddings); random: the same model with random weights, its best layer):"
         )
         probe_rows = [
             [
                 f"{titles[label]}, {names[key]}",
-                f"{row['best_layer']} {row['best_accuracy']:.3f}",
+                f"{row['best_layer'].replace('layer_', 'L')} {row['best_accuracy']:.3f}",
                 _accuracy(row["last_layer_accuracy"]),
                 _accuracy(row["scalar_mix_accuracy"]),
                 _accuracy(row["random_init_best_accuracy"]),
@@ -157,13 +168,13 @@ def print_summary(steps, summary, total_seconds, output_dir):
             for key, row in result.items()
             if key in names
         ]
-        _print_table(["model, task", "best layer", "last", "mix", "random twin", "baseline"], probe_rows)
+        _print_table(["model, task", "best", "last", "mix", "random", "baseline"], probe_rows)
         for result in probes.values():
-            print(f"   report: {result['report_dir']}/report.md, figure: {result['report_dir']}/layers.png")
+            _say(f"report: {result['report_dir']}/report.md, figure: {result['report_dir']}/layers.png", blank=False)
     d = summary.get("distillation")  # absent with --nodistill
     if d:
-        print(
-            f"\n   smaller and faster: the real-weights classifier distilled into a {d['student_layers']}-layer "
+        _say(
+            f"smaller and faster: the real-weights classifier distilled into a {d['student_layers']}-layer "
             f"student (length {d['max_seq_length']}; sequences/s of the exported encoder SavedModels, timed "
             f"interleaved on {d['speed_examples']} held-out reviews):"
         )
@@ -177,9 +188,9 @@ def print_summary(steps, summary, total_seconds, output_dir):
             for name, speedup in (("teacher", 1.0), ("student", d["speedup"]))
         ]
         _print_table(["model", "held-out accuracy", "sequences/s", "speed-up"], rows)
-        print(f"   report: {d['report_dir']}/report.md")
-    print(
-        f"\n   steps {sum(step.seconds for step in steps):.0f} s in all; this run {total_seconds:.0f} s "
+        _say(f"report: {d['report_dir']}/report.md", blank=False)
+    _say(
+        f"steps {sum(step.seconds for step in steps):.0f} s in all; this run {total_seconds:.0f} s "
         f"(finished steps are reused). Results: {output_dir}/summary.json, curves: {output_dir}/curves.png, "
         f"TensorBoard: tensorboard --logdir {output_dir}"
     )
@@ -190,4 +201,35 @@ def _accuracy(value):
 
 
 def _print_table(header, rows, align=None):
-    print("\n".join(text_table.format_table(header, rows, align=align, indent="   ")))
+    print("\n".join(text_table.format_table(header, rows, align=align, indent=INDENT, width=WIDTH)))
+
+
+def _say(text, blank=True):
+    """Prints `text` wrapped to `WIDTH`, indented (after a blank line unless `blank=False`)."""
+    if blank:
+        print()
+    # A path longer than a line stays whole (to copy), on a line of its own.
+    print("\n".join(_wrap(text, INDENT)))
+
+
+def _wrap(text, indent):
+    """`text` in lines of at most `WIDTH`; a path longer than a line stays whole (to copy), on its own line."""
+    return textwrap.wrap(
+        text, WIDTH, initial_indent=indent, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+    )
+
+
+def _print_steps(steps):
+    """Each step's name and time on a line (wrapped names, the times in one column), its result wrapped below."""
+    times = [f"{step.seconds:.0f}s" for step in steps]
+    time_width = max(len(t) for t in times + ["time"])
+    name_width = min(max(len(step.name) for step in steps), WIDTH - len(INDENT) - 2 - time_width)
+    print(f"{INDENT}{'step'.ljust(name_width)}  {'time'.rjust(time_width)}")
+    print(f"{INDENT}{'-' * name_width}  {'-' * time_width}")
+    for step, seconds in zip(steps, times):
+        name = textwrap.wrap(step.name, name_width) or [""]
+        print(f"{INDENT}{name[0].ljust(name_width)}  {seconds.rjust(time_width)}")
+        for line in name[1:]:
+            print(f"{INDENT}{line}")
+        if step.summary:
+            print("\n".join(_wrap(step.summary, INDENT + "   ")))

@@ -77,16 +77,6 @@ def _count_parameters(config):
     return BertEncoder(config).count_params()
 
 
-def _write_random_init_model_dir(model_dir, config, vocab_file):
-    import keras
-
-    from bert_tf.checkpoints import write_model_dir
-    from bert_tf.models import BertEncoder, BertPretrainer
-
-    keras.utils.set_random_seed(0)
-    write_model_dir(model_dir, BertPretrainer(BertEncoder(config)), vocab_file=vocab_file)
-
-
 def learn_vocabulary(output_dir, train_texts):
     def work(step_dir):
         corpus = os.path.join(step_dir, "corpus.txt")
@@ -262,7 +252,7 @@ def export_encoders(output_dir, config, vocab, pretrained, real):
             _run_tool(
                 "experiments.export",
                 os.path.join(step_dir, f"export_{label}.log"),
-                f"--model_dir={model_dir}",
+                *([f"--model_dir={model_dir}"] if model_dir else []),
                 f"--export_dir={exports[label]}",
                 f"--max_seq_length={seq_length}",
                 *extra,
@@ -274,9 +264,16 @@ def export_encoders(output_dir, config, vocab, pretrained, real):
         config.to_json_file(config_file)
         export("from_scratch", pretrained["model_dir"], FLAGS.max_seq_length, f"--bert_config_file={config_file}")
         if FLAGS.compare_random_init:
-            random_dir = os.path.join(step_dir, "random_init_model")
-            _write_random_init_model_dir(random_dir, config, vocab["vocab_file"])
-            export("random_init", random_dir, FLAGS.max_seq_length)
+            # The baseline: the same config and vocabulary, random weights (`--init_from=random`, as in finetune).
+            export(
+                "random_init",
+                None,
+                FLAGS.max_seq_length,
+                f"--bert_config_file={config_file}",
+                f"--vocab_file={vocab['vocab_file']}",
+                "--init_from=random",
+                "--seed=0",
+            )
         return exports
 
     return Step(output_dir, "export").run(

@@ -14,6 +14,8 @@ from bert_tf.probing.layer_features import WORD_PIECE_MODES
 TASKS = (data_lib.TOKEN, data_lib.SENTENCE)
 # The report's sections of each task: words, and sentences by their mean and by [CLS].
 REPORT_KEYS = {data_lib.TOKEN: ("token",), data_lib.SENTENCE: ("sentence_mean", "sentence_cls")}
+#: Written as each part of the job finishes, removed when report.json is complete (a stopped run keeps it).
+PARTIAL_REPORT_NAME = "report.partial.json"
 
 
 @dataclasses.dataclass(frozen=True)

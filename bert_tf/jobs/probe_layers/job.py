@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -11,7 +12,7 @@ from absl import logging
 from bert_tf.data.finetuning_readers import count_unseen_labels, warn_unseen_labels
 from bert_tf.errors import DataError, JobArgumentError
 from bert_tf.jobs.probe_layers.child_processes import MixJob, compute_features, fine_tuning_environment, scalar_mixes
-from bert_tf.jobs.probe_layers.config import REPORT_KEYS, ProbeLayersConfig
+from bert_tf.jobs.probe_layers.config import PARTIAL_REPORT_NAME, REPORT_KEYS, ProbeLayersConfig
 from bert_tf.jobs.probe_layers.feature_keys import cache_dir, feature_keys
 from bert_tf.jobs.probe_layers.fine_tuned_row import fine_tuned_accuracy, finetune_steps
 from bert_tf.jobs.probe_layers.report_sections import data_summary, model_section, recipe
@@ -56,7 +57,9 @@ def run_probe_layers(output_dir: str, config: ProbeLayersConfig) -> dict:
 
     from bert_tf.probing import report as report_lib
 
+    parts = _Parts(output_dir, config)
     features, feature_seconds = _all_features(config, model, data, output_dir)
+    parts.done("features", {"seconds": round(feature_seconds, 1)})
     fine_tuned, finetune_seconds = {}, None
     if config.finetune:
         # Before the probes, in a child process: the parent holds no features yet, and the fine-tuning's memory
@@ -75,6 +78,7 @@ def run_probe_layers(output_dir: str, config: ProbeLayersConfig) -> dict:
                 description=f"fine-tuning ({task})",
                 environment=finetune_environment,
             )
+            parts.done(f"fine_tuned {task}", fine_tuned[task])
         finetune_seconds = round(time.monotonic() - finetune_start, 1)
     probe_start = time.monotonic()
     report = {
@@ -91,7 +95,7 @@ def run_probe_layers(output_dir: str, config: ProbeLayersConfig) -> dict:
     for task in config.tasks:
         train, test = data[task]
         report["data"][task] = data_summary(task, train, test, files[task])
-    report.update(_probe_all(config, data, features))
+    report.update(_probe_all(config, data, features, parts))
     report["seconds"]["probes"] = round(time.monotonic() - probe_start, 1)
     if config.finetune:
         for task in config.tasks:
@@ -100,7 +104,45 @@ def run_probe_layers(output_dir: str, config: ProbeLayersConfig) -> dict:
         report["seconds"]["finetune"] = finetune_seconds
     report["seconds"]["total"] = round(time.monotonic() - start, 1)
     report_lib.write_report(output_dir, report)
+    parts.close()
     return report
+
+
+class _Parts:
+    """The job's parts as they finish: a progress line with the overall ETA, and `report.partial.json`.
+
+    The parts: the forward passes, each task's fine-tuning, each linear probe of a (section, model) (its
+    layers count as fractions of it, so a line comes at least every `INTERVAL_SECONDS` with the overall ETA),
+    and the scalar mixes. The partial report holds each finished part's results and is removed when the
+    complete report is written, so a run stopped after 11 minutes keeps what those minutes computed.
+    """
+
+    def __init__(self, output_dir: str, config: ProbeLayersConfig):
+        from bert_tf import progress
+
+        models = 2 if config.random_control else 1
+        sections = sum(len(REPORT_KEYS[task]) for task in config.tasks) * models
+        total = 1 + (len(config.tasks) if config.finetune else 0) + sections + 1
+        self.path = os.path.join(output_dir, PARTIAL_REPORT_NAME)
+        self.partial = {"complete": False, "parts": {}}
+        self.tracker = progress.Progress("probe_layers", total=total, unit="parts")
+
+    def done(self, name: str, result) -> None:
+        """Part `name` finished with `result` (JSON-able): logs the overall progress, rewrites the partial report."""
+        from bert_tf import file_io
+
+        self.partial["parts"][name] = result
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        file_io.write_text(self.path, json.dumps(self.partial, indent=2, sort_keys=True) + "\n")
+        self.tracker.update(len(self.partial["parts"]), force=True)
+
+    def advance(self, fraction: float) -> None:
+        """A fraction of the current part is done (a line only if the interval passed)."""
+        self.tracker.advance(fraction)
+
+    def close(self) -> None:
+        if os.path.exists(self.path):
+            os.remove(self.path)
 
 
 def _all_features(config, model, data, output_dir):
@@ -122,7 +164,7 @@ def _all_features(config, model, data, output_dir):
     return paths, time.monotonic() - start
 
 
-def _probe_all(config, data, features) -> dict:
+def _probe_all(config, data, features, parts) -> dict:
     """The report sections of every task: {"token": ..., "sentence_mean": ..., "sentence_cls": ...}.
 
     The linear probes run here (scikit-learn, no TensorFlow); the scalar mixes, which need Keras, all run
@@ -133,13 +175,14 @@ def _probe_all(config, data, features) -> dict:
     sections, mix_jobs = {}, []
     for task in config.tasks:
         train, test = data[task]
-        for key, (section, jobs) in _probe_task(task, train, test, features, config).items():
+        for key, (section, jobs) in _probe_task(task, train, test, features, config, parts).items():
             sections[key] = section
             mix_jobs.extend(jobs)
     from bert_tf.probing.probes import release_memory
 
     release_memory()  # the linear probes' freed arrays go back to the system before the child needs memory
     mixes = run_in_child_process(scalar_mixes, mix_jobs, config.seed, description="the scalar mixes")
+    parts.done("scalar_mixes", {f"{model_name} {key}": mix.test_accuracy for (key, model_name), mix in mixes.items()})
     for (key, model_name), mix in mixes.items():
         rows = sections[key][model_name]
         rows["scalar_mix"] = mix
@@ -153,7 +196,7 @@ def _probe_all(config, data, features) -> dict:
     return sections
 
 
-def _probe_task(task, train, test, features, config) -> dict:
+def _probe_task(task, train, test, features, config, parts) -> dict:
     """{report key: (section with each model's linear rows, [the scalar-mix jobs of its models])}."""
     from bert_tf.probing import probes
     from bert_tf.probing.layer_features import FeatureCache
@@ -189,14 +232,15 @@ def _probe_task(task, train, test, features, config) -> dict:
             logging.info("Probing %s %s", model_name, key)
             paths = features[(model_name, task, "train")], features[(model_name, task, "test")]
             train_x, test_x = (FeatureCache.load(path, representation) for path in paths)
-            section[model_name] = _linear_rows(train_x, train_y, test_x, test_y, fit, dev, config.seed)
+            section[model_name] = _linear_rows(train_x, train_y, test_x, test_y, fit, dev, config.seed, parts)
+            parts.done(f"{model_name} {key}", {name: r.test_accuracy for name, r in section[model_name].items()})
             del train_x, test_x
             jobs.append(MixJob(key, model_name, *paths, representation, train_y, test_y, fit, dev, len(label_list)))
         result[key] = (section, jobs)
     return result
 
 
-def _linear_rows(train_x, train_y, test_x, test_y, fit, dev, seed) -> dict:
+def _linear_rows(train_x, train_y, test_x, test_y, fit, dev, seed, parts=None) -> dict:
     """Row name -> ProbeResult, for every row of the module docstring but the scalar mix and the fine-tuned."""
     from bert_tf.probing import probes
 
@@ -211,6 +255,8 @@ def _linear_rows(train_x, train_y, test_x, test_y, fit, dev, seed) -> dict:
         logging.info(
             "  layer_%d: %.4f (%.1f s)", layer, results[f"layer_{layer}"].test_accuracy, time.monotonic() - started
         )
+        if parts is not None:
+            parts.advance(1 / (num_layers + 4))  # the layers, then the two combinations; `done` counts the last share
     results["second_to_last"] = results[f"layer_{max(num_layers - 1, 0)}"]
     results["last"] = results[f"layer_{num_layers}"]
     last_four = slice(max(1, num_layers - 3), num_layers + 1)
