@@ -6,7 +6,8 @@ Times, interleaved in one process (median of --rounds rounds of --calls calls ea
 `Dense` ([batch, length, hidden] x [hidden, intermediate]) as each inference form runs it:
 float32 `tf.matmul` (3-D, as Keras calls it, and 2-D), bfloat16 `tf.matmul`, int8 x int8 -> int32 `tf.matmul`
 (what `Model.quantize("int8")` layers call, 3-D and 2-D), the same integer product on oneDNN's uint8 x int8
-kernel (`bert_tf.distillation.onednn_int8.integer_product`), the per-token abs-max quantization of the input
+kernel (`bert_tf.distillation.onednn_int8.integer_product`), the same integers as a float32 product (what the int8 form
+computes where oneDNN is off), the per-token abs-max quantization of the input
 that every int8 layer adds, and whole layers: float32 `Dense`, Keras' int8 `Dense` and `OneDnnInt8Dense`.
 Prints a table; the figures belong in benchmarks/RESULTS.md (`distillation_frontier` section) with the machine
 and its load.
@@ -51,7 +52,8 @@ def main():
 
     import keras
 
-    from bert_tf.distillation.onednn_int8 import integer_product, use_onednn_int8
+    from bert_tf import cpu_features
+    from bert_tf.distillation.onednn_int8 import integer_product, onednn_int8_available, use_onednn_int8
 
     x_uint8 = tf.cast(tf.cast(tf.reshape(x_int8, flat), tf.int32) + 128, tf.uint8)
     layers = {}
@@ -69,11 +71,20 @@ def main():
         "int8 matmul -> int32 (3-D)": lambda: tf.matmul(x_int8, w_int8, output_type=tf.int32),
         "int8 matmul -> int32 (2-D)": lambda: tf.matmul(tf.reshape(x_int8, flat), w_int8, output_type=tf.int32),
         "int8 matmul on oneDNN (uint8 x int8, 2-D)": lambda: integer_product(x_uint8, w_int8),
+        "int8 product as float32 (the int8 form without oneDNN, 2-D)": lambda: tf.matmul(
+            tf.cast(tf.reshape(x_int8, flat), tf.float32), tf.cast(w_int8, tf.float32)
+        ),
         "int8 input quantization": quantize_input,
         "float32 Dense layer (2-D, with bias)": lambda: layers["float32"](tf.reshape(x, flat)),
         "Keras int8 Dense layer (2-D)": lambda: layers["int8"](tf.reshape(x, flat)),
         "OneDnnInt8Dense layer (2-D; the int8 form)": lambda: layers["onednn_int8"](tf.reshape(x, flat)),
     }
+    if not onednn_int8_available():  # oneDNN off (TensorFlow's default on AVX2): its kernel does not run
+        del pieces["int8 matmul on oneDNN (uint8 x int8, 2-D)"]
+    print(
+        f"CPU: {cpu_features.cpu_name()} ({cpu_features.instruction_set_level()}); oneDNN's int8 kernel "
+        f"{'runs' if onednn_int8_available() else 'does not run (oneDNN off)'}"
+    )
     functions = {name: tf.function(fn) for name, fn in pieces.items()}
     for fn in functions.values():
         fn().numpy()
