@@ -57,6 +57,7 @@ from absl import flags
 
 from bert_tf import cli
 from bert_tf.errors import BadInputError
+from experiments import job_flags
 
 FORMS = ("float32", "dynamic_int8", "full_int8")  # bert_tf.export.litert.FORMS, without importing TensorFlow
 
@@ -112,13 +113,7 @@ def define_flags():
     flags.DEFINE_integer(
         "calibration_examples", 200, "--litert=full_int8: how many training texts calibrate the activations' ranges."
     )
-    flags.DEFINE_enum(
-        "init_from",
-        "checkpoint",
-        ["checkpoint", "random"],
-        "Export the checkpoint's weights, or random ones: the config's encoder initialised from --seed, no "
-        "checkpoint read (the random-initialisation baseline; experiments.finetune's flag of the same name).",
-    )
+    job_flags.define_init_from_flag()
     from bert_tf.jobs import DEFAULT_SEED
 
     flags.DEFINE_integer("seed", DEFAULT_SEED, "With --init_from=random: the seed of the weights (the jobs' default).")

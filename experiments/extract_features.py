@@ -56,12 +56,7 @@ def define_flags():
         "Run lines in batches of similar length padded to multiples of this (outputs unchanged); 0: pad every "
         "batch to --max_seq_length.",
     )
-    flags.DEFINE_boolean(
-        "packing",
-        False,
-        "Run rows of --max_seq_length tokens filled with whole lines, each computed as if alone (outputs "
-        "unchanged), --batch_size lines a batch on average, instead of length buckets.",
-    )
+    job_flags.define_packing_flag()
     flags.DEFINE_integer("max_seq_length", 128, "Packed sequence length; longer inputs are truncated.")
     flags.DEFINE_integer("batch_size", 32, "Batch size for the forward passes.")
     flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents (uncased models).")

@@ -139,14 +139,7 @@ def define_flags():
     flags.DEFINE_string("bert_config_file", None, "bert_config.json (default: the one in --model_dir).")
     flags.DEFINE_string("vocab_file", None, "vocab.txt (default: the one in --model_dir).")
     flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents (uncased models).")
-    flags.DEFINE_enum(
-        "init_from",
-        "checkpoint",
-        ["checkpoint", "random"],
-        "Where the encoder's weights come from: the pretrained checkpoint, or random (the config's architecture "
-        "initialised from --seed, no checkpoint read: the baseline a pretrained encoder is measured against; "
-        "needs --bert_config_file and --vocab_file, or --model_dir).",
-    )
+    job_flags.define_init_from_flag()
     flags.DEFINE_float("dropout_rate", None, "Dropout before the output layer (default: hidden_dropout_prob).")
 
     # Training.
@@ -185,13 +178,7 @@ def define_flags():
         "Training batches of near-equal lengths (sorted inside chunks of 50 batches, as HuggingFace's "
         "group_by_length) instead of random ones: less padding, but slower learning on small data.",
     )
-    flags.DEFINE_boolean(
-        "packing",
-        False,
-        "Fill rows of --max_seq_length tokens with whole examples in random order, each computed as if alone "
-        "(a block-diagonal mask, its own positions and [CLS]); a batch holds --train_batch_size examples on "
-        "average. Classification, pairs, regression and tagging (not squad); --nopacking: one example a row.",
-    )
+    job_flags.define_packing_flag()
     flags.DEFINE_integer(
         "eval_every_steps",
         0,

@@ -53,6 +53,32 @@ def define_runtime_flags(default_seed: int | None = None) -> None:
     )
 
 
+def define_init_from_flag() -> None:
+    """Defines --init_from (`ModelSource.init_from`), which fine-tuning and export take."""
+    from bert_tf.checkpoints.model_source import INIT_FROM
+
+    flags.DEFINE_enum(
+        "init_from",
+        INIT_FROM[0],
+        list(INIT_FROM),
+        "Where the encoder's weights come from: the pretrained checkpoint, or random (the config's architecture "
+        "initialised from --seed, no checkpoint read: the baseline a pretrained encoder is measured against; "
+        "needs --bert_config_file and --vocab_file, or --model_dir).",
+    )
+
+
+def define_packing_flag() -> None:
+    """Defines --packing (`FinetuningTaskConfig.packing`, `FeatureExtractionConfig.packing`)."""
+    flags.DEFINE_bool(
+        "packing",
+        False,
+        "Fill rows of --max_seq_length tokens with whole examples (in random order when training), each computed "
+        "as if alone (a block-diagonal mask, its own positions and [CLS]), instead of one example a row; a "
+        "batch holds the batch size in examples on average. Fine-tuning: classification, pairs, regression and "
+        "tagging (not squad).",
+    )
+
+
 def define_num_microbatches_flag() -> None:
     """Defines --num_microbatches (`TrainingConfig.num_microbatches`), which both training jobs take."""
     flags.DEFINE_integer(
