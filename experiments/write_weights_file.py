@@ -6,7 +6,7 @@ Every job that trains writes `weights.safetensors` beside its checkpoints: the b
 weights that `bert_tf.load_encoder` reads on JAX. This program (re)writes it from the directory's latest TF2
 checkpoint, for a directory whose file is missing or older than its checkpoints (a run stopped between the two,
 or a checkpoint copied in by hand). It needs TensorFlow. The library half is
-`bert_tf.checkpoints.weights_file.rewrite_weights_file`.
+`bert_tf.checkpoints.model_dir.rewrite_weights_file`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def define_flags() -> None:
 @cli.main_function("write_weights_file", bad_input=(ValueError, FileNotFoundError))
 def main(argv):
     del argv  # Checked by cli.main_function.
-    from bert_tf.checkpoints.weights_file import rewrite_weights_file
+    from bert_tf.checkpoints.model_dir import rewrite_weights_file
 
     cli.require_flags("model_dir")
     print(rewrite_weights_file(flags.FLAGS.model_dir))

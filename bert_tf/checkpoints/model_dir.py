@@ -232,3 +232,13 @@ def write_model_dir(output_dir: str, model: BertEncoder | Task, vocab_file: str 
         weights_file.write_weights_file(tmp_dir, model, checkpoint=saved)
     # The `checkpoint` index file records relative paths, so the move keeps it valid.
     return os.path.join(output_dir, os.path.basename(saved))
+
+
+def rewrite_weights_file(model_dir: str) -> str:
+    """(Re)writes `model_dir`'s weights file from its latest TF2 checkpoint (TensorFlow backend); returns its path."""
+    checkpoint = find_checkpoint(model_dir)
+    if has_pretraining_heads(checkpoint):
+        model = load_pretrainer(model_dir, checkpoint)
+    else:
+        model = load_encoder(model_dir, checkpoint)
+    return weights_file.write_weights_file(model_dir, model, checkpoint)

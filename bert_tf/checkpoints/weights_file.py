@@ -177,14 +177,3 @@ def load_weights_file(model, path: str) -> None:
             raise ValueError(f"{path}: {key} has shape {tuple(value.shape)}, the model's {tuple(variable.shape)}.")
         variable.assign(value)  # cast to the variable's dtype by Keras
 
-
-def rewrite_weights_file(model_dir: str) -> str:
-    """(Re)writes `model_dir`'s weights file from its latest TF2 checkpoint (TensorFlow backend); returns its path."""
-    from bert_tf.checkpoints import model_dir as model_dir_lib
-
-    checkpoint = model_dir_lib.find_checkpoint(model_dir)
-    if model_dir_lib.has_pretraining_heads(checkpoint):
-        model = model_dir_lib.load_pretrainer(model_dir, checkpoint)
-    else:
-        model = model_dir_lib.load_encoder(model_dir, checkpoint)
-    return write_weights_file(model_dir, model, checkpoint)
