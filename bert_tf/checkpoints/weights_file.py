@@ -176,4 +176,3 @@ def load_weights_file(model, path: str) -> None:
         if tuple(value.shape) != tuple(variable.shape):
             raise ValueError(f"{path}: {key} has shape {tuple(value.shape)}, the model's {tuple(variable.shape)}.")
         variable.assign(value)  # cast to the variable's dtype by Keras
-

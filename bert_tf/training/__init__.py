@@ -30,7 +30,7 @@ _LAZY = {
     "TrainingResult": "bert_tf.training.loop",
     "WarmupPolynomialDecay": "bert_tf.training.optimization",
     "check_microbatches": "bert_tf.training.config",
-    "create_optimizer": "bert_tf.training.optimization",
+    "create_optimizer": "bert_tf.training.optimizers",
     "default_forward": "bert_tf.training.loop",
     "enable_determinism": "bert_tf.training.determinism",
     "get_strategy": "bert_tf.training.distribution",

@@ -16,7 +16,7 @@ import math
 
 from bert_tf.errors import JobArgumentError, check_int
 
-# The optimizers `bert_tf.training.optimization.create_optimizer` builds.
+# The optimizers `bert_tf.training.optimizers.create_optimizer` builds.
 OPTIMIZERS = ("adamw", "lamb")
 
 

@@ -154,7 +154,7 @@ from bert_tf.training import distribution
 from bert_tf.training.config import TrainingConfig, check_microbatches
 from bert_tf.training.data_position import ITERATOR_ITEM, TrainingInput
 from bert_tf.training.evaluation import Evaluator, MetricsFunctionEvaluator
-from bert_tf.training.optimization import create_optimizer
+from bert_tf.training.optimizers import create_optimizer
 from bert_tf.training.precision import DynamicLossScale, needs_loss_scaling
 from bert_tf.training.preemption import PreemptionWatcher
 from bert_tf.training.summaries import format_metrics, write_scalars

@@ -37,7 +37,6 @@ from collections.abc import Callable, Sequence
 import keras
 import tensorflow as tf
 
-from bert_tf.training.config import OPTIMIZERS
 from bert_tf.training.schedule import warmup_polynomial_decay
 
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("layer_norm", "LayerNorm", "bias")
@@ -282,38 +281,3 @@ class AdamWeightDecay(tf.Module):
             v.assign(tf.where(apply_update, next_v, v)),
             var.assign_sub(tf.where(apply_update, learning_rate * update, tf.zeros_like(update))),
         )
-
-
-def create_optimizer(
-    variables: Sequence,
-    learning_rate: float,
-    num_train_steps: int,
-    num_warmup_steps: int = 0,
-    weight_decay_rate: float = 0.01,
-    clip_norm: float | None = 1.0,
-    epsilon: float = 1e-6,
-    end_learning_rate: float = 0.0,
-    bias_correction: bool = False,
-    optimizer: str = "adamw",
-) -> AdamWeightDecay:
-    """BERT's optimizer for `variables`: AdamW (or LAMB, `bert_tf.training.lamb`) + warm-up and linear decay to 0.
-
-    `optimizer="lamb"` gives LAMB with its own bias correction (always on) and the same schedule and clipping.
-    """
-    schedule = WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps, end_learning_rate)
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}.")
-    if optimizer == "lamb":
-        from bert_tf.training.lamb import Lamb
-
-        return Lamb(
-            variables, learning_rate=schedule, weight_decay_rate=weight_decay_rate, epsilon=epsilon, clip_norm=clip_norm
-        )
-    return AdamWeightDecay(
-        variables,
-        learning_rate=schedule,
-        weight_decay_rate=weight_decay_rate,
-        epsilon=epsilon,
-        clip_norm=clip_norm,
-        bias_correction=bias_correction,
-    )
