@@ -25,6 +25,15 @@ import tensorflow as tf
 
 from bert_tf.export.encoder_module import _tf_variables
 
+# Texts the export checks run through a written classifier (SavedModel, LiteRT): empty, short, and longer
+# than a small seq_length.
+VERIFY_TEXTS = (
+    "",
+    "A short text.",
+    "A longer text, with punctuation; numbers like 3.5 and 42, and words that may not be in the vocabulary "
+    "at all, repeated: a longer text, with punctuation, numbers and words.",
+)
+
 TEXT = "text"
 TEXT_B = "text_b"
 _STRINGS = tf.TensorSpec([None], tf.string)

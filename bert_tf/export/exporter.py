@@ -30,6 +30,7 @@ from absl import logging
 from bert_tf import file_io
 from bert_tf.checkpoints import CONFIG_NAME, VOCAB_NAME, find_checkpoint, has_pretraining_heads, restore
 from bert_tf.checkpoints.model_source import check_seq_length
+from bert_tf.export.classifier_module import VERIFY_TEXTS
 from bert_tf.export.encoder_module import EncoderModule, flatten_outputs
 from bert_tf.models import BertEncoder, BertPretrainer
 
@@ -37,13 +38,6 @@ ENCODER_SUBDIR = "encoder"
 PREPROCESS_SUBDIR = "preprocess"
 CLASSIFIER_SUBDIR = "classifier"
 REQUIRED_OPS_NAME = "required_ops.txt"
-# Texts the verification runs through the servable classifier: empty, short, and longer than a small seq_length.
-VERIFY_TEXTS = (
-    "",
-    "A short text.",
-    "A longer text, with punctuation; numbers like 3.5 and 42, and words that may not be in the vocabulary "
-    "at all, repeated: a longer text, with punctuation, numbers and words.",
-)
 EXTRA_ASSETS_DIR = "assets.extra"  # TF Serving's place for files that are not graph assets
 
 # Float32 on CPU reproduces the Keras model up to ~1e-7; anything above this is a broken export.

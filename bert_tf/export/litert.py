@@ -361,7 +361,7 @@ def verify_litert(model_path: str, saved_model: str, vocab_file: str, lower_case
     The packed ids must equal the in-graph preprocessor's; float32 scores must be within `FLOAT32_TOLERANCE` of
     the SavedModel's with the same labels (the int8 forms' differences are reported). Returns one line.
     """
-    from bert_tf.export.exporter import VERIFY_TEXTS
+    from bert_tf.export.classifier_module import VERIFY_TEXTS
     from bert_tf.tokenization import BertPreprocessor
 
     signature = tf.saved_model.load(saved_model).signatures["serving_default"]
