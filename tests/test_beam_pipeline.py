@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 import bert_tf.pretraining_data
+from bert_tf.data import pretraining_schema
 from bert_tf.pretraining_data import beam_pipeline, text_corpus, writer
 from bert_tf.pretraining_data import instances as pi
 from tests.helpers.absl_flags import run_main
@@ -92,7 +93,7 @@ def test_ernie_phrase_records_are_the_local_writers(tmp_path, corpus, do_masking
     if do_masking:
         assert local.stats.num_masked_units > 0
     else:  # unmasked records carry the units' flags for dynamic masking, on Beam too
-        feature = knowledge_units.UNIT_FEATURES["phrase"]
+        feature = pretraining_schema.UNIT_FEATURES["phrase"]
         example = tf.train.Example.FromString(expected[0])
         assert feature in example.features.feature
 

@@ -37,7 +37,7 @@ def test_bucketed_hub_classifier_matches_padded_one(tmp_path):
     assert len(result["train_batch_lengths"]) >= 2 and all(n % 8 == 0 for n in result["train_batch_lengths"])
     assert result["steps"] == 7 and result["val_loss"] > 0
     assert result["test_covers_all"]
-    assert result["autotuning"] == [False, False]  # bert_tf.data.prefetching: no stall when fit ends
+    assert result["autotuning"] == [False, False]  # bert_tf.prefetching: no stall when fit ends
 
 
 def test_the_program_selects_tf_keras_itself():

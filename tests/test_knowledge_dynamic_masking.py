@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import dynamic_masking
+from bert_tf.data import dynamic_masking, pretraining_schema
 from bert_tf.data.pretraining_dataset import check_record_format
 from bert_tf.pretraining_data import knowledge_units as ku
 from bert_tf.tokenization import load_vocab
@@ -52,7 +52,7 @@ def _features(records, rows):
 
 def _distribution(ids, masked, flags, mask_id, masked_ids):
     """(predictions per row, share of masked tokens in phrases, share of phrase tokens masked, [MASK] share)."""
-    in_phrase = flags != ku.UNIT_NONE
+    in_phrase = flags != pretraining_schema.UNIT_NONE
     return np.array(
         [
             masked.sum(axis=1).mean(),

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import pretraining_features
+from bert_tf.data import pretraining_features, pretraining_schema
 from bert_tf.pretraining_data import instances as pi
 from bert_tf.pretraining_data import knowledge_units as ku
 from bert_tf.pretraining_data import writer
@@ -96,7 +96,7 @@ def write_phrase_records(directory, phrase_file):
     _write(directory / "unmasked.tfrecord", do_masking=False, phrase_file=phrase_file)
     return (
         _read(directory / "masked.tfrecord"),
-        _read(directory / "unmasked.tfrecord", ku.UNIT_FEATURES.values()),
+        _read(directory / "unmasked.tfrecord", pretraining_schema.UNIT_FEATURES.values()),
         masked_summary,
     )
 
@@ -290,7 +290,7 @@ def test_unmasked_records_carry_the_unit_flags(phrase_records, phrase_ids, is_pi
     # A phrase list is the entity source too (uncased text: no capitalisation to go by).
     np.testing.assert_array_equal(flags, unmasked["entity_units"])
     starts = {(r, c) for phrase in phrase_ids for r, c in _occurrences(ids, phrase, is_piece)}
-    assert starts <= set(zip(*np.nonzero(flags == ku.UNIT_START)))
+    assert starts <= set(zip(*np.nonzero(flags == pretraining_schema.UNIT_START)))
     specials = np.isin(ids, [vocab.index("[CLS]"), vocab.index("[SEP]")]) | (unmasked["input_mask"] == 0)
     assert specials.sum() > 2 * len(ids) and not flags[specials].any()
 

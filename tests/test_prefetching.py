@@ -1,4 +1,4 @@
-"""Every input pipeline the package builds ends without tf.data's autotuning model (bert_tf/data/prefetching.py)."""
+"""Every input pipeline the package builds ends without tf.data's autotuning model (bert_tf/prefetching.py)."""
 
 import doctest
 
@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import length_buckets, prefetching
+from bert_tf import prefetching
+from bert_tf.data import length_buckets
 from bert_tf.tasks.base import numpy_dataset
 
 

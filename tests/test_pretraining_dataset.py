@@ -107,7 +107,7 @@ def test_training_batches_have_model_garden_keys_shapes_and_dtypes(files):
         assert batch[key].shape == (16, PREDICTIONS)
     assert batch["next_sentence_labels"].shape == (16,)
     assert dataset.element_spec["input_word_ids"].shape == (16, SEQ)  # static: drop_remainder
-    assert dataset.options().autotune.enabled is False  # bert_tf.data.prefetching
+    assert dataset.options().autotune.enabled is False  # bert_tf.prefetching
 
 
 def test_reads_every_record_written_by_the_writer_once(files):

@@ -1,6 +1,6 @@
 """Input pipelines and the data they read: tf.data readers of pretraining TFRecords (and dynamic masking),
 length-bucketed batches, packed rows of several examples (`packed_rows`), the fine-tuning examples, data
-readers and data source. Every pipeline ends in `prefetching` (prefetch without tf.data's autotuning thread,
+readers and data source. Every pipeline ends in `bert_tf.prefetching` (prefetch without tf.data's autotuning thread,
 whose wait stalled each iterator's destruction).
 
 Imported on first use: the readers and the length buckets load no TensorFlow (the tf.data functions import it

@@ -42,9 +42,15 @@ from collections.abc import Sequence
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_tf.pretraining_data.instances import MASKING_METHODS
-from bert_tf.pretraining_data.knowledge_units import KNOWLEDGE_MASKING, UNIT_CONTINUE, UNIT_FEATURES, UNIT_NONE
-from bert_tf.pretraining_data.span_masking import MAX_SPAN_WORDS, SPAN_GEOMETRIC_P
+from bert_tf.data.pretraining_schema import (
+    KNOWLEDGE_MASKING,
+    MASKING_METHODS,
+    MAX_SPAN_WORDS,
+    SPAN_GEOMETRIC_P,
+    UNIT_CONTINUE,
+    UNIT_FEATURES,
+    UNIT_NONE,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +105,7 @@ class DynamicMaskingConfig:
 
     @property
     def unit_features(self) -> tuple:
-        """The record features of unit flags the modes need (`knowledge_units.UNIT_FEATURES`)."""
+        """The record features of unit flags the modes need (`pretraining_schema.UNIT_FEATURES`)."""
         return tuple(UNIT_FEATURES[mode] for mode in self.modes if mode in KNOWLEDGE_MASKING)
 
     @classmethod

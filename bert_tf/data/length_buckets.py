@@ -25,7 +25,7 @@ import dataclasses
 
 import numpy as np
 
-from bert_tf.data import prefetching
+from bert_tf import prefetching
 
 DEFAULT_BUCKET_WIDTH = 16
 

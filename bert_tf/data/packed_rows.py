@@ -21,7 +21,7 @@ import functools
 
 import numpy as np
 
-from bert_tf.data import prefetching
+from bert_tf import prefetching
 
 #: Open rows an example may go into: a new example takes the first of them with room.
 DEFAULT_WINDOW = 8

@@ -21,10 +21,11 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from bert_tf import prefetching
 from bert_tf.data import dynamic_masking as dynamic_masking_lib
-from bert_tf.data import prefetching, pretraining_features
+from bert_tf.data import pretraining_features
+from bert_tf.data.pretraining_schema import UNIT_FEATURES
 from bert_tf.data.tfrecord_files import detect_compression, resolve_input_files
-from bert_tf.pretraining_data.knowledge_units import UNIT_FEATURES
 
 
 def _first_record(path: str, compression: str) -> bytes | None:

@@ -16,7 +16,7 @@ feature; which label a record holds tells readers which task it was written for
 
 import tensorflow as tf
 
-from bert_tf.pretraining_data.instances import SENTENCE_LABEL_FEATURES, SENTENCE_TASKS
+from bert_tf.data.pretraining_schema import SENTENCE_LABEL_FEATURES, SENTENCE_TASKS
 
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
 MASKED_LM_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bert_tf.data import prefetching
+from bert_tf import prefetching
 from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES
 
 

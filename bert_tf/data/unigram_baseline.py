@@ -70,7 +70,7 @@ def next_sentence_baseline(
 
     `sentence_task`: the records' ("nsp", or "sop": ALBERT's sentence order).
     """
-    from bert_tf.pretraining_data.instances import SENTENCE_LABEL_FEATURES
+    from bert_tf.data.pretraining_schema import SENTENCE_LABEL_FEATURES
 
     counts = np.zeros([2], np.int64)
     for batch in _batches(input_patterns, seq_length, max_predictions_per_seq, max_records, sentence_task):
@@ -118,7 +118,7 @@ def unigram_baseline(
     """The unigram baseline of the masked LM: fitted on `train_patterns`, scored on `eval_patterns`.
 
     `max_train_records` / `max_eval_records` (None: all) read only the files' first records; `sentence_task`:
-    the records' (`bert_tf.pretraining_data.instances.SENTENCE_TASKS`).
+    the records' (`bert_tf.data.pretraining_schema.SENTENCE_TASKS`).
     """
     counts = functools.partial(masked_token_counts, sentence_task=sentence_task)
     train = counts(train_patterns, seq_length, max_predictions_per_seq, vocab_size, max_train_records)

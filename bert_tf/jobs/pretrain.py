@@ -33,10 +33,10 @@ from absl import logging
 from bert_tf import training
 from bert_tf.checkpoints import model_source
 from bert_tf.config import BertConfig
+from bert_tf.data.pretraining_schema import MASKING_METHODS, UNIT_FEATURES
 from bert_tf.errors import JobArgumentError, check_int
 from bert_tf.jobs import DEFAULT_SEED
-from bert_tf.pretraining_data.instances import MASKING_METHODS
-from bert_tf.pretraining_data.knowledge_units import UNIT_FEATURES, parse_masking_schedule
+from bert_tf.pretraining_data.knowledge_units import parse_masking_schedule
 from bert_tf.tokenization.vocab import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN
 from bert_tf.training.runtime import RuntimeConfig, training_runtime
 

@@ -27,7 +27,8 @@ import traceback
 
 import numpy as np
 
-from bert_tf.pretraining_data import example_encoder, instances, knowledge_units
+from bert_tf.data.pretraining_schema import KNOWLEDGE_MASKING, SENTENCE_LABEL_FEATURES
+from bert_tf.pretraining_data import example_encoder, instances
 
 # Instances made and serialized per batch: large enough for numpy to pay off,
 # small enough to keep a batch's arrays small.
@@ -83,7 +84,7 @@ class InstanceBuilder:
     def __init__(self, settings: BuilderSettings):
         self._settings = settings
         self._names = settings.int_features + settings.float_features
-        label = instances.SENTENCE_LABEL_FEATURES[settings.config.sentence_task]
+        label = SENTENCE_LABEL_FEATURES[settings.config.sentence_task]
         # Feature name -> attribute of `PretrainingInstances`.
         self._attributes = {name: "sentence_labels" if name == label else name for name in self._names}
         self._encoder = example_encoder.ExampleEncoder(list(settings.int_features), list(settings.float_features))
@@ -104,7 +105,7 @@ class InstanceBuilder:
             values = {name: getattr(batch, self._attributes[name], None) for name in self._names}
             values.update(batch.unit_features)
             records.extend(self._encoder.encode(values))
-            _count_units(batch, stats, settings.config.masking in knowledge_units.KNOWLEDGE_MASKING)
+            _count_units(batch, stats, settings.config.masking in KNOWLEDGE_MASKING)
             choices = batch.mask_choices
             stats.num_instances += len(batch)
             stats.num_instance_tokens += int(batch.input_mask.sum())

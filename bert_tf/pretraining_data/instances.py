@@ -47,12 +47,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from bert_tf.data.pretraining_schema import KNOWLEDGE_MASKING, MASKING_METHODS, SENTENCE_TASKS, UNIT_FEATURES, UNIT_NONE
 from bert_tf.pretraining_data import knowledge_units, span_masking
-
-SENTENCE_TASKS = ("nsp", "sop", "none")
-# The record feature holding each sentence task's label (`bert_tf.data.pretraining_features` reads it from here).
-SENTENCE_LABEL_FEATURES = {"nsp": "next_sentence_labels", "sop": "sentence_order_labels", "none": None}
-MASKING_METHODS = ("token", "whole_word", "span", *knowledge_units.KNOWLEDGE_MASKING)
 
 # A [SEP]/[CLS] can never be chosen: their sort key is above every uniform draw.
 _UNSELECTABLE_KEY = 2.0
@@ -242,7 +238,7 @@ class PretrainingInstances:
             by tokens or words (for statistics; not written).
         mask_in_phrase: bool [N, max_predictions_per_seq], the prediction is part
             of a phrase or entity, not of a word outside them (for statistics; not written).
-        unit_features: `knowledge_units.UNIT_FEATURES` name -> int32 [N, max_seq_length]
+        unit_features: `pretraining_schema.UNIT_FEATURES` name -> int32 [N, max_seq_length]
             unit flags, for the unmasked records of phrase and entity masking.
     """
 
@@ -706,7 +702,7 @@ def mask_instances(
     else:
         if config.masking == "whole_word":
             selected = _select_whole_words(input_ids, candidates, num_to_predict, vocab, rng)
-        elif config.masking in knowledge_units.KNOWLEDGE_MASKING:
+        elif config.masking in KNOWLEDGE_MASKING:
             selected, span_id = knowledge_units.select_units(
                 candidates, vocab.is_continuation[input_ids], unit_flags, num_to_predict, rng
             )
@@ -747,7 +743,7 @@ def mask_instances(
     weights_out[:] = valid
     choices_out[:] = np.where(valid, choice, MASK_CHOICE_NONE)
     if unit_flags is not None:
-        in_phrase_out[:] = valid & (unit_flags[rows[:, None], positions] != knowledge_units.UNIT_NONE)
+        in_phrase_out[:] = valid & (unit_flags[rows[:, None], positions] != UNIT_NONE)
     return positions_out, ids_out, weights_out, choices_out, units_out, in_phrase_out
 
 
@@ -785,7 +781,7 @@ def finish_instances(
         one_sentence=spans.one_sentence,
         mask_units=units,
         mask_in_phrase=in_phrase,
-        unit_features={} if config.do_masking else {knowledge_units.UNIT_FEATURES[m]: f for m, f in laid_out.items()},
+        unit_features={} if config.do_masking else {UNIT_FEATURES[m]: f for m, f in laid_out.items()},
     )
 
 
@@ -847,7 +843,7 @@ def create_instances(
 
 def _chunk_unit_flags(chunk: DocumentChunk, config: InstanceConfig, vocab: VocabInfo, units: dict) -> dict:
     """mode -> `knowledge_units.mark_units` flags of the chunk's tokens, for the modes the instances need."""
-    if config.masking not in knowledge_units.KNOWLEDGE_MASKING:
+    if config.masking not in KNOWLEDGE_MASKING:
         return {}
     if config.do_masking:
         if config.masking not in units:

@@ -34,13 +34,14 @@ import dataclasses
 
 import numpy as np
 
-UNIT_NONE = 0
-UNIT_START = 1
-UNIT_CONTINUE = 2
+from bert_tf.data.pretraining_schema import (
+    KNOWLEDGE_MASKING,
+    MASKING_METHODS,
+    UNIT_CONTINUE,
+    UNIT_NONE,
+    UNIT_START,
+)
 
-KNOWLEDGE_MASKING = ("phrase", "entity")
-# The record feature holding each mode's flags in unmasked records (for dynamic masking).
-UNIT_FEATURES = {"phrase": "phrase_units", "entity": "entity_units"}
 # Where `bert_tf_make_vocab --learn_phrases` writes the learned phrases: beside the vocabulary.
 PHRASE_FILE_NAME = "phrases.txt"
 
@@ -274,8 +275,6 @@ def parse_masking_schedule(text: str) -> tuple:
     Raises:
         ValueError: naming --masking_schedule and what is wrong.
     """
-    from bert_tf.pretraining_data.instances import MASKING_METHODS
-
     stages = []
     for part in (p.strip() for p in text.split(",")):
         mode, _, fraction = part.partition(":")

@@ -14,8 +14,7 @@ and every masked word is masked whole).
 
 import numpy as np
 
-SPAN_GEOMETRIC_P = 0.2
-MAX_SPAN_WORDS = 10
+from bert_tf.data.pretraining_schema import MAX_SPAN_WORDS, SPAN_GEOMETRIC_P
 
 
 def span_length_probabilities(p: float = SPAN_GEOMETRIC_P, max_words: int = MAX_SPAN_WORDS) -> np.ndarray:

@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from absl import logging
 
-from bert_tf.pretraining_data import instance_workers, instances, knowledge_units, text_corpus
+from bert_tf.data.pretraining_schema import KNOWLEDGE_MASKING, UNIT_FEATURES
+from bert_tf.pretraining_data import instance_workers, instances, text_corpus
 from bert_tf.pretraining_data.instance_workers import ChunkStats
 
 # Lines per tokenizer call: large enough to amortize the call, small enough
@@ -193,7 +194,7 @@ class WriteSummary:
             f", random {s.num_random_token / masked:.1%}, "
             f"kept {s.num_kept_token / masked:.1%}.",
         ]
-        if self.masking == "span" or self.masking in knowledge_units.KNOWLEDGE_MASKING:
+        if self.masking == "span" or self.masking in KNOWLEDGE_MASKING:
             lines.append(self._format_units())
         if self.sentence_task == "nsp":
             lines.append(
@@ -288,7 +289,7 @@ def write_pretraining_data(
         units: "phrase"/"entity" -> `knowledge_units.UnitTable`
             (`knowledge_units.unit_tables`): the phrases or entities of
             `config.masking`; unmasked records carry each table's unit flags
-            (`knowledge_units.UNIT_FEATURES`) for dynamic masking.
+            (`pretraining_schema.UNIT_FEATURES`) for dynamic masking.
 
     Returns:
         A `WriteSummary`.
@@ -369,9 +370,9 @@ def builder_settings(config, vocab, seed, units) -> instance_workers.BuilderSett
 
     units = dict(units or {})
     unit_features = ()
-    if not config.do_masking and config.masking in knowledge_units.KNOWLEDGE_MASKING:
+    if not config.do_masking and config.masking in KNOWLEDGE_MASKING:
         # Unmasked "phrase"/"entity" records carry their units' flags for dynamic masking.
-        unit_features = tuple(knowledge_units.UNIT_FEATURES[m] for m in knowledge_units.KNOWLEDGE_MASKING if m in units)
+        unit_features = tuple(UNIT_FEATURES[m] for m in KNOWLEDGE_MASKING if m in units)
     return instance_workers.BuilderSettings(
         config=config,
         vocab=vocab,

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from bert_tf.data import prefetching
+from bert_tf import prefetching
 from bert_tf.data.finetuning_data import ExamplesReader
 from bert_tf.tasks.task_config import FinetuningTaskConfig
 

@@ -16,8 +16,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from bert_tf import file_io
-from bert_tf.data import packed_rows, prefetching
+from bert_tf import file_io, prefetching
+from bert_tf.data import packed_rows
 from bert_tf.data.examples import TextExample
 from bert_tf.data.finetuning_data import TextExamplesReader
 from bert_tf.data.finetuning_readers import count_unseen_labels, label_list_from_examples, warn_unseen_labels

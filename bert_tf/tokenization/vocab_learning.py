@@ -13,8 +13,7 @@ import tensorflow as tf
 from absl import logging
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
-from bert_tf import progress
-from bert_tf.data import prefetching
+from bert_tf import prefetching, progress
 from bert_tf.errors import BadInputError
 from bert_tf.tokenization import vocab as vocab_lib
 from bert_tf.tokenization.basic_tokenizer import BasicTokenizer
