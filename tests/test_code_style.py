@@ -6,7 +6,9 @@ Layering: the library (`bert_tf/`) sits below the programs. Only programs (`expe
 import the command-line helpers `bert_tf/cli.py`; the library's error types are in `bert_tf/errors.py` and its
 vocabulary helpers in `bert_tf/tokenization/vocab.py`. Nothing in `bert_tf/` imports the programs, the tests or the
 benchmarks. Inside the library the rooms keep their order: `data/` sits below `tasks/` (the examples and readers
-are in `data/`), and `jobs/` is the top floor, which nothing else in the package imports.
+are in `data/`) and below `pretraining_data/` (the writer), `tokenization/` below `data/`, and `jobs/` is the top
+floor, which nothing else in the package imports. No two library modules import each other, directly or round a
+longer circle, at module level or inside a function.
 """
 
 import ast
@@ -95,6 +97,12 @@ def test_the_library_imports_no_program_test_or_benchmark():
 ROOM_ORDER = [
     ("bert_tf/data/", ("bert_tf.tasks",), "data/ sits below tasks/: move what both need into data/"),
     (
+        "bert_tf/data/",
+        ("bert_tf.pretraining_data",),
+        "data/ (the readers) sits below pretraining_data/ (the writer): shared names go in data/pretraining_schema.py",
+    ),
+    ("bert_tf/tokenization/", ("bert_tf.data",), "tokenization/ sits below data/: move what both need below both"),
+    (
         "bert_tf/",
         ("bert_tf.jobs",),
         "jobs/ is the top floor: move what a lower room needs out of bert_tf/jobs/ into that room (or below it)",
@@ -111,6 +119,76 @@ def test_the_rooms_import_only_downwards():
             if any(_is_within(module, above) for above in forbidden):
                 offenders.setdefault((path, line), f"{path}:{line}: imports {module} ({why})")
     assert not offenders, "imports against the room order:\n" + "\n".join(offenders[key] for key in sorted(offenders))
+
+
+def _library_import_graph() -> dict:
+    """bert_tf module -> the bert_tf modules it imports (module-level and function-level imports alike).
+
+    `from a.b import c` is an edge to the module `a.b.c` when c is one, else to `a.b` (its `__init__`).
+    """
+    root = pathlib.Path(ROOT)
+    files = {}
+    for path in sorted((root / "bert_tf").rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        imported = {module for _, module in _imported_modules(path, package) if module in files}
+        # `from a.b import c` yields a.b and a.b.c: keep only the most specific module.
+        graph[name] = {m for m in imported if m != name and not any(o.startswith(m + ".") for o in imported)}
+    return graph
+
+
+def _import_circles(graph: dict) -> list:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index, low, stack, on_stack, circles = {}, {}, [], set(), []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            successor = next(successors, None)
+            if successor is not None:
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph.get(successor, ())))))
+                elif successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def test_no_import_circles_in_the_library():
+    # A circle means neither module is below the other: move the shared piece into the lower one (or below both).
+    # Imports inside functions count too: they hide a circle from Python's loader, not from a reader.
+    circles = _import_circles(_library_import_graph())
+    assert not circles, "bert_tf modules that import each other:\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_circle_check_finds_a_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
+    assert _import_circles(graph) == [["a", "b", "c"]]
+    assert _import_circles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_import_walk_sees_every_form_of_import(tmp_path):
