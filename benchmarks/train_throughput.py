@@ -274,7 +274,6 @@ def child_ours_tf(args):
         num_warmup_steps=1,
         steps_per_loop=1,
         save_checkpoints_steps=10**9,
-        jit_compile=args.xla == "1",
     )
     with tempfile.TemporaryDirectory() as model_dir:
         training.train(
@@ -285,6 +284,7 @@ def child_ours_tf(args):
             model_dir,
             loop_config,
             loop_callback=record,
+            jit_compile=args.xla == "1",
         )
     wall = [end - start for start, end in zip(step_end_times[:-1], step_end_times[1:])]
     return {

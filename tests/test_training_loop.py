@@ -43,7 +43,6 @@ def _synthetic_run(model_dir, jit_compile=False, dataset_fn=None, callback=None,
         learning_rate=1e-3,
         steps_per_loop=steps_per_loop,
         save_checkpoints_steps=save_steps,
-        jit_compile=jit_compile,
     )
     return training.train(
         training.get_strategy("one_device"),
@@ -53,6 +52,7 @@ def _synthetic_run(model_dir, jit_compile=False, dataset_fn=None, callback=None,
         str(model_dir),
         loop_config,
         loop_callback=callback,
+        jit_compile=jit_compile,
     )
 
 

@@ -298,10 +298,7 @@ def run_distillation(
         )
         # The route: each intermediate student in its own subdirectory, then the student; each starts from the
         # model trained before it, and all train on the same features with the same schedule.
-        stage_schedule = dataclasses.replace(
-            training_config.in_steps(_num_features(inputs.train_features), data.train_batch_size),
-            jit_compile=runtime.jit_compile,
-        )
+        stage_schedule = training_config.in_steps(_num_features(inputs.train_features), data.train_batch_size)
         trained = teacher_model
         for stage in (*student_model.intermediate, student_model):
             if stage is not student_model and stage.config.num_hidden_layers in trained_intermediates:
@@ -769,6 +766,7 @@ def _train(
         init_fn=init_fn,
         forward_fn=forward_fn,
         checkpoint_items_fn=checkpoint_items_fn,
+        jit_compile=runtime.jit_compile,
         preemption=runtime.preemption_watcher(),
     )
     if not project:

@@ -9,7 +9,6 @@ Shared by `bert_tf.jobs.finetune` and the distillation jobs; every function take
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 from typing import TYPE_CHECKING
@@ -83,7 +82,7 @@ def train_task(
 
     task_object, features, source = inputs.task_object, inputs.train_features, inputs.source
     size = num_features(features)
-    config = dataclasses.replace(training_config.in_steps(size, train_batch_size), jit_compile=runtime.jit_compile)
+    config = training_config.in_steps(size, train_batch_size)
     logging.info(
         "***** Training: %s *****", training_summary(len(inputs.train_examples), size, train_batch_size, config)
     )
@@ -129,6 +128,7 @@ def train_task(
         config,
         eval_fn=eval_fn,
         init_fn=init_fn,
+        jit_compile=runtime.jit_compile,
         preemption=runtime.preemption_watcher(),
     )
     return result.model, result.step

@@ -512,10 +512,11 @@ def _train(
             pretraining_losses,
             train_dataset_fn,
             output_dir,
-            dataclasses.replace(training_config, jit_compile=runtime.jit_compile),
+            training_config,
             eval_dataset_fn=eval_dataset_fn if eval_files else None,
             init_fn=init_fn,
             loop_callback=loop_callback,
+            jit_compile=runtime.jit_compile,
             preemption=runtime.preemption_watcher(),
         )
     except tf.errors.DataLossError:

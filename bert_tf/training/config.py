@@ -36,13 +36,12 @@ class TrainingConfig:
       optimizer: "adamw" (BERT's) or "lamb" (You et al., 2019: layer-wise trust ratio; `bert_tf.training.lamb`).
       steps_per_loop: steps per `tf.function` call (logging interval too).
       num_microbatches: split each replica's batch into this many equal pieces whose gradients are summed
-        before the one optimizer update (see "Micro-batches" in `bert_tf.training.loop`); it must divide the
+        before the one optimizer update (see docs/backends.md, "The training loop"); it must divide the
         per-replica batch size.
       save_checkpoints_steps: checkpoint interval in steps.
       keep_checkpoint_max: how many checkpoints to keep.
       eval_every_steps: evaluate every this many steps; None (or 0) for only at the end.
       max_eval_steps: batches per evaluation; None (or 0) to read the eval data once.
-      jit_compile: XLA-compile the step (see `bert_tf.training.loop`); the jobs set it from their `RuntimeConfig`.
       num_train_epochs: the length in epochs, for a `num_train_steps` of None.
       warmup_proportion: when not None, the warm-up as a fraction of the steps instead of `num_warmup_steps`.
 
@@ -65,7 +64,6 @@ class TrainingConfig:
     keep_checkpoint_max: int = 5
     eval_every_steps: int | None = None
     max_eval_steps: int | None = None
-    jit_compile: bool = False
     num_train_epochs: float | None = None
     warmup_proportion: float | None = None
 

@@ -1,139 +1,11 @@
 """The distributed custom training loop, with checkpoint/resume, evaluation and summaries.
 
-One loop serves pretraining and fine-tuning: it takes a model factory, a loss
-function, dataset functions and the objects to checkpoint.
-
-API
----
-
-    result = train(strategy, model_fn, loss_fn, train_dataset_fn, model_dir, config,
-                   eval_dataset_fn=None, eval_fn=None, checkpoint_items_fn=model_checkpoint_items,
-                   forward_fn=default_forward, init_fn=None, loop_callback=None, preemption=None)
-
-* `strategy`: a `tf.distribute.Strategy` (see `distribution.get_strategy`).
-* `model_fn() -> keras.Model`: builds the model; called inside `strategy.scope()`.
-* `loss_fn(batch, outputs) -> dict` of float32 scalars: `loss` (minimised) and
-  any metrics (`mlm_accuracy`, ...). Each is a mean over the replica's batch;
-  the loop averages them over replicas and steps. `batch` is one dataset
-  element, `outputs` what `forward_fn` returned.
-* `train_dataset_fn(input_context) -> tf.data.Dataset`: an endless dataset of
-  *per-replica* batches (`input_context.get_per_replica_batch_size(global)`),
-  of dense tensors with a fixed batch size (drop_remainder=True), sharded by
-  `input_context.input_pipeline_id`. For exact resumption it must be
-  deterministic given its seed.
-* `eval_dataset_fn(input_context) -> tf.data.Dataset`: per-replica batches; read
-  to the end (or `config.max_eval_steps` batches) at every evaluation.
-* `checkpoint_items_fn(model) -> dict`: the trackables under which the model's
-  weights are saved (default: the model's own `checkpoint_items` property, as
-  `bert_tf.models.Task` defines it). The loop adds `optimizer`, `step`,
-  `rng` (dropout seed states), `train_iterator` and, with float16, `loss_scale`.
-* `forward_fn(model, batch, training) -> outputs`: default calls the model on
-  the batch (or on `batch[0]` for `(features, labels)` tuples), keeping only
-  the keys that are model inputs.
-  `loss_fn` and `forward_fn` are traced without AutoGraph (it would convert
-  Keras' whole call stack, which tracing then pays for): use `keras.ops`/`tf.cond`
-  rather than Python `if` on tensors.
-* `init_fn(model)`: called once when `model_dir` holds no checkpoint yet (e.g.
-  restore pretrained weights); not called on resume.
-* `eval_fn(model) -> dict`: instead of `eval_dataset_fn`, the caller's own
-  evaluation (say, a fine-tuning task's metrics on its predictions), run every
-  `config.eval_every_steps` steps before the last and recorded as the loop's
-  evaluations are; the caller evaluates the final model itself.
-* `loop_callback(step, metrics)`: called after every inner loop (after that step's
-  checkpoint and evaluation, if any) with the loop's mean metrics.
-* `preemption`: a `preemption.PreemptionWatcher`, entered for the run: a SIGTERM
-  stops training after the step in progress (every worker after the same one),
-  saves a checkpoint at that step and raises `bert_tf.errors.TrainingPreempted`.
-
-`train` returns a `TrainingResult` (model, step, last train metrics, last
-eval metrics, latest checkpoint). `model_dir` receives `ckpt-<step>`
-checkpoints (`tf.train.CheckpointManager`, every `save_checkpoints_steps` and
-at the end, the last `keep_checkpoint_max` kept), `summaries/train` and
-`summaries/eval` (TensorBoard scalars, written with `tf.summary.write`, so the
-tensorboard package is not needed to write them) and `eval_results.json`.
-A run stopped with Ctrl-C (KeyboardInterrupt) first saves the steps it ran since
-its last checkpoint. Progress lines (step, loss, metrics, learning rate,
-examples/s, ETA) go to absl logging after every host call, and a host call ends
-after `bert_tf.progress.INTERVAL_SECONDS` (30 s) even before its
-`steps_per_loop` steps: a line at least every 30 s, whatever `steps_per_loop`
-is (a 94-step run of 3 s steps with `steps_per_loop=100` is not silent for 5
-minutes). The steps, their data and checkpoints do not depend on where calls end.
-(Not on TPU, nor with several workers, which must all end a call at the same step.)
-
-How a step runs, and why
-------------------------
-
-`strategy.run` calls a per-replica step in which the forward and backward
-pass is a `tf.function(jit_compile=config.jit_compile)`; the gradients are
-all-reduced (summed; each replica's loss is divided by the number of
-replicas) and the optimizer update is applied outside XLA, because with
-MirroredStrategy an optimizer update inside the XLA cluster fails. With
-OneDeviceStrategy (and on TPU, where everything is compiled) the whole step,
-update included, is one XLA computation. Gradients are clipped after the
-all-reduce, so two mirrored replicas or two workers train to the weights of
-one device on the same global batches (tests: within 1e-6). `steps_per_loop` steps run inside one
-`tf.function` call (a `tf.range` loop), as TPUs need, and keep Python out of
-the inner loop elsewhere. Keras' `fit()` is not used: it fails under
-MultiWorkerMirroredStrategy (keras-team/keras#20585). XLA and the TF kernels
-give the same training up to float rounding, except for dropout: XLA draws
-other masks from the same seeds.
-
-Micro-batches
--------------
-
-`num_microbatches=k` trades time for memory: each replica's batch is cut into
-k equal pieces, run one after another in a `tf.while_loop` inside the step,
-and their gradients are summed before the one optimizer update, so only one
-piece's activations are alive at a time (the activations kept for the
-backward pass grow with the batch; the weights, gradients and optimizer slots
-do not). The learning-rate schedule, the step count and the checkpoints are
-those of the whole batch, and a run may resume with another k. Each piece's
-loss is its own mean, weighted 1/k: for a loss that is a mean over examples
-(classification, regression) the summed gradient is the whole batch's up to
-float rounding; for one that is a mean over tokens or masked positions
-(tagging, the masked LM) a piece with fewer of them weighs as much as one
-with more (as wherever per-piece losses are averaged).
-Dropout draws its masks piece by piece, so they differ from the whole batch's.
-Metrics are the pieces' means. A sparse gradient (the word embeddings') is
-added into the running sum row by row, never made dense piece by piece.
-
-Resuming, and the position in the data
---------------------------------------
-
-A run restarts from the latest checkpoint in `model_dir` with everything that
-determines its future: weights, optimizer moments and update count, step,
-dropout seed states, loss scale, and the input position. So with
-`enable_determinism(seed)` and a seeded dataset, a run killed and restarted
-ends with the same weights as an uninterrupted one. The tests kill runs at a
-loop boundary and at a random point inside a loop (a step or a checkpoint
-write), for pretraining with static and dynamic masking, for fine-tuning and
-for two workers, and leave the debris of a save interrupted after its data
-files; each resumed run ends with the uninterrupted run's weights.
-
-The input position is kept by checkpointing the tf.data iterator, which
-saves its buffers (shuffle, prefetch) and file offsets, so resuming costs
-nothing. `tf.distribute`'s distributed iterators are not checkpointable
-(TF 2.21: "`Checkpoint` was expecting a trackable object, got
-DistributedIterator"), so on CPU/GPU the loop reads each worker's plain
-tf.data iterator itself and hands replica `i` its batch with
-`experimental_distribute_values_from_function`. The chief's iterator is saved
-in the main checkpoint; every other worker of a multi-worker run saves its own
-checkpoint (with its iterator) under `model_dir/workers/worker-<i>/` (all
-workers must take part in a save anyway). On TPU the loop uses the strategy's
-distributed dataset (input goes through the TPU host), whose iterator cannot
-be saved; there, for a worker whose own iterator checkpoint is missing, and
-when a saved iterator state does not fit the pipeline any more, resuming
-fast-forwards deterministically: the dataset skips the batches the restored
-step has consumed (`step * replicas per input pipeline` per-replica batches),
-which reads them again but gives the same position.
-
-Checkpoint writes are atomic: `CheckpointManager` writes the files, then
-replaces the `checkpoint` index file (write + rename), then deletes old
-checkpoints, so a kill during a save leaves the previous checkpoint listed and
-restorable. A non-finite loss stops the run with `NonFiniteLossError` naming
-the step, before anything is saved, so the last checkpoint stays good. A
-SIGTERM (with a `preemption` watcher) stops it after the step in progress,
-with a checkpoint at that step (`bert_tf.training.preemption`).
+One loop serves pretraining, fine-tuning and distillation: `train` takes a model factory, a loss function,
+dataset functions and hooks, and trains under any `tf.distribute` strategy until `config.num_train_steps`.
+Keras' `fit()` is not used because it fails under MultiWorkerMirroredStrategy (keras-team/keras#20585) and
+cannot save the input position. A resumed run restores everything that determines its future (weights,
+optimizer, step, dropout seeds, loss scale, tf.data iterator), so it ends with an uninterrupted run's weights.
+How a step runs, micro-batches and resuming: docs/backends.md, "The training loop".
 """
 
 from __future__ import annotations
@@ -193,6 +65,22 @@ def model_checkpoint_items(model) -> dict:
     return model.checkpoint_items
 
 
+@dataclasses.dataclass(frozen=True)
+class _TrainingSpec:
+    """What one `train` call trains: the model, its loss and data, and the caller's hooks (see `train`)."""
+
+    model_fn: Callable[[], keras.Model]
+    loss_fn: Callable
+    train_dataset_fn: Callable
+    eval_dataset_fn: Callable | None
+    eval_fn: Callable | None
+    checkpoint_items_fn: Callable
+    forward_fn: Callable
+    init_fn: Callable | None
+    loop_callback: Callable | None
+    jit_compile: bool
+
+
 def train(
     strategy: tf.distribute.Strategy,
     model_fn: Callable[[], keras.Model],
@@ -207,29 +95,54 @@ def train(
     forward_fn: Callable = default_forward,
     init_fn: Callable | None = None,
     loop_callback: Callable | None = None,
+    jit_compile: bool = False,
     preemption: PreemptionWatcher | None = None,
 ) -> TrainingResult:
-    """Trains (or resumes training) until `config.num_train_steps`; see the module docstring."""
+    """Trains (or resumes training) in `model_dir` until `config.num_train_steps`.
+
+    Args:
+      strategy: a `tf.distribute.Strategy` (`distribution.get_strategy`).
+      model_fn: `() -> keras.Model`, called inside `strategy.scope()`.
+      loss_fn: `(batch, outputs) -> dict` of float32 scalars: `loss` (minimised) and any metrics, each a mean
+        over the replica's batch; the loop averages them over replicas and steps.
+      train_dataset_fn: `(input_context) -> tf.data.Dataset`: endless, per-replica batches of a fixed size,
+        sharded by `input_context.input_pipeline_id`; deterministic given its seed for exact resumption.
+      model_dir: receives `ckpt-<step>` checkpoints, `summaries/{train,eval}` and `eval_results.json`.
+      config: the schedule, in steps (`TrainingConfig.in_steps`).
+      eval_dataset_fn: per-replica eval batches, read to the end (or `config.max_eval_steps`) at each evaluation.
+      eval_fn: `(model) -> dict`, the caller's own evaluation instead of `eval_dataset_fn`, every
+        `config.eval_every_steps` steps before the last.
+      checkpoint_items_fn: `(model) -> dict` of the trackables holding its weights (default: the model's
+        `checkpoint_items`); the loop adds `optimizer`, `step`, `rng`, `train_iterator` and `loss_scale`.
+      forward_fn: `(model, batch, training) -> outputs`; default: the model on the batch's input keys.
+        `loss_fn` and `forward_fn` are traced without AutoGraph: use `keras.ops`/`tf.cond`, not Python `if`.
+      init_fn: `(model)`, called once when `model_dir` holds no checkpoint (not on resume).
+      loop_callback: `(step, metrics)` after every host call (after its checkpoint and evaluation).
+      jit_compile: XLA-compile the step (and the evaluation step).
+      preemption: a `PreemptionWatcher`: a SIGTERM stops after the step in progress, saves a checkpoint and
+        raises `bert_tf.errors.TrainingPreempted`.
+
+    Raises:
+      NonFiniteLossError: the loss became NaN or infinite (nothing saved after it).
+    """
     if config.num_train_steps is None:
         raise ValueError("The loop takes a TrainingConfig in steps: call config.in_steps(num_examples, batch_size).")
     if eval_dataset_fn is not None and eval_fn is not None:
         raise ValueError("Give eval_dataset_fn or eval_fn, not both.")
+    spec = _TrainingSpec(
+        model_fn=model_fn,
+        loss_fn=loss_fn,
+        train_dataset_fn=train_dataset_fn,
+        eval_dataset_fn=eval_dataset_fn,
+        eval_fn=eval_fn,
+        checkpoint_items_fn=checkpoint_items_fn,
+        forward_fn=forward_fn,
+        init_fn=init_fn,
+        loop_callback=loop_callback,
+        jit_compile=jit_compile,
+    )
     with preemption if preemption is not None else contextlib.nullcontext():
-        return _Trainer(
-            strategy,
-            model_fn,
-            loss_fn,
-            train_dataset_fn,
-            model_dir,
-            config,
-            eval_dataset_fn,
-            eval_fn,
-            checkpoint_items_fn,
-            forward_fn,
-            init_fn,
-            loop_callback,
-            preemption,
-        ).run()
+        return _Trainer(strategy, spec, model_dir, config, preemption).run()
 
 
 class _RandomState(tf.Module):
@@ -248,43 +161,23 @@ class _Trainer:
     The training data and its saved position are `TrainingInput`'s; evaluation is `Evaluator`'s.
     """
 
-    def __init__(
-        self,
-        strategy,
-        model_fn,
-        loss_fn,
-        train_dataset_fn,
-        model_dir,
-        config,
-        eval_dataset_fn,
-        eval_fn,
-        checkpoint_items_fn,
-        forward_fn,
-        init_fn,
-        loop_callback,
-        preemption,
-    ):
+    def __init__(self, strategy, spec: _TrainingSpec, model_dir: str, config: TrainingConfig, preemption):
         self.strategy = strategy
-        self.loss_fn = loss_fn
-        self.eval_dataset_fn = eval_dataset_fn
-        self.eval_fn = eval_fn
+        self.spec = spec
         self.model_dir = model_dir
         self.config = config
-        self.forward_fn = forward_fn
-        self.init_fn = init_fn
-        self.loop_callback = loop_callback
         self.preemption = preemption if preemption is not None and preemption.active else None
 
-        self.data = TrainingInput(strategy, train_dataset_fn)
+        self.data = TrainingInput(strategy, spec.train_dataset_fn)
         self.is_chief = distribution.is_chief(strategy)
         self.worker_index = self.data.worker_index
         self.num_replicas = self.data.num_replicas
         self.use_tpu = self.data.use_tpu
         # One XLA computation for the whole step where no mirrored variable is updated inside it.
-        self.fused_step = self.use_tpu or (config.jit_compile and isinstance(strategy, tf.distribute.OneDeviceStrategy))
+        self.fused_step = self.use_tpu or (spec.jit_compile and isinstance(strategy, tf.distribute.OneDeviceStrategy))
 
         with strategy.scope():
-            self.model = model_fn()
+            self.model = spec.model_fn()
             self.variables = list(self.model.trainable_variables)
             if not self.variables:
                 raise ValueError("The model has no trainable variables.")
@@ -305,7 +198,7 @@ class _Trainer:
             self.loss_scale = DynamicLossScale() if needs_loss_scaling(self.model) else None
         self.rng = _RandomState(self.model)
 
-        items = dict(checkpoint_items_fn(self.model))
+        items = dict(spec.checkpoint_items_fn(self.model))
         clashes = sorted(set(items) & set(_RESERVED_ITEMS))
         if clashes:
             raise ValueError(f"checkpoint_items_fn returned names the loop reserves: {clashes}.")
@@ -324,8 +217,8 @@ class _Trainer:
         """Restores the latest checkpoint; returns (step, path of this worker's iterator state or None)."""
         latest = tf.train.latest_checkpoint(self.model_dir)
         if latest is None:
-            if self.init_fn is not None:
-                self.init_fn(self.model)
+            if self.spec.init_fn is not None:
+                self.spec.init_fn(self.model)
             return 0, None
         try:
             status = tf.train.Checkpoint(**self.state_items).read(latest)
@@ -395,8 +288,8 @@ class _Trainer:
 
         `densify=False` keeps sparse gradients (an embedding lookup's `tf.IndexedSlices`) and None as they are."""
         with tf.GradientTape() as tape:
-            outputs = self.forward_fn(self.model, batch, True)
-            metrics = {name: tf.cast(value, tf.float32) for name, value in self.loss_fn(batch, outputs).items()}
+            outputs = self.spec.forward_fn(self.model, batch, True)
+            metrics = {name: tf.cast(value, tf.float32) for name, value in self.spec.loss_fn(batch, outputs).items()}
             loss = metrics["loss"] * weight
             if self.loss_scale is not None:
                 loss = self.loss_scale.scale_loss(loss)
@@ -417,7 +310,7 @@ class _Trainer:
         return grad_norm
 
     def _build_functions(self):
-        jit = self.config.jit_compile and not self.use_tpu
+        jit = self.spec.jit_compile and not self.use_tpu
 
         def full_step(batch):
             grads, metrics = self._gradients(batch)
@@ -484,7 +377,7 @@ class _Trainer:
             raise TypeError(f"Training batches must be a dict or tuple of tensors, got {element_spec}.")
 
         def probe(batch):
-            return self.loss_fn(batch, self.forward_fn(self.model, batch, False))
+            return self.spec.loss_fn(batch, self.spec.forward_fn(self.model, batch, False))
 
         with self.strategy.scope():
             outputs = tf.function(probe, autograph=False).get_concrete_function(element_spec).structured_outputs
@@ -494,25 +387,25 @@ class _Trainer:
 
     def _check_microbatches(self, element_spec):
         """Checks a static batch size against `num_microbatches` (the jobs check theirs with `check_microbatches`)."""
-        sizes = {spec.shape[0] for spec in tf.nest.flatten(element_spec)} - {None}
+        sizes = {tensor.shape[0] for tensor in tf.nest.flatten(element_spec)} - {None}
         for size in sizes:
             check_microbatches(self.config.num_microbatches, size)
 
     # --- the run -------------------------------------------------------------------
 
     def _make_evaluator(self):
-        if self.eval_fn is not None:
-            return MetricsFunctionEvaluator(self.model, self.eval_fn, is_chief=self.is_chief)
-        if self.eval_dataset_fn is None:
+        if self.spec.eval_fn is not None:
+            return MetricsFunctionEvaluator(self.model, self.spec.eval_fn, is_chief=self.is_chief)
+        if self.spec.eval_dataset_fn is None:
             return None
         return Evaluator(
             self.strategy,
             self.model,
-            self.forward_fn,
-            self.loss_fn,
-            self.eval_dataset_fn,
+            self.spec.forward_fn,
+            self.spec.loss_fn,
+            self.spec.eval_dataset_fn,
             [name for name in self.metric_names if name != "gradient_norm"],
-            jit_compile=self.config.jit_compile and not self.use_tpu,
+            jit_compile=self.spec.jit_compile and not self.use_tpu,
             max_steps=self.config.max_eval_steps,
             results_path=os.path.join(self.model_dir, EVAL_RESULTS_NAME),
             is_chief=self.is_chief,
@@ -591,8 +484,8 @@ class _Trainer:
                 and step < config.num_train_steps
             ):
                 eval_metrics = evaluator.evaluate_and_record(step)
-            if self.loop_callback is not None:
-                self.loop_callback(step, dict(train_metrics))
+            if self.spec.loop_callback is not None:
+                self.spec.loop_callback(step, dict(train_metrics))
 
         if last_saved != step:
             self._save(manager, step)

@@ -37,7 +37,6 @@ def pretrain(output_dir, **arguments):
         arguments.pop("bert_config_file", None), arguments.pop("preset", None)
     )
     data = _take(pretraining.PretrainingDataConfig, arguments)
-    # The runtime first: it takes jit_compile, which the job copies into the training config.
     runtime = _take(RuntimeConfig, arguments, seed=pretraining.DEFAULT_SEED)
     training_config = _take(TrainingConfig, arguments, **pretraining.DEFAULT_SCHEDULE)
     return pretraining.run_pretraining(output_dir, bert_config, data, training_config, runtime, **arguments)

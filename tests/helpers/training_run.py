@@ -169,7 +169,6 @@ def run_synthetic(args):
             num_warmup_steps=2,
             steps_per_loop=args.steps_per_loop,
             save_checkpoints_steps=args.save_steps,
-            jit_compile="jit" in options,
         )
         result = training.train(
             strategy,
@@ -179,6 +178,7 @@ def run_synthetic(args):
             os.path.join(args.model_dir, run),
             loop_config,
             loop_callback=_killer(args),
+            jit_compile="jit" in options,
             eval_dataset_fn=training_data.synthetic_eval_dataset_fn(args.global_batch),
         )
         weights = {v.path: v.numpy() for v in result.model.trainable_variables}
