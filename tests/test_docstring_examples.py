@@ -17,7 +17,7 @@ PUBLIC_CLASSES = [
     for obj in vars(module).values()
     if inspect.isclass(obj) and obj.__module__.startswith("bert_tf.")
 ]
-DOCUMENTED = [obj for obj in PUBLIC_CLASSES if obj not in (models.Task, layers.TokenClassificationHead)] + [
+DOCUMENTED = [obj for obj in PUBLIC_CLASSES if obj not in (models.TaskModel, layers.TokenClassificationHead)] + [
     BertTokenizer,
     BertPreprocessor,
 ]

@@ -129,7 +129,7 @@ def test_every_layer_and_model_has_a_case():
         name
         for module in (layers, models)
         for name, obj in vars(module).items()
-        if inspect.isclass(obj) and issubclass(obj, keras.layers.Layer) and obj is not models.Task
+        if inspect.isclass(obj) and issubclass(obj, keras.layers.Layer) and obj is not models.TaskModel
     }
     assert public == {case.name for case in CASES}
 
@@ -153,7 +153,7 @@ def test_jax_backend_matches_tensorflow(saved_cases):
 
 
 def test_task_models_keep_their_checkpoint_names():
-    # The names checkpoints were written under before the Task base class; a new name would orphan them.
+    # The names checkpoints were written under before the TaskModel base class; a new name would orphan them.
     pretrainer = CASES_BY_NAME["BertPretrainer"].make()
     assert dict(pretrainer.checkpoint_items) == {
         "encoder": pretrainer.encoder,

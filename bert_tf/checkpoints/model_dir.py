@@ -22,22 +22,22 @@ from bert_tf import file_io
 from bert_tf.checkpoints import weights_file
 from bert_tf.checkpoints.model_source import CONFIG_NAME, VOCAB_NAME
 from bert_tf.config import BertConfig
-from bert_tf.models import BertEncoder, BertPretrainer, Task
+from bert_tf.models import BertEncoder, BertPretrainer, TaskModel
 from bert_tf.models.bert_pretrainer import MASKED_LM_KEY, NEXT_SENTENCE_KEY
-from bert_tf.models.task import ENCODER_KEY
+from bert_tf.models.task_model import ENCODER_KEY
 
 CHECKPOINT_PREFIX = "ckpt"
 # The files of one checkpoint prefix; a path to one of them names the checkpoint.
 CHECKPOINT_SUFFIXES = (".index", ".meta", ".data-00000-of-00001")
 
 
-def checkpoint_items(model: BertEncoder | Task) -> dict:
+def checkpoint_items(model: BertEncoder | TaskModel) -> dict:
     """The trackable objects under which a model's weights are checkpointed.
 
-    A task model names its own (`Task.checkpoint_items`); a bare encoder is saved
+    A task model names its own (`TaskModel.checkpoint_items`); a bare encoder is saved
     as the `encoder` item, where every task model's checkpoint also holds it.
     """
-    if isinstance(model, Task):
+    if isinstance(model, TaskModel):
         return model.checkpoint_items
     if isinstance(model, BertEncoder):
         return {ENCODER_KEY: model}
@@ -92,7 +92,7 @@ def has_pretraining_heads(checkpoint_path: str) -> bool:
     )
 
 
-def restore(model: BertEncoder | Task, checkpoint_path: str) -> None:
+def restore(model: BertEncoder | TaskModel, checkpoint_path: str) -> None:
     """Restores a model's weights, failing if any of them is not in the checkpoint.
 
     Extra objects in the checkpoint (an optimizer, unused heads) are allowed.
@@ -137,7 +137,7 @@ def uses_weights_file(model_dir: str, checkpoint: str | None) -> bool:
     )
 
 
-def restore_from_model_dir(model: BertEncoder | Task, model_dir: str, checkpoint: str | None = None) -> None:
+def restore_from_model_dir(model: BertEncoder | TaskModel, model_dir: str, checkpoint: str | None = None) -> None:
     """Sets `model`'s weights from `checkpoint`, or from `model_dir` by the rule of the module docstring."""
     if uses_weights_file(model_dir, checkpoint):
         weights_file.load_weights_file(model, model_dir)
@@ -176,7 +176,7 @@ def load_pretrainer(model_dir: str, checkpoint: str | None = None, dtype=None) -
     return pretrainer
 
 
-def load_task_model(model_dir: str, build, checkpoint: str | None = None, dtype=None) -> Task:
+def load_task_model(model_dir: str, build, checkpoint: str | None = None, dtype=None) -> TaskModel:
     """A task model `build(encoder)` (say, `lambda e: BertClassifier(e, num_classes=2)`) with restored weights.
 
     Reads a fine-tuned model directory (`experiments.finetune`, `experiments.keras_fit`) by the rule of
@@ -205,7 +205,7 @@ def write_model_files(model_dir: str, config: BertConfig, vocab_file: str | None
         file_io.copy_file(vocab_file, vocab_path)
 
 
-def write_model_dir(output_dir: str, model: BertEncoder | Task, vocab_file: str | None = None) -> str:
+def write_model_dir(output_dir: str, model: BertEncoder | TaskModel, vocab_file: str | None = None) -> str:
     """Writes config, vocab, a checkpoint of `model` and `weights.safetensors` to `output_dir` atomically.
 
     The directory is assembled under a temporary name beside `output_dir` and
@@ -215,7 +215,7 @@ def write_model_dir(output_dir: str, model: BertEncoder | Task, vocab_file: str 
     reads, TensorFlow's included. Returns the checkpoint path (or the weights
     file's, without a checkpoint).
     """
-    encoder = model.encoder if isinstance(model, Task) else model
+    encoder = model.encoder if isinstance(model, TaskModel) else model
     output_dir = os.path.abspath(output_dir)
     if os.path.exists(output_dir) and os.listdir(output_dir):
         raise FileExistsError(f"Output directory {output_dir} exists and is not empty.")

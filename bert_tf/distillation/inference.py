@@ -66,7 +66,7 @@ def _rebuild(model: keras.Model, dtype: str) -> keras.Model:
     """A model of `model`'s class and config whose encoder (and hence head) has the dtype policy `dtype`."""
     config = model.get_config()
     dtype = keras.saving.serialize_keras_object(keras.DTypePolicy(dtype))
-    if "encoder" in config:  # a Task: the encoder is serialized inside; the head takes the encoder's policy
+    if "encoder" in config:  # a TaskModel: the encoder is serialized inside; the head takes the encoder's policy
         encoder_config = dict(config["encoder"])
         encoder_config["config"] = dict(encoder_config["config"], dtype=dtype)
         config = dict(config, encoder=encoder_config)

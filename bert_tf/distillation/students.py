@@ -52,7 +52,7 @@ def copy_teacher_layers(student, teacher, layers: list[int]) -> None:
     """Sets a student task model's weights from the teacher's: embeddings, `layers`, pooler and task head.
 
     Args:
-      student, teacher: task models (`bert_tf.models.Task`) of the same width and head; the student has
+      student, teacher: task models (`bert_tf.models.TaskModel`) of the same width and head; the student has
         `len(layers)` Transformer layers. The teacher is the model the student starts from: the teacher of
         the distillation, or a deeper student distilled from it (`StudentConfig.intermediate_num_layers`).
       layers: the teacher layer for each student layer (`evenly_spaced_layers`).

@@ -117,7 +117,7 @@ def train_task(
             )
             return task_object.evaluate(inputs.eval_examples, predictions)
 
-    # The loop checkpoints the task model's own items (Task.checkpoint_items, holding "encoder"), so output_dir
+    # The loop checkpoints the task model's own items (TaskModel.checkpoint_items, holding "encoder"), so output_dir
     # is also a model directory for load_encoder().
     result = train(
         strategy,

@@ -6,7 +6,7 @@ from keras import ops
 from bert_tf.layers.heads import NextSentenceHead
 from bert_tf.layers.masked_lm_head import MaskedLMHead
 from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES, BertEncoder, encoder_inputs
-from bert_tf.models.task import ENCODER_KEY, Task
+from bert_tf.models.task_model import ENCODER_KEY, TaskModel
 
 MASKED_LM_KEY = "masked_lm"
 NEXT_SENTENCE_KEY = "next_sentence"
@@ -15,7 +15,7 @@ SENTENCE_LABELS = {"next_sentence_labels": "nsp", "sentence_order_labels": "sop"
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertPretrainer(Task):
+class BertPretrainer(TaskModel):
     """BERT's pretraining model: masked language model + next sentence prediction.
 
     Args:

@@ -4,11 +4,11 @@ import keras
 
 from bert_tf.layers.heads import SpanHead
 from bert_tf.models.bert_encoder import BertEncoder, encoder_inputs
-from bert_tf.models.task import Task
+from bert_tf.models.task_model import TaskModel
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertSpanLabeler(Task):
+class BertSpanLabeler(TaskModel):
     """Start and end logits over the tokens of `[CLS] question [SEP] context [SEP]`.
 
     Inputs: the encoder's dict. Outputs: a dict with `start_logits` and

@@ -4,11 +4,11 @@ import keras
 
 from bert_tf.layers.heads import TokenClassificationHead
 from bert_tf.models.bert_encoder import BertEncoder, encoder_inputs
-from bert_tf.models.task import Task
+from bert_tf.models.task_model import TaskModel
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertTokenClassifier(Task):
+class BertTokenClassifier(TaskModel):
     """A per-token classification layer on the sequence output of a `BertEncoder`.
 
     Args:

@@ -32,8 +32,7 @@ class FinetuningTask(abc.ABC):
     """Base class of the fine-tuning task plug-ins (classification, tagging, SQuAD).
 
     A plug-in is the data side of a task for `bert_tf.jobs.finetune`: featurization, the tf.data pipeline,
-    the loss, metrics and prediction files, and which task model to build. Not to be confused with
-    `bert_tf.models.Task`, the Keras base class of the task *models* it builds.
+    the loss, metrics and prediction files, and which task model (a `bert_tf.models.TaskModel`) to build.
 
     A subclass registers itself with `bert_tf.tasks.registry.register_task` under its `names` (the values of
     `--task`) and declares, as class attributes and class methods, what the jobs need before an instance

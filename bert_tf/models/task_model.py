@@ -1,4 +1,4 @@
-"""`Task`: the base of the models that put heads on a `BertEncoder`.
+"""`TaskModel`: the base of the models that put heads on a `BertEncoder`.
 
 As keras-hub's `Task`, it serializes the wrapped encoder once for every task
 model; as Model Garden's `pretrainer.checkpoint_items`, it names the objects a
@@ -17,7 +17,7 @@ ENCODER_KEY = "encoder"
 TASK_MODEL_KEY = "task_model"
 
 
-class Task(keras.Model):
+class TaskModel(keras.Model):
     """A functional model over `self.encoder` (set by the subclass after `super().__init__`).
 
     Subclasses take the encoder as their first argument, add their own
