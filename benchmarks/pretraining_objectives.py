@@ -202,7 +202,7 @@ def held_out_metrics(model, path: str, args, sentence_task: str) -> dict:
     def forward(batch):
         outputs = model({name: batch[name] for name in names}, training=False)
         _, hits = sparse_cross_entropy_with_hits(batch["masked_lm_ids"], tf.cast(outputs["mlm_logits"], tf.float32))
-        return hits * batch["masked_lm_weights"], batch["masked_lm_weights"], outputs["nsp_logits"]
+        return hits * batch["masked_lm_weights"], batch["masked_lm_weights"], outputs["sentence_logits"]
 
     hits = weights = 0.0
     correct = count = 0

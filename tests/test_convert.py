@@ -54,7 +54,7 @@ def _check_pretrainer(model, reference):
     encoder_outputs = model.encoder({name: reference[name] for name in ENCODER_INPUTS})
     diffs = {
         "mlm_logits": _max_diff(outputs["mlm_logits"], reference["mlm_logits"]),
-        "nsp_logits": _max_diff(outputs["nsp_logits"], reference["nsp_logits"]),
+        "sentence_logits": _max_diff(outputs["sentence_logits"], reference["sentence_logits"]),
         "sequence_output": _max_diff(encoder_outputs["sequence_output"], reference["sequence_output"]),
         "pooled_output": _max_diff(encoder_outputs["pooled_output"], reference["pooled_output"]),
     }

@@ -85,12 +85,12 @@ def test_pretrainer_logits_and_tied_embeddings(tiny_config, tiny_batch):
     pretrainer = BertPretrainer(BertEncoder(tiny_config))
     outputs = pretrainer(tiny_batch)
     assert outputs["mlm_logits"].shape == (3, 3, tiny_config.vocab_size)
-    assert outputs["nsp_logits"].shape == (3, 2)
+    assert outputs["sentence_logits"].shape == (3, 2)
     sequence, pooled, _ = reference.encoder_forward(pretrainer.encoder, tiny_batch)
     want = reference.mlm_logits(pretrainer, sequence, tiny_batch["masked_lm_positions"])
     np.testing.assert_allclose(np.asarray(outputs["mlm_logits"]), want, atol=5e-5)
     nsp = pooled @ pretrainer.next_sentence.dense.kernel.numpy() + pretrainer.next_sentence.dense.bias.numpy()
-    np.testing.assert_allclose(np.asarray(outputs["nsp_logits"]), nsp, atol=2e-5)
+    np.testing.assert_allclose(np.asarray(outputs["sentence_logits"]), nsp, atol=2e-5)
     # The output projection is the word-embedding matrix itself, not a copy.
     vocab_matrices = [w for w in pretrainer.weights if tuple(w.shape) == (tiny_config.vocab_size, 32)]
     assert len(vocab_matrices) == 1
@@ -99,13 +99,13 @@ def test_pretrainer_logits_and_tied_embeddings(tiny_config, tiny_batch):
 def test_pretraining_losses_match_numpy():
     rng = np.random.default_rng(1)
     mlm_logits = rng.normal(size=(2, 3, 11)).astype("float32")
-    nsp_logits = rng.normal(size=(2, 2)).astype("float32")
+    sentence_logits = rng.normal(size=(2, 2)).astype("float32")
     features = {
         "masked_lm_ids": np.array([[1, 2, 3], [4, 0, 0]], "int32"),
         "masked_lm_weights": np.array([[1, 1, 1], [1, 0, 0]], "float32"),
         "next_sentence_labels": np.array([0, 1], "int32"),
     }
-    losses = pretraining_losses(features, {"mlm_logits": mlm_logits, "nsp_logits": nsp_logits})
+    losses = pretraining_losses(features, {"mlm_logits": mlm_logits, "sentence_logits": sentence_logits})
 
     def log_softmax(x):
         x = x - x.max(-1, keepdims=True)
@@ -114,7 +114,7 @@ def test_pretraining_losses_match_numpy():
     ids, weights = features["masked_lm_ids"], features["masked_lm_weights"]
     nll = -np.take_along_axis(log_softmax(mlm_logits), ids[..., None], -1)[..., 0]
     mlm = (nll * weights).sum() / (weights.sum() + 1e-5)
-    nsp = -log_softmax(nsp_logits)[np.arange(2), features["next_sentence_labels"]].mean()
+    nsp = -log_softmax(sentence_logits)[np.arange(2), features["next_sentence_labels"]].mean()
     np.testing.assert_allclose(float(losses["mlm_loss"]), mlm, rtol=1e-5)
     np.testing.assert_allclose(float(losses["nsp_loss"]), nsp, rtol=1e-5)
     np.testing.assert_allclose(float(losses["loss"]), mlm + nsp, rtol=1e-5)
@@ -187,16 +187,16 @@ def test_mixed_bfloat16_keeps_logits_float32(tiny_config, tiny_batch):
     encoder = BertEncoder(config, dtype="mixed_bfloat16")
     pretrainer = BertPretrainer(encoder)
     outputs = pretrainer(tiny_batch)
-    assert outputs["mlm_logits"].dtype == "float32" and outputs["nsp_logits"].dtype == "float32"
+    assert outputs["mlm_logits"].dtype == "float32" and outputs["sentence_logits"].dtype == "float32"
     assert all(w.dtype == "float32" for w in pretrainer.weights)
     assert keras.backend.standardize_dtype(encoder(encoder_inputs(tiny_batch))["sequence_output"].dtype) == "bfloat16"
     full = BertPretrainer(BertEncoder(config))
     full(tiny_batch)
     full.set_weights(pretrainer.get_weights())
-    expected = np.asarray(full(tiny_batch)["nsp_logits"])
+    expected = np.asarray(full(tiny_batch)["sentence_logits"])
     assert np.abs(expected).mean() > 0.2
     # bfloat16 keeps 8 significant bits (0.4% per rounding); two layers accumulate a few percent.
-    np.testing.assert_allclose(np.asarray(outputs["nsp_logits"]), expected, rtol=0.05, atol=0.02)
+    np.testing.assert_allclose(np.asarray(outputs["sentence_logits"]), expected, rtol=0.05, atol=0.02)
 
 
 def test_parameter_counts_of_presets():

@@ -186,7 +186,7 @@ def _evaluate_checkpoint(config, checkpoint, eval_file, batch_size):
         log_probs -= logits.max(-1, keepdims=True)
         ids, weights = f["masked_lm_ids"], f["masked_lm_weights"]
         picked = np.take_along_axis(log_probs, ids[..., None], axis=-1)[..., 0]
-        nsp = np.asarray(outputs["nsp_logits"], np.float64)
+        nsp = np.asarray(outputs["sentence_logits"], np.float64)
         nsp_log_probs = nsp - nsp.max(-1, keepdims=True)
         nsp_log_probs -= np.log(np.exp(nsp_log_probs).sum(-1, keepdims=True))
         labels = f["next_sentence_labels"][:, 0]

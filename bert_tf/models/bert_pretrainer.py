@@ -25,7 +25,8 @@ class BertPretrainer(TaskModel):
 
     Outputs: a dict with
       `mlm_logits`: float32 [batch, num_predictions, vocab_size];
-      `nsp_logits`: float32 [batch, 2] (class 1 = "B is a random segment").
+      `sentence_logits`: float32 [batch, 2] from the 2-way sentence head: next-sentence prediction
+        (class 1 = "B is a random segment") or sentence order (class 1 = "A and B swapped"), by the records.
 
     Example:
 
@@ -38,7 +39,7 @@ class BertPretrainer(TaskModel):
     >>> outputs = pretrainer({"input_word_ids": word_ids, "input_mask": np.ones_like(word_ids),
     ...                       "input_type_ids": np.zeros_like(word_ids),
     ...                       "masked_lm_positions": np.array([[2]], "int32")})
-    >>> tuple(outputs["mlm_logits"].shape), tuple(outputs["nsp_logits"].shape)
+    >>> tuple(outputs["mlm_logits"].shape), tuple(outputs["sentence_logits"].shape)
     ((1, 1, 100), (1, 2))
     """
 
@@ -61,7 +62,7 @@ class BertPretrainer(TaskModel):
         encoder_outputs = encoder({name: inputs[name] for name in ENCODER_INPUT_NAMES})
         outputs = {
             "mlm_logits": masked_lm(encoder_outputs["sequence_output"], inputs["masked_lm_positions"]),
-            "nsp_logits": next_sentence(encoder_outputs["pooled_output"]),
+            "sentence_logits": next_sentence(encoder_outputs["pooled_output"]),
         }
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.encoder = encoder
@@ -126,7 +127,7 @@ def pretraining_losses(features: dict, outputs: dict) -> dict:
         if label not in features:
             continue
         labels = ops.reshape(ops.cast(features[label], "int32"), (-1,))
-        logits = ops.cast(outputs["nsp_logits"], "float32")
+        logits = ops.cast(outputs["sentence_logits"], "float32")
         loss = ops.mean(keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True))
         losses["loss"] = mlm_loss + loss
         losses[f"{prefix}_loss"] = loss
