@@ -5,8 +5,7 @@ never shrinks: after its largest training step the process holds a pool larger t
 the rest of its life. With `TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1` they call `malloc` instead, and jemalloc,
 preloaded, returns freed pages to the system after a second (`dirty_decay_ms:1000`), where glibc keeps them
 in its arenas. So a child that fine-tunes and exits (the fine-tuning reference of `probe_layers`) peaks lower,
-at some more time; glibc's own settings that return memory as eagerly cost more time still (the figures:
-benchmarks/RESULTS.md, `probe_layers_cost`).
+at some more time; glibc's own settings that return memory as eagerly cost more time still.
 
 jemalloc is no Python package: `scripts/setup.sh` uses the system's library where there is one and otherwise
 unpacks Debian's `libjemalloc2` into `.venv/lib/jemalloc/`. Without it, everything works the same, with the

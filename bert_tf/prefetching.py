@@ -3,7 +3,7 @@
 With autotuning on, each iterator runs a thread that re-optimises the pipeline between sleeps. Destroying the
 iterator (the end of `fit` or of an evaluation, a training loop or a tool finishing) waits for that thread,
 which does not always wake up for the cancellation, so the end of a pipeline can stall for seconds where
-it should take none (`benchmarks/RESULTS.md`, "tf.data autotuning"). The pipelines here need no tuning: each
+it should take none. The pipelines here need no tuning: each
 has one parallel map (or interleave), and with the model off `AUTOTUNE` parallelism resolves to the machine's
 core count (cycle length for interleave), which is what it would settle on.
 """

@@ -223,7 +223,7 @@ def load_tensorflow_lean() -> None:
     """Imports TensorFlow (quietly) without `OPTIONAL_PACKAGES`: for processes that use none of them.
 
     Loaded, they add resident memory and start-up time to every TensorFlow process for features that a
-    worker or data tool never uses (benchmarks/RESULTS.md, `probe_layers_cost`). Each import guards them,
+    worker or data tool never uses. Each import guards them,
     so TensorFlow and Keras load without; what stays off in this process is what needs them at import time
     (tf.lite's JAX converter, Keras' scikit-learn wrappers, image-gallery plots and legacy HDF5 files).
     Afterwards the packages import as usual. Does nothing when TensorFlow is already loaded.

@@ -19,7 +19,7 @@ from bert_tf.errors import JobArgumentError, check_int, check_utf8
 # run_classifier.py, except for Adam's bias correction and epsilon, which are PyTorch's and Keras' AdamW's: the
 # original's uncorrected moments take several times larger steps over the first few hundred updates, which on
 # short fine-tuning runs helps some tasks and hurts others, so the default is the update users compare against
-# (benchmarks/RESULTS.md, finetune_accuracy; `--noadam_bias_correction --adam_epsilon=1e-6` is the original).
+# (`--noadam_bias_correction --adam_epsilon=1e-6` is the original).
 DEFAULT_SCHEDULE = dict(
     learning_rate=5e-5,
     num_train_epochs=3.0,

@@ -16,7 +16,7 @@ def gelu_new(x):
 
     On JAX its gradient is written out (`_gelu_tanh_keeping_only_its_input`): the backward pass recomputes the
     tanh from the input instead of keeping it, which lets XLA:GPU fold bias and GELU into the matrix product's
-    cuBLASLt epilogue (benchmarks/RESULTS.md). Other backends differentiate Keras' GELU.
+    cuBLASLt epilogue. Other backends differentiate Keras' GELU.
     """
     if keras.backend.backend() == "jax":
         return _gelu_tanh_keeping_only_its_input()(x)

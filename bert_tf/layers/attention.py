@@ -45,7 +45,7 @@ def _attention_over_lengths(query, key, value, attention_bias):
     """JAX's fused attention, masking padding by each row's length: float [batch, seq, heads, head_size].
 
     cuDNN's padding mask by sequence lengths reads no [batch, 1, seq, seq] bias and computes no bias
-    gradient (benchmarks/RESULTS.md). Lengths say what the mask says when padding comes after the real tokens,
+    gradient. Lengths say what the mask says when padding comes after the real tokens,
     as every BERT input pipeline writes it; a row with padding before a real token cannot be said that way, so
     its outputs turn to NaN (and so does a loss over them) rather than attending the wrong positions. The query
     is expected already scaled; positions past a row's length come out as zeros. A row of padding only (a dummy

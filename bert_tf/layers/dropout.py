@@ -2,7 +2,7 @@
 
 `keras.layers.Dropout` draws one float32 uniform number per element, then
 compares, selects and scales, forward and backward, which makes the masks a
-large share of BERT's CPU training step (benchmarks/RESULTS.md). Here each 32-bit random word gives two 16-bit
+large share of BERT's CPU training step. Here each 32-bit random word gives two 16-bit
 numbers, compared with an integer threshold, and the mask is applied as one
 multiply by {0, scale} (whose gradient is the same multiply).
 
@@ -10,7 +10,7 @@ On TensorFlow the words come from a counter-based hash rather than Philox:
 word i is `fmix32(fmix32(i * 0x9E3779B9 ^ k0) + k1)` (MurmurHash3's
 finalizer, twice, keyed by the layer's 64-bit stateless seed `(k0, k1)`),
 which is a few 32-bit multiplies and shifts per word where Philox runs 10 rounds
-of 32x32->64-bit products (the step times are in benchmarks/RESULTS.md). A hash is ample for
+of 32x32->64-bit products. A hash is ample for
 dropout, which needs independent, evenly spread bits, not cryptographic
 strength (tests/test_layers_speed_paths.py checks the rate, the neighbour and
 call-to-call independence). JAX draws `jax.random.bits` from an "rbg" key (XLA's

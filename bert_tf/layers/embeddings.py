@@ -84,7 +84,7 @@ class BertEmbeddings(keras.layers.Layer):
             seq_length = ops.shape(input_word_ids)[1]
             # Looked up per position like the word ids rather than broadcast over the batch: the broadcast's
             # gradient is a sum over the batch, for which XLA:GPU lays the whole residual stream out batch-minor
-            # and then transposes it around every product (benchmarks/RESULTS.md, "JAX on a GPU").
+            # and then transposes it around every product.
             position_ids = ops.broadcast_to(ops.arange(seq_length, dtype="int32")[None, :], ops.shape(input_word_ids))
         position_embeddings = ops.take(ops.cast(self.position_embeddings, self.compute_dtype), position_ids, axis=0)
         embeddings = self.token_embedding(input_word_ids) + self.type_embedding(input_type_ids) + position_embeddings

@@ -97,8 +97,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
 
         # The feed-forward layers see [batch * seq_length, hidden]: given a 3-D input, Dense goes
         # through tensordot on the TensorFlow backend, whose reshape between MatMul and BiasAdd
-        # keeps TensorFlow's oneDNN rewriter from fusing matmul, bias and GELU into one kernel, which costs a
-        # visible share of the CPU forward pass (benchmarks/RESULTS.md).
+        # keeps TensorFlow's oneDNN rewriter from fusing matmul, bias and GELU into one kernel on the CPU.
         shape = ops.shape(hidden_states)
         rows = ops.reshape(hidden_states, (-1, self.hidden_size))
         feed_forward_output = ops.reshape(self.output_dense(self.intermediate_dense(rows)), shape)

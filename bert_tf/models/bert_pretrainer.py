@@ -86,7 +86,7 @@ def sparse_cross_entropy_with_hits(labels, logits):
     logit counts as a hit), in fewer passes over the logits: the row maximum
     serves both the log-sum-exp and the accuracy, so no separate argmax runs.
     BERT's [batch * predictions, 30522] masked-LM logits are the largest tensor
-    of the step, so each pass over them counts (benchmarks/RESULTS.md).
+    of the step, so each pass over them counts.
 
     Returns:
       (loss, hit): float32 tensors shaped like `labels`.

@@ -228,8 +228,8 @@ class AdamWeightDecay(tf.Module):
         conditional = () if apply_update is None else (apply_update,)
         # One variable after another: left to itself, the executor starts every variable's update at once and
         # holds their temporaries (clipped gradient, new moments, update) together, several times the model's
-        # size; in a chain they live one variable at a time, which lowers the step's memory peak (RESULTS.md,
-        # probe_layers_cost). The arithmetic is unchanged.
+        # size; in a chain they live one variable at a time, which lowers the step's memory peak. The arithmetic
+        # is unchanged.
         previous = []
         for var, grad, m, v, decay, adapt in zip(
             self._variables.items, grads, self.m, self.v, self.decay_mask, self.adapt_mask
