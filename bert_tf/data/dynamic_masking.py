@@ -278,6 +278,28 @@ def _is_continuation(ids, config: DynamicMaskingConfig):
     return tf.gather(table, tf.clip_by_value(ids, 0, config.vocab_size - 1))
 
 
+def _group_runs(candidates, joins):
+    """Groups each row's candidate positions into items (words, or units): one item per run of a position and
+    the positions after it that `joins` the candidate before them.
+
+    Returns:
+      item_index: int32 [batch, seq_length], the row's item at each candidate position, -1 elsewhere;
+      num_items: int32 [batch];
+      item_length: int32 [batch, seq_length], the length in tokens of item i at column i.
+    """
+    batch, seq_length = tf.shape(candidates)[0], tf.shape(candidates)[1]
+    previous = tf.pad(candidates[:, :-1], [[0, 0], [1, 0]])
+    starts = candidates & ~(joins & previous)
+    item_index = tf.where(candidates, tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1, -1)
+    num_items = tf.reduce_sum(tf.cast(starts, tf.int32), axis=1)
+    # Item lengths by (row, item): a segment sum over the candidate positions.
+    segment = tf.where(candidates, tf.range(batch)[:, None] * seq_length + item_index, batch * seq_length)
+    item_length = tf.reshape(
+        tf.math.unsorted_segment_sum(tf.ones_like(segment), segment, batch * seq_length + 1)[:-1], [batch, seq_length]
+    )
+    return item_index, num_items, item_length
+
+
 def _select_word_spans(ids, candidates, config: DynamicMaskingConfig, budget, num_tries: int, seed, masking):
     """Whole-word spans per row (`span_masking.select_spans`'s algorithm, stateless).
 
@@ -285,17 +307,7 @@ def _select_word_spans(ids, candidates, config: DynamicMaskingConfig, budget, nu
       int32 [batch, seq_length]: the try that chose each position, -1 where none.
     """
     batch, seq_length = tf.shape(ids)[0], tf.shape(ids)[1]
-    is_continuation = _is_continuation(ids, config) & candidates
-    previous_candidate = tf.pad(candidates[:, :-1], [[0, 0], [1, 0]])
-    starts = candidates & ~(is_continuation & previous_candidate)
-    word_index = tf.where(candidates, tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1, -1)
-    num_words = tf.reduce_sum(tf.cast(starts, tf.int32), axis=1)
-    rows = tf.range(batch)[:, None]
-    # Word lengths by (row, word): a segment sum over the candidate positions.
-    segment = tf.where(candidates, rows * seq_length + word_index, batch * seq_length)
-    word_length = tf.reshape(
-        tf.math.unsorted_segment_sum(tf.ones_like(segment), segment, batch * seq_length + 1)[:-1], [batch, seq_length]
-    )
+    word_index, num_words, word_length = _group_runs(candidates, _is_continuation(ids, config))
     max_words = MAX_SPAN_WORDS if masking == "span" else 1
     offsets = tf.range(max_words)[None, :]
     word_span = tf.fill([batch, seq_length], -1)
@@ -335,16 +347,9 @@ def _select_units(ids, candidates, unit_flags, config: DynamicMaskingConfig, bud
     """
     batch, seq_length = tf.shape(ids)[0], tf.shape(ids)[1]
     unit_flags = tf.cast(unit_flags, tf.int32)
-    previous = tf.pad(candidates[:, :-1], [[0, 0], [1, 0]])
+    # Inside a unit its flags join the tokens; outside, the `##` pieces join their word.
     joins = tf.where(unit_flags != UNIT_NONE, unit_flags == UNIT_CONTINUE, _is_continuation(ids, config))
-    starts = candidates & ~(joins & previous)
-    item_index = tf.where(candidates, tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1, -1)
-    num_items = tf.reduce_sum(tf.cast(starts, tf.int32), axis=1)
-    rows = tf.range(batch)[:, None]
-    segment = tf.where(candidates, rows * seq_length + item_index, batch * seq_length)
-    item_length = tf.reshape(
-        tf.math.unsorted_segment_sum(tf.ones_like(segment), segment, batch * seq_length + 1)[:-1], [batch, seq_length]
-    )
+    item_index, num_items, item_length = _group_runs(candidates, joins)
     slot = tf.range(seq_length)[None, :]
     keys = tf.where(slot < num_items[:, None], tf.random.stateless_uniform([batch, seq_length], seed), 2.0)
     order = tf.argsort(keys, axis=1, stable=True)
