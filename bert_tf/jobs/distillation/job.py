@@ -44,13 +44,11 @@ def run_distillation(
       runtime: strategy, precision and seeds; None: `RuntimeConfig(seed=DEFAULT_SEED)`.
       do_eval, do_predict: evaluate on `data.eval_file` (when given), predict on `data.predict_file`.
       teacher_logits_file: an `.npy` file that keeps the teacher's logits on the training (and unlabeled)
-        features: read if it holds one row per feature, else computed and written. None: a file in
-        `output_dir/teacher_logits/` named by `teacher_logits_key`, so that a resumed run does not label the
-        data again. A caller that distils several students from one teacher on the same data (`run_frontier`)
-        passes one file for all of them.
+        features (`teacher_logits.with_teacher_logits`). None: one in `output_dir/teacher_logits/` named by
+        `teacher_logits_key`. `run_frontier` passes one file for all the students of one teacher and data.
       trained_intermediates: {depth: a directory where a model of that depth on this same route (teacher, data,
-        schedule, losses and seed) finished training}: those intermediate students are restored from there
-        instead of trained again. `run_frontier` passes a deeper student's, whose route starts the same way.
+        schedule, losses and seed) finished training}, restored instead of trained again (`run_frontier`
+        passes a deeper student's).
 
     Raises:
       DataError: bad input data, naming the file and line or record.
@@ -76,15 +74,7 @@ def run_distillation(
         config, student, student_model, teacher, max_seq_length, trained_intermediates, output_dir
     )
     settings.check_output_dir(output_dir, run_settings)
-    task = FinetuningTaskConfig(
-        teacher.task_type,
-        max_seq_length=max_seq_length,
-        dropout_rate=config.dropout_rate,
-        bucket_width=config.bucket_width,
-    )
-    reader, task_object = teacher.task(task, data)
-    check_sentence_pair(teacher, task_object, config.teacher_dir)
-    inputs = finetuning_inputs.FinetuningInputs(output_dir, teacher.source, task_object)
+    reader, inputs = _teacher_task(output_dir, teacher, config, data, max_seq_length)
     unlabeled_features = distillation_data.read_inputs(
         inputs, reader, data, config, runtime.seed, do_eval=do_eval, do_predict=do_predict
     )
@@ -97,27 +87,15 @@ def run_distillation(
         # The settings first: a run killed while the teacher labels the data resumes in its own directory.
         if is_chief:
             recorded_data = dataclasses.replace(data, **reader.columns_used())
-            settings.write_model_files(output_dir, student_model, teacher, task_object, recorded_data, run_settings)
+            settings.write_model_files(
+                output_dir, student_model, teacher, inputs.task_object, recorded_data, run_settings
+            )
         if teacher_logits_file is None:
             teacher_logits_file = teacher_logits.teacher_logits_file(output_dir, config, data, runtime.seed)
-        with strategy.scope():
-            teacher_model = load_teacher_model(task_object, teacher)
-        inputs.train_features = teacher_logits.with_teacher_logits(
-            task_object,
-            teacher_model,
-            inputs.train_features,
-            unlabeled_features,
-            data.eval_batch_size,
-            strategy,
-            teacher_logits_file if is_chief else None,
+        teacher_model = _label_training_data(
+            inputs, teacher, unlabeled_features, teacher_logits_file if is_chief else None, data, strategy
         )
-        # The route: each intermediate student in its own subdirectory, then the student; each starts from the
-        # model trained before it, and all train on the same features with the same schedule.
-        schedule = dataclasses.replace(
-            training_config.in_steps(task_object.num_features(inputs.train_features), data.train_batch_size),
-            jit_compile=runtime.jit_compile,
-        )
-        run = stages.RouteTraining(inputs, teacher_model, config, schedule, data.train_batch_size, strategy, runtime)
+        run = _route_training(inputs, teacher_model, config, training_config, data.train_batch_size, strategy, runtime)
         trained, step = stages.train_route(run, student_model, output_dir, trained_intermediates)
         if not is_chief:
             return {}
@@ -125,3 +103,39 @@ def run_distillation(
         return evaluation.evaluate_and_predict(
             inputs, trained, teacher_model, step, data, strategy, runtime, do_eval=do_eval, do_predict=do_predict
         )
+
+
+def _teacher_task(output_dir, teacher, config: DistillationConfig, data, max_seq_length: int):
+    """(the examples reader, new `FinetuningInputs`) of the teacher's task plug-in for `data`."""
+    task = FinetuningTaskConfig(
+        teacher.task_type,
+        max_seq_length=max_seq_length,
+        dropout_rate=config.dropout_rate,
+        bucket_width=config.bucket_width,
+    )
+    reader, task_object = teacher.task(task, data)
+    check_sentence_pair(teacher, task_object, config.teacher_dir)
+    return reader, finetuning_inputs.FinetuningInputs(output_dir, teacher.source, task_object)
+
+
+def _label_training_data(inputs, teacher, unlabeled_features, logits_file, data, strategy):
+    """Loads the teacher's model and adds its logits to the training features (`with_teacher_logits`)."""
+    with strategy.scope():
+        teacher_model = load_teacher_model(inputs.task_object, teacher)
+    inputs.train_features = teacher_logits.with_teacher_logits(
+        inputs.task_object,
+        teacher_model,
+        inputs.train_features,
+        unlabeled_features,
+        data.eval_batch_size,
+        strategy,
+        logits_file,
+    )
+    return teacher_model
+
+
+def _route_training(inputs, teacher_model, config, training_config, batch_size, strategy, runtime):
+    """What every stage of the route trains with: the same features, with the same schedule in steps."""
+    num_features = inputs.task_object.num_features(inputs.train_features)
+    schedule = dataclasses.replace(training_config.in_steps(num_features, batch_size), jit_compile=runtime.jit_compile)
+    return stages.RouteTraining(inputs, teacher_model, config, schedule, batch_size, strategy, runtime)
