@@ -145,7 +145,7 @@ def data_config_from_flags():
 @cli.main_function("distill", bad_input=(ValueError, FileNotFoundError, FileExistsError))
 def main(argv):
     del argv  # Checked by cli.main_function.
-    from bert_tf.jobs import distill as job
+    from bert_tf.jobs import distillation as job
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
     cli.require_flags("teacher_dir", "output_dir")

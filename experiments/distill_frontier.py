@@ -52,7 +52,7 @@ def define_flags():
 @cli.main_function("distill_frontier", bad_input=(ValueError, FileNotFoundError, FileExistsError))
 def main(argv):
     del argv  # Checked by cli.main_function.
-    from bert_tf.jobs.distillation_frontier import REPORT_MD, FrontierConfig, run_frontier
+    from bert_tf.jobs.distillation import REPORT_MD, FrontierConfig, run_frontier
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
     cli.require_flags("teacher_dir", "output_dir", "eval_file")

@@ -1,4 +1,4 @@
-"""Distillation (`bert_tf.jobs.distill`, `experiments.distill`): students, losses, resume, bad input.
+"""Distillation (`bert_tf.jobs.distillation`, `experiments.distill`): students, losses, resume, bad input.
 
 A tiny teacher (L=2, H=32) is fine-tuned on the synthetic keyword-sentiment task; its students train for a few
 dozen steps.
@@ -112,7 +112,7 @@ def test_copy_teacher_layers_sets_the_chosen_layers_embeddings_pooler_and_head()
     keras.utils.set_random_seed(0)
     teacher = BertClassifier(BertEncoder(synthetic.tiny_config(num_hidden_layers=4)), num_classes=3)
     student = BertClassifier(BertEncoder(student_config(teacher.encoder.config, 2)), num_classes=3)
-    copy_teacher_layers(student, teacher, [0, 3])
+    copy_teacher_layers(student, teacher, [0, 3], head=lambda model: model.classifier)
 
     def same(a, b):
         return all(np.array_equal(x, y) for x, y in zip(a.get_weights(), b.get_weights()))
@@ -227,9 +227,9 @@ def _record_layer_copies(monkeypatch) -> list:
     copies = []
     original_copy = students.copy_teacher_layers
 
-    def recording_copy(student, source, layers):
+    def recording_copy(student, source, layers, head):
         copies.append((len(source.encoder.transformer_layers), list(layers), source))
-        original_copy(student, source, layers)
+        original_copy(student, source, layers, head)
 
     monkeypatch.setattr(students, "copy_teacher_layers", recording_copy)
     return copies
@@ -284,18 +284,18 @@ def test_student_through_an_intermediate_student_starts_from_its_trained_layers_
 
     # The same command again resumes both finished students: nothing is trained or initialised again, and the
     # teacher's logits on the training data come from the run's own file instead of a second labelling.
-    from bert_tf.jobs import distill as job
+    from bert_tf.jobs.distillation import teacher_logits as job
 
     (kept,) = os.listdir(output_dir / job.TEACHER_LOGITS_DIR)
     reads = []
-    original_read = job._read_logits
+    original_read = job.read_logits
 
     def recording_read(path, num_features):
         logits = original_read(path, num_features)
         reads.append((os.path.basename(path), logits is not None))
         return logits
 
-    monkeypatch.setattr(job, "_read_logits", recording_read)
+    monkeypatch.setattr(job, "read_logits", recording_read)
     copies.clear()
     again = distill(str(output_dir), **arguments)
     assert copies == [] and again["student"] == results["student"]
@@ -624,25 +624,28 @@ def test_bad_input_exits_2_with_one_line(teacher, bad_input_files, tmp_path, cap
 
 
 def test_teacher_logits_file_is_read_only_when_it_has_a_row_per_feature(tmp_path):
-    from bert_tf.jobs import distill as job
+    from bert_tf.jobs import distillation as job
+    from bert_tf.jobs.distillation.teacher_logits import read_logits, with_teacher_logits
+    from bert_tf.tasks.classification import ClassificationTask
 
     features = {"text_a": np.array(["a", "b", "c"]), "label": np.array([0, 1, 0])}
     kept = np.array([[1.0, -1.0], [2.0, -2.0], [3.0, -3.0]], np.float32)
     path = str(tmp_path / "logits.npy")
     np.save(path, kept)
-    # No task and no teacher model: the logits can only come from the file.
-    with_logits = job._with_teacher_logits(None, None, features, None, 8, None, path)
+    # No tokenizer and no teacher model: the logits can only come from the file.
+    task = ClassificationTask(None, 8, ["0", "1"])
+    with_logits = with_teacher_logits(task, None, features, None, 8, None, path)
     np.testing.assert_array_equal(with_logits[job.TEACHER_LOGITS_KEY], kept)
     np.testing.assert_array_equal(with_logits[job.LABEL_WEIGHT_KEY], [1, 1, 1])
 
     np.save(path, kept[:2])  # another data set's: one row short
-    assert job._read_logits(path, 3) is None and job._read_logits(str(tmp_path / "none.npy"), 3) is None
+    assert read_logits(path, 3) is None and read_logits(str(tmp_path / "none.npy"), 3) is None
     (tmp_path / "corrupt.npy").write_bytes(b"not numpy")
-    assert job._read_logits(str(tmp_path / "corrupt.npy"), 3) is None
+    assert read_logits(str(tmp_path / "corrupt.npy"), 3) is None
 
 
 def test_teacher_logits_key_changes_with_what_the_teacher_labels(teacher, tmp_path):
-    from bert_tf.jobs import distill as job
+    from bert_tf.jobs import distillation as job
     from bert_tf.jobs.finetuning_config import FinetuningDataConfig
 
     train_file = tmp_path / "train.tsv"
@@ -813,7 +816,7 @@ def test_frontier_bad_input_exits_2_with_one_line_before_any_work(teacher, tmp_p
 
 
 def test_frontier_config_routes_students_deepest_first():
-    from bert_tf.jobs.distillation_frontier import FrontierConfig
+    from bert_tf.jobs.distillation import FrontierConfig
 
     config = FrontierConfig(teacher_dir="t", student_layers=("1", "3"), intermediate_num_layers=("4", "5", "4"))
     assert config.intermediate_num_layers == (5, 4) and config.student_layers == (1, 3)

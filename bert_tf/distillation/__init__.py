@@ -6,7 +6,7 @@
 Modules: `students` (which teacher layers a student starts from, the copy of the teacher's weights),
 `losses` (soft targets at a temperature, hard labels, hidden states through a layer map; backend-free
 `keras.ops`), `augmentation` (altered copies of the training texts for the teacher to label), `inference`
-(int8 and bfloat16 forms of a task model and their SavedModels). The job is `bert_tf.jobs.distill`; its
+(int8 and bfloat16 forms of a task model and their SavedModels). The job is `bert_tf.jobs.distillation`; its
 command line `experiments.distill`. Imported on first use: `import bert_tf.distillation` loads neither Keras
 nor TensorFlow.
 """

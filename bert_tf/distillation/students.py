@@ -48,7 +48,7 @@ def student_config(teacher: BertConfig, num_layers: int) -> BertConfig:
     return dataclasses.replace(teacher, num_hidden_layers=num_layers)
 
 
-def copy_teacher_layers(student, teacher, layers: list[int]) -> None:
+def copy_teacher_layers(student, teacher, layers: list[int], head) -> None:
     """Sets a student task model's weights from the teacher's: embeddings, `layers`, pooler and task head.
 
     Args:
@@ -56,6 +56,7 @@ def copy_teacher_layers(student, teacher, layers: list[int]) -> None:
         `len(layers)` Transformer layers. The teacher is the model the student starts from: the teacher of
         the distillation, or a deeper student distilled from it (`StudentConfig.intermediate_num_layers`).
       layers: the teacher layer for each student layer (`evenly_spaced_layers`).
+      head: the output layer of a task model of theirs (the task plug-in's `FinetuningTask.head`).
     """
     s_encoder, t_encoder = student.encoder, teacher.encoder
     if len(layers) != len(s_encoder.transformer_layers):
@@ -64,23 +65,14 @@ def copy_teacher_layers(student, teacher, layers: list[int]) -> None:
     for student_layer, teacher_index in zip(s_encoder.transformer_layers, layers):
         student_layer.set_weights(t_encoder.transformer_layers[teacher_index].get_weights())
     s_encoder.pooler.set_weights(t_encoder.pooler.get_weights())
-    s_head, t_head = task_head(student), task_head(teacher)
-    s_head.set_weights(t_head.get_weights())
-
-
-def task_head(model):
-    """The output layer of a task model (`BertClassifier.classifier`, `BertTokenClassifier.token_classifier`)."""
-    for name in ("classifier", "token_classifier"):
-        if hasattr(model, name):
-            return getattr(model, name)
-    raise ValueError(f"{type(model).__name__} has no classification head to distill.")
+    head(student).set_weights(head(teacher).get_weights())
 
 
 def hidden_projection(student, teacher_width: int):
     """TinyBERT's W_h: a dense layer from the student's width to the teacher's, built, for the hidden-state loss.
 
     One projection serves the embedding output and every layer, as in TinyBERT's code (its `fit_dense`). It
-    is trained with the student (`bert_tf.jobs.distill` sets it as the student task model's
+    is trained with the student (`bert_tf.jobs.distillation` sets it as the student task model's
     `hidden_projection`) and left out of the student that is written (`copy_without_projection`).
     """
     import keras

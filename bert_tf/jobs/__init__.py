@@ -6,9 +6,9 @@
 Modules: `finetune` (`run_finetuning`: train, evaluate and predict with a task plug-in of `bert_tf.tasks`; its
 pieces, shared with the distillation jobs, in `finetuning_config`, `finetuning_inputs`, `finetuning_phases` and
 `finetuning_files`),
-`pretrain` (`run_pretraining`: masked LM + next sentence prediction from TFRecords), `distill`
-(`run_distillation`: a fine-tuned teacher trains a smaller student), `distillation_frontier` (`run_frontier`:
-students, int8 and bfloat16 forms, accuracy against speed), `extract_features` (`run_feature_extraction`:
+`pretrain` (`run_pretraining`: masked LM + next sentence prediction from TFRecords), `distillation`
+(`run_distillation`: a fine-tuned teacher trains a smaller student; `run_frontier`: students, int8 and bfloat16
+forms, accuracy against speed), `extract_features` (`run_feature_extraction`:
 activations of chosen layers, per token or pooled per line) and `probe_layers` (`run_probe_layers`: which layer's
 frozen features serve a task best). Each resolves its model's files with `bert_tf.checkpoints.model_source`.
 Each `run_*` takes its output location first, then its validated config dataclasses, then

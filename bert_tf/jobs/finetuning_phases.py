@@ -31,11 +31,6 @@ def build_model(task_object, config):
     return task_object.build_model(BertEncoder(config))
 
 
-def num_features(features) -> int:
-    """How many features (model input rows) a task's featurized data holds."""
-    return len(next(iter(features.values()))) if isinstance(features, dict) else len(features)
-
-
 def evaluation_strategy(strategy):
     """Multi-worker runs evaluate on the chief alone, outside the collective strategy."""
     import tensorflow as tf
@@ -81,7 +76,7 @@ def train_task(
     from bert_tf.training import train
 
     task_object, features, source = inputs.task_object, inputs.train_features, inputs.source
-    size = num_features(features)
+    size = task_object.num_features(features)
     config = training_config.in_steps(size, train_batch_size)
     logging.info(
         "***** Training: %s *****", training_summary(len(inputs.train_examples), size, train_batch_size, config)
@@ -160,7 +155,7 @@ def predict(task_object, model, examples, features, batch_size: int, strategy, j
 
     dataset = task_object.dataset(features, batch_size, training=False)
     outputs = predict_outputs(
-        model, dataset, strategy=strategy, jit_compile=jit_compile, num_features=num_features(features)
+        model, dataset, strategy=strategy, jit_compile=jit_compile, num_features=task_object.num_features(features)
     )
     return task_object.postprocess(examples, features, outputs)
 

@@ -26,6 +26,8 @@ from bert_tf.data.finetuning_data import ExamplesReader
 from bert_tf.tasks.task_config import FinetuningTaskConfig
 
 FEATURE_INDEX_KEY = "feature_index"
+# Distillation's weight of a row's own label: 0 for the rows that only the teacher labels (`DistillationLoss`).
+LABEL_WEIGHT_KEY = "label_weight"
 
 
 class FinetuningTask(abc.ABC):
@@ -50,6 +52,8 @@ class FinetuningTask(abc.ABC):
     config_class = FinetuningTaskConfig
     #: a fine-tuned directory of this task exports as a servable text classifier (`bert_tf.export`).
     exports_as_classifier: bool = False
+    #: the `BertEncoder` output its model's `head` reads ("" for a task without a head to distill).
+    head_input: str = ""
 
     @classmethod
     @abc.abstractmethod
@@ -97,6 +101,13 @@ class FinetuningTask(abc.ABC):
     def build_model(self, encoder):
         """The task's Keras model on top of `encoder`."""
 
+    def head(self, model):
+        """The output layer of `model` (one `build_model` built), reading the encoder's `head_input`.
+
+        What a student copies from its teacher, and what distillation's hidden-state step calls itself.
+        """
+        raise NotImplementedError(f"--task={self.name}: its model has no head to distill.")
+
     @abc.abstractmethod
     def compute_loss(self, features: dict, outputs) -> dict:
         """Training loss and batch metrics: a dict of float32 scalars with a `loss` entry."""
@@ -114,6 +125,28 @@ class FinetuningTask(abc.ABC):
         `tf.distribute.InputContext`, the batch size is the per-replica one
         and the data are sharded by input pipeline.
         """
+
+    # --- the features, as `featurize` returns them -------------------------------
+
+    def num_features(self, features) -> int:
+        """How many features (model input rows) `features` holds."""
+        return len(features)
+
+    def first_features(self, features, count: int):
+        """The first `count` features of `features`, in the same form."""
+        raise NotImplementedError(f"--task={self.name}: its features are not sliced.")
+
+    def with_unlabeled(self, features, unlabeled):
+        """Distillation's training features: `features` followed by `unlabeled` (featurized without labels).
+
+        The rows of `unlabeled` (None: none) have no label of their own, so the distillation loss learns them
+        from the teacher alone (`bert_tf.distillation.losses.DistillationLoss`).
+        """
+        raise NotImplementedError(f"--task={self.name} is not distilled.")
+
+    def with_columns(self, features, columns: dict):
+        """`features` with more arrays of one row per feature (the teacher's logits), batched with the inputs."""
+        raise NotImplementedError(f"--task={self.name}: its features take no more columns.")
 
     @abc.abstractmethod
     def postprocess(self, examples: Sequence, features, outputs: dict) -> Any:

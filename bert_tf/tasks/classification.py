@@ -25,7 +25,13 @@ from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.errors import DataError
 from bert_tf.models import ENCODER_INPUT_NAMES, BertClassifier
 from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks.base import FEATURE_INDEX_KEY, FinetuningTask, length_bucketed_dataset, sharded
+from bert_tf.tasks.base import (
+    FEATURE_INDEX_KEY,
+    LABEL_WEIGHT_KEY,
+    FinetuningTask,
+    length_bucketed_dataset,
+    sharded,
+)
 from bert_tf.tasks.registry import register_task
 
 
@@ -51,6 +57,7 @@ class ClassificationTask(FinetuningTask):
     names = ("classification", "sentence_pair_classification", "regression")
     label_keys = ("label",)
     exports_as_classifier = True
+    head_input = "pooled_output"
 
     @classmethod
     def examples_reader(cls, config, data) -> TextExamplesReader:
@@ -143,6 +150,9 @@ class ClassificationTask(FinetuningTask):
             encoder, num_classes=self.num_outputs, dropout_rate=self.dropout_rate, examples_per_row=slots
         )
 
+    def head(self, model):
+        return model.classifier
+
     def compute_loss(self, features, outputs):
         """Means over the batch's examples; packed, over the filled slots (`feature_index` >= 0), as unpacked."""
         logits = ops.reshape(ops.cast(outputs, "float32"), (-1, self.num_outputs))
@@ -189,6 +199,25 @@ class ClassificationTask(FinetuningTask):
                 warn_unseen_labels(self._unseen_labels(examples), "examples")
                 features["label"] = np.array([self.label_ids.get(str(e.label), -1) for e in examples], np.int32)
         return features
+
+    def num_features(self, features: dict) -> int:
+        return len(next(iter(features.values())))
+
+    def first_features(self, features: dict, count: int) -> dict:
+        return {name: values[:count] for name, values in features.items()}
+
+    def with_unlabeled(self, features: dict, unlabeled: dict | None) -> dict:
+        """Adds `label_weight`: 1 for the rows of `features`, 0 for those of `unlabeled` (whose `label` is 0)."""
+        features = dict(features, **{LABEL_WEIGHT_KEY: np.ones(self.num_features(features), np.float32)})
+        if unlabeled is None:
+            return features
+        size = self.num_features(unlabeled)
+        extra = dict(unlabeled, label=np.zeros(size, features["label"].dtype))
+        extra[LABEL_WEIGHT_KEY] = np.zeros(size, np.float32)
+        return {name: np.concatenate([features[name], extra[name]]) for name in features}
+
+    def with_columns(self, features: dict, columns: dict) -> dict:
+        return dict(features, **columns)
 
     def _label_id(self, example: TextExample) -> int:
         try:

@@ -66,6 +66,7 @@ class TaggingTask(FinetuningTask):
     name = "token_classification"
     names = (name,)
     label_keys = ("label_ids",)
+    head_input = "sequence_output"
 
     @classmethod
     def examples_reader(cls, config, data) -> ConllExamplesReader:
@@ -125,6 +126,9 @@ class TaggingTask(FinetuningTask):
         return BertTokenClassifier(
             encoder, num_labels=len(self.tag_list), dropout_rate=self.dropout_rate, packed=self.packing
         )
+
+    def head(self, model):
+        return model.token_classifier
 
     def compute_loss(self, features, outputs):
         logits = ops.cast(outputs, "float32")
@@ -205,6 +209,40 @@ class TaggingTask(FinetuningTask):
         rows["label_ids"].append([IGNORED_LABEL] + labels + [IGNORED_LABEL] * (padding + 1))
         rows["word_index"].append([-1] + words + [-1] + [-2] * padding)
         rows["example_index"].append(example_index)
+
+    def first_features(self, features: TaggingFeatures, count: int) -> TaggingFeatures:
+        return dataclasses.replace(
+            features,
+            inputs={name: values[:count] for name, values in features.inputs.items()},
+            example_index=features.example_index[:count],
+            word_index=features.word_index[:count],
+        )
+
+    def with_unlabeled(self, features: TaggingFeatures, unlabeled: TaggingFeatures | None) -> TaggingFeatures:
+        """The rows of `unlabeled` have every tag ignored (`IGNORED_LABEL`); the rows are for training only, so
+        `example_index` just counts them and `word_index` is 0."""
+        inputs = dict(features.inputs)
+        if unlabeled is not None:
+            extra = dict(unlabeled.inputs, label_ids=np.full_like(unlabeled.inputs["input_word_ids"], IGNORED_LABEL))
+            inputs = {name: np.concatenate([inputs[name], extra[name]]) for name in inputs}
+        return dataclasses.replace(
+            features,
+            inputs=inputs,
+            example_index=np.arange(len(inputs["input_word_ids"]), dtype=np.int32),
+            word_index=np.zeros_like(inputs["input_word_ids"]),
+        )
+
+    def with_columns(self, features: TaggingFeatures, columns: dict) -> TaggingFeatures:
+        """Per-token arrays (outputs of length-bucketed batches, as long as their longest) are padded with 0 to
+        the features' length."""
+        seq_length = features.inputs["input_word_ids"].shape[1]
+        padded = {
+            name: np.pad(values, [(0, 0), (0, seq_length - values.shape[1])] + [(0, 0)] * (values.ndim - 2))
+            if np.ndim(values) >= 2
+            else values
+            for name, values in columns.items()
+        }
+        return dataclasses.replace(features, inputs=dict(features.inputs, **padded))
 
     def dataset(self, features, batch_size, training, seed=None, input_context=None):
         if self.packing:  # rows of whole sentences (or windows), each tagged as alone; the loss is per tag as ever

@@ -61,8 +61,8 @@ def finetune(task, output_dir, **arguments):
 
 
 def distill(output_dir, **arguments):
-    """`bert_tf.jobs.distill.run_distillation` with the flags of `experiments.distill` as keywords."""
-    from bert_tf.jobs import distill as job
+    """`bert_tf.jobs.distillation.run_distillation` with the flags of `experiments.distill` as keywords."""
+    from bert_tf.jobs import distillation as job
     from bert_tf.jobs.finetuning_config import DEFAULT_SCHEDULE, FinetuningDataConfig
     from bert_tf.training import RuntimeConfig, TrainingConfig
 

@@ -1,0 +1,141 @@
+"""`run_distillation`: the stages in order, teacher -> route -> data -> labels -> stages -> evaluation."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import TYPE_CHECKING
+
+from bert_tf.checkpoints.model_source import check_compatible
+from bert_tf.jobs import DEFAULT_SEED, finetuning_inputs
+from bert_tf.jobs.distillation import data as distillation_data
+from bert_tf.jobs.distillation import evaluation, settings, stages, teacher_logits
+from bert_tf.jobs.distillation.config import DistillationConfig, StudentConfig
+from bert_tf.jobs.distillation.route import resolve_student
+from bert_tf.jobs.distillation.teacher import check_sentence_pair, load_teacher_model, read_teacher
+from bert_tf.jobs.finetuning_config import DEFAULT_SCHEDULE, FinetuningDataConfig, check_data_sources
+from bert_tf.tasks.task_config import FinetuningTaskConfig
+
+if TYPE_CHECKING:
+    from bert_tf.training import RuntimeConfig, TrainingConfig
+
+
+def run_distillation(
+    output_dir: str,
+    config: DistillationConfig,
+    student: StudentConfig,
+    data: FinetuningDataConfig,
+    training_config: TrainingConfig | None = None,
+    runtime: RuntimeConfig | None = None,
+    *,
+    do_eval: bool = True,
+    do_predict: bool = False,
+    teacher_logits_file: str | None = None,
+    trained_intermediates: dict | None = None,
+) -> dict:
+    """Trains the student, then evaluates it and the teacher; returns {"student": metrics, "teacher": metrics}.
+
+    Args:
+      output_dir: the student's model directory; new (or empty), or this same distillation's, which resumes.
+      config, student: see their classes.
+      data: the training (`train_file`), evaluation and prediction data, as for fine-tuning (the labels are
+        the teacher's; `label_list` is not used).
+      training_config: the `TrainingConfig`; None: fine-tuning's `DEFAULT_SCHEDULE`.
+      runtime: strategy, precision and seeds; None: `RuntimeConfig(seed=DEFAULT_SEED)`.
+      do_eval, do_predict: evaluate on `data.eval_file` (when given), predict on `data.predict_file`.
+      teacher_logits_file: an `.npy` file that keeps the teacher's logits on the training (and unlabeled)
+        features (`teacher_logits.with_teacher_logits`). None: one in `output_dir/teacher_logits/` named by
+        `teacher_logits_key`. `run_frontier` passes one file for all the students of one teacher and data.
+      trained_intermediates: {depth: a directory where a model of that depth on this same route (teacher, data,
+        schedule, losses and seed) finished training}, restored instead of trained again (`run_frontier`
+        passes a deeper student's).
+
+    Raises:
+      DataError: bad input data, naming the file and line or record.
+      JobArgumentError (a ValueError): a bad teacher, student or output directory, naming the flag.
+    """
+    from bert_tf import training
+
+    if training_config is None:
+        training_config = training.TrainingConfig(**DEFAULT_SCHEDULE)
+    runtime = runtime if runtime is not None else training.RuntimeConfig(seed=DEFAULT_SEED)
+    output_dir = os.path.abspath(output_dir)
+    do_eval = do_eval and bool(data.eval_file or data.tfds_name)
+
+    # Everything is read and checked before TensorFlow starts and before anything is written.
+    teacher = read_teacher(config)
+    max_seq_length = teacher.max_seq_length(config.max_seq_length)
+    check_compatible(teacher.source.config, None, max_seq_length)
+    student_model = resolve_student(student, teacher, config, max_seq_length)
+    check_data_sources(data, True, do_eval, do_predict)
+    distillation_data.check_unlabeled_file(config)
+    trained_intermediates = settings.on_route(trained_intermediates, student_model)
+    run_settings = settings.run_settings(
+        config, student, student_model, teacher, max_seq_length, trained_intermediates, output_dir
+    )
+    settings.check_output_dir(output_dir, run_settings)
+    reader, inputs = _teacher_task(output_dir, teacher, config, data, max_seq_length)
+    unlabeled_features = distillation_data.read_inputs(
+        inputs, reader, data, config, runtime.seed, do_eval=do_eval, do_predict=do_predict
+    )
+
+    with training.training_runtime(runtime, batch_sizes={"train_batch_size": data.train_batch_size}) as strategy:
+        is_chief = training.is_chief(strategy)
+        training.check_microbatches(
+            training_config.num_microbatches, data.train_batch_size, strategy.num_replicas_in_sync
+        )
+        # The settings first: a run killed while the teacher labels the data resumes in its own directory.
+        if is_chief:
+            recorded_data = dataclasses.replace(data, **reader.columns_used())
+            settings.write_model_files(
+                output_dir, student_model, teacher, inputs.task_object, recorded_data, run_settings
+            )
+        if teacher_logits_file is None:
+            teacher_logits_file = teacher_logits.teacher_logits_file(output_dir, config, data, runtime.seed)
+        teacher_model = _label_training_data(
+            inputs, teacher, unlabeled_features, teacher_logits_file if is_chief else None, data, strategy
+        )
+        run = _route_training(inputs, teacher_model, config, training_config, data.train_batch_size, strategy, runtime)
+        trained, step = stages.train_route(run, student_model, output_dir, trained_intermediates)
+        if not is_chief:
+            return {}
+        evaluation.write_student(output_dir, trained)
+        return evaluation.evaluate_and_predict(
+            inputs, trained, teacher_model, step, data, strategy, runtime, do_eval=do_eval, do_predict=do_predict
+        )
+
+
+def _teacher_task(output_dir, teacher, config: DistillationConfig, data, max_seq_length: int):
+    """(the examples reader, new `FinetuningInputs`) of the teacher's task plug-in for `data`."""
+    task = FinetuningTaskConfig(
+        teacher.task_type,
+        max_seq_length=max_seq_length,
+        dropout_rate=config.dropout_rate,
+        bucket_width=config.bucket_width,
+    )
+    reader, task_object = teacher.task(task, data)
+    check_sentence_pair(teacher, task_object, config.teacher_dir)
+    return reader, finetuning_inputs.FinetuningInputs(output_dir, teacher.source, task_object)
+
+
+def _label_training_data(inputs, teacher, unlabeled_features, logits_file, data, strategy):
+    """Loads the teacher's model and adds its logits to the training features (`with_teacher_logits`)."""
+    with strategy.scope():
+        teacher_model = load_teacher_model(inputs.task_object, teacher)
+    inputs.train_features = teacher_logits.with_teacher_logits(
+        inputs.task_object,
+        teacher_model,
+        inputs.train_features,
+        unlabeled_features,
+        data.eval_batch_size,
+        strategy,
+        logits_file,
+    )
+    return teacher_model
+
+
+def _route_training(inputs, teacher_model, config, training_config, batch_size, strategy, runtime):
+    """What every stage of the route trains with: the same features, with the same schedule in steps."""
+    num_features = inputs.task_object.num_features(inputs.train_features)
+    schedule = training_config.in_steps(num_features, batch_size)
+    return stages.RouteTraining(inputs, teacher_model, config, schedule, batch_size, strategy, runtime)
