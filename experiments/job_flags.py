@@ -246,7 +246,13 @@ def _default(spec: SharedFlag, name: str, schedule: dict | None):
     return field.default if field.default is not dataclasses.MISSING else field.default_factory()
 
 
-def define(*names: str, notes: dict | None = None, defaults: dict | None = None, schedule: dict | None = None) -> None:
+def define(
+    *names: str,
+    notes: dict | None = None,
+    defaults: dict | None = None,
+    schedule: dict | None = None,
+    flag_values: flags.FlagValues = FLAGS,
+) -> None:
     """Defines the shared flags `names` (keys of `SHARED_FLAGS`) for one program.
 
     Args:
@@ -254,6 +260,7 @@ def define(*names: str, notes: dict | None = None, defaults: dict | None = None,
       defaults: {name: (default, reason)} where this program's default differs from the table's; the reason,
         a sentence, joins the help.
       schedule: the job's `DEFAULT_SCHEDULE`, the defaults of the `TrainingConfig` flags.
+      flag_values: where the flags are defined (absl's global `FLAGS`).
     """
     notes, defaults = notes or {}, defaults or {}
     for name in (*notes, *defaults):
@@ -269,9 +276,9 @@ def define(*names: str, notes: dict | None = None, defaults: dict | None = None,
             default = _default(spec, name, schedule)
         if spec.kind == "enum":
             choices = _resolve(spec.choices) if isinstance(spec.choices, str) else spec.choices
-            flags.DEFINE_enum(name, default, list(choices), help_text)
+            flags.DEFINE_enum(name, default, list(choices), help_text, flag_values=flag_values)
         else:
-            getattr(flags, f"DEFINE_{spec.kind}")(name, default, help_text)
+            getattr(flags, f"DEFINE_{spec.kind}")(name, default, help_text, flag_values=flag_values)
 
 
 def define_runtime_flags() -> None:
