@@ -17,6 +17,7 @@ from absl import flags
 
 from bert_tf import cli
 from bert_tf.checkpoints.conversion import SOURCE_FORMATS, convert
+from experiments import job_flags
 
 
 def define_flags() -> None:
@@ -29,9 +30,16 @@ def define_flags() -> None:
         "with config.json and model.safetensors).",
     )
     flags.DEFINE_string("input", None, "TF1 checkpoint prefix (e.g. DIR/bert_model.ckpt) or HF model directory.")
-    flags.DEFINE_string("output_dir", None, "Model directory to write (must not exist or be empty).")
-    flags.DEFINE_string("bert_config_file", None, "TF1 only: bert_config.json; default: beside the checkpoint.")
-    flags.DEFINE_string("vocab_file", None, "vocab.txt; default: beside the checkpoint / in the HF directory.")
+    job_flags.define(
+        "output_dir",
+        "bert_config_file",
+        "vocab_file",
+        notes={
+            "output_dir": "The model directory to write (must not exist or be empty).",
+            "bert_config_file": "TF1 only; default: beside the checkpoint.",
+            "vocab_file": "Default: beside the checkpoint / in the HF directory.",
+        },
+    )
     flags.DEFINE_enum(
         "heads",
         "auto",

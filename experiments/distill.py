@@ -35,9 +35,11 @@ FLAGS = flags.FLAGS
 def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
     job_flags.define_runtime_flags()
-
-    flags.DEFINE_string("teacher_dir", None, "The teacher: a model directory that experiments.finetune trained.")
-    flags.DEFINE_string("output_dir", None, "The student's model directory (new or empty; a killed run resumes).")
+    job_flags.define(
+        "teacher_dir",
+        "output_dir",
+        notes={"output_dir": "The student's model directory (new or empty; a killed run resumes)."},
+    )
 
     # Student.
     flags.DEFINE_integer(
@@ -50,16 +52,14 @@ def define_flags():
         "student_model_dir", None, "A smaller pretrained encoder (model directory with the teacher's vocab.txt)."
     )
     flags.DEFINE_string("student_bert_config_file", None, "bert_config.json of a randomly initialised student.")
-    flags.DEFINE_list(
-        "intermediate_num_layers",
-        [],
-        "With --student_num_layers: deeper students distilled first, deepest first, each starting from evenly "
-        "spaced layers of the model before it, the student from the last (layers dropped a few at a time).",
-    )
 
     # Losses.
-    flags.DEFINE_float("temperature", 2.0, "Temperature of the teacher's soft targets.")
-    flags.DEFINE_float("alpha", 0.5, "Weight of the soft-target loss; the hard-label loss has 1 - alpha.")
+    job_flags.define(
+        "temperature",
+        "alpha",
+        "intermediate_num_layers",
+        notes={"intermediate_num_layers": "With --student_num_layers."},
+    )
     flags.DEFINE_float(
         "hidden_loss_weight",
         0.0,
@@ -78,64 +78,35 @@ def define_flags():
         "that only the teacher labels: TinyBERT's augmentation without a second model. 0 = none.",
     )
     define_data_and_schedule_flags()
-    flags.DEFINE_string("predict_file", None, "Prediction data (labels optional), same formats.")
-    flags.DEFINE_string("tfds_predict_split", None, "TFDS split for prediction.")
-    flags.DEFINE_integer("bucket_width", 16, "Pad batches to multiples of this; 0 = every batch at --max_seq_length.")
-    flags.DEFINE_float("dropout_rate", None, "Dropout before the output layer (default: hidden_dropout_prob).")
-    flags.DEFINE_boolean("do_eval", True, "Evaluate the student and the teacher on --eval_file.")
-    flags.DEFINE_boolean("do_predict", False, "Predict on --predict_file.")
-    flags.DEFINE_integer("predict_batch_size", None, "Prediction batch size (default: --eval_batch_size).")
+    job_flags.define(
+        *job_flags.PREDICTION_FLAGS,
+        "do_eval",
+        "bucket_width",
+        "dropout_rate",
+        notes={"do_eval": "The student's and the teacher's, side by side."},
+        defaults={"do_eval": (True, "On by default here: a student is read beside its teacher.")},
+    )
 
 
 def define_data_and_schedule_flags():
     """experiments.finetune's data, task and schedule flags (shared with experiments.distill_frontier)."""
-    from bert_tf.data.finetuning_readers import TEXT_FORMATS
     from bert_tf.jobs.finetuning_config import DEFAULT_SCHEDULE
 
-    schedule = DEFAULT_SCHEDULE
-    # Data: experiments.finetune's flags.
-    flags.DEFINE_string("train_file", None, "Training data: TSV/CSV/JSONL or CoNLL columns.")
-    flags.DEFINE_string("eval_file", None, "Evaluation data (labelled), same formats.")
-    flags.DEFINE_string("tfds_name", None, "A prepared TFDS text dataset instead of files.")
-    flags.DEFINE_string("tfds_data_dir", None, "The TFDS data directory.")
-    flags.DEFINE_string("tfds_train_split", "train", "TFDS split for training.")
-    flags.DEFINE_string("tfds_eval_split", None, "TFDS split for evaluation.")
-    flags.DEFINE_string("text_a_column", None, "First text column (name or 0-based index). Default: text_a.")
-    flags.DEFINE_string("text_b_column", None, "Second text column for sentence pairs. Default: text_b.")
-    flags.DEFINE_string("label_column", None, "Label column. Default: label.")
-    flags.DEFINE_enum("file_format", None, TEXT_FORMATS, "Format of text files (default: from the extension).")
-    flags.DEFINE_boolean("has_header", True, "Whether TSV/CSV files start with a header row.")
-    flags.DEFINE_integer("conll_word_column", 0, "CoNLL files: the word column.")
-    flags.DEFINE_integer("conll_label_column", -1, "CoNLL files: the tag column (-1 = last).")
-    flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents (uncased teachers).")
-    flags.DEFINE_integer("max_seq_length", None, "Packed sequence length (default: the teacher's).")
-    flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
-    flags.DEFINE_integer("eval_batch_size", 8, "Evaluation batch size (and of the teacher's labelling pass).")
-
-    # Schedule: experiments.finetune's.
-    flags.DEFINE_float("learning_rate", schedule["learning_rate"], "Peak learning rate of AdamW.")
-    flags.DEFINE_float("num_train_epochs", schedule["num_train_epochs"], "Epochs over the training features.")
-    flags.DEFINE_integer("num_train_steps", None, "Training steps; overrides --num_train_epochs.")
-    flags.DEFINE_float("warmup_proportion", schedule["warmup_proportion"], "Fraction of steps of warm-up.")
-    flags.DEFINE_float("weight_decay_rate", schedule["weight_decay_rate"], "Decoupled weight decay.")
-    flags.DEFINE_float("clip_norm", schedule["clip_norm"], "Global gradient-norm clipping (0 = none).")
-    flags.DEFINE_integer("steps_per_loop", schedule["steps_per_loop"], "Steps per compiled loop call.")
+    job_flags.define(
+        *job_flags.FINETUNING_DATA_FLAGS,
+        "do_lower_case",
+        "max_seq_length",
+        notes={"eval_batch_size": "Also the batch size of the teacher's labelling pass."},
+        defaults={"max_seq_length": (None, "Default here: the teacher's.")},
+    )
+    job_flags.define(*job_flags.FINETUNING_SCHEDULE_FLAGS, schedule=DEFAULT_SCHEDULE)
     job_flags.define_num_microbatches_flag()
-    job_flags.define_adam_flags(schedule)
-    flags.DEFINE_integer("save_checkpoints_steps", schedule["save_checkpoints_steps"], "Checkpoint interval.")
-    flags.DEFINE_integer("keep_checkpoint_max", schedule["keep_checkpoint_max"], "Checkpoints kept.")
-
-
-def _column(value):
-    return int(value) if value is not None and value.lstrip("-").isdigit() else value
+    job_flags.define_adam_flags(DEFAULT_SCHEDULE)
 
 
 def data_config_from_flags():
     """The `FinetuningDataConfig` of the parsed data flags; --train_file (or --tfds_name) is required."""
-    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
-
-    columns = ("text_a_column", "text_b_column", "label_column")
-    data = job_flags.config_from_flags(FinetuningDataConfig, **{name: _column(FLAGS[name].value) for name in columns})
+    data = job_flags.finetuning_data_config()
     if not (data.train_file or data.tfds_name):
         raise errors.BadInputError("--train_file (or --tfds_name) is required.")
     return data

@@ -26,8 +26,7 @@ def define_flags():
     from bert_tf.distillation.inference import INFERENCE_FORMS
 
     job_flags.define_runtime_flags()
-    flags.DEFINE_string("teacher_dir", None, "The teacher: a model directory that experiments.finetune trained.")
-    flags.DEFINE_string("output_dir", None, "Where the students, exports and report go.")
+    job_flags.define("teacher_dir", "output_dir", notes={"output_dir": "The students, exports and report go there."})
     flags.DEFINE_list("student_layers", ["1", "2", "3"], "Depths of the students (each below the teacher's).")
     flags.DEFINE_list("forms", list(INFERENCE_FORMS), "Inference forms measured for every model.")
     flags.DEFINE_list(
@@ -36,12 +35,11 @@ def define_flags():
         "Distil each student once per seed and report the mean metric, each seed's beside it (a claim that one "
         "student beats another needs three); empty: --seed alone.",
     )
-    flags.DEFINE_float("temperature", 2.0, "Temperature of the teacher's soft targets.")
-    flags.DEFINE_float("alpha", 0.5, "Weight of the soft-target loss; the hard-label loss has 1 - alpha.")
-    flags.DEFINE_list(
+    job_flags.define(
+        "temperature",
+        "alpha",
         "intermediate_num_layers",
-        [],
-        "Deeper students each student is distilled through first (those above its depth), deepest first.",
+        notes={"intermediate_num_layers": "Each student goes through those above its depth."},
     )
     flags.DEFINE_integer("speed_examples", 512, "Evaluation texts timed per model and round.")
     flags.DEFINE_integer("speed_batch_size", 32, "Batch size of the timed batches.")

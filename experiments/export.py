@@ -66,27 +66,16 @@ FLAGS = flags.FLAGS
 
 def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
-    flags.DEFINE_string(
-        "model_dir",
-        None,
-        "Model directory: bert_config.json, vocab.txt and TF2 checkpoints (the latest one is exported).",
+    job_flags.define_model_source_flags(
+        notes={
+            "model_dir": "Its latest checkpoint is exported.",
+            "do_lower_case": "In the preprocessor (default: a fine-tuned directory's recorded casing).",
+        }
     )
-    flags.DEFINE_string(
-        "init_checkpoint",
-        None,
-        "A checkpoint prefix (or directory) to export instead of the latest one in --model_dir.",
+    job_flags.define("max_seq_length", notes={"max_seq_length": "The preprocessor's default packing."})
+    job_flags.define(
+        "export_dir", "overwrite", notes={"export_dir": "Created here.", "overwrite": "A non-empty --export_dir."}
     )
-    flags.DEFINE_string("bert_config_file", None, "bert_config.json; defaults to the one in --model_dir.")
-    flags.DEFINE_string("vocab_file", None, "vocab.txt; defaults to the one in --model_dir.")
-    flags.DEFINE_bool(
-        "do_lower_case",
-        True,
-        "Lower-case and strip accents in the preprocessor (uncased models). "
-        "Use --nodo_lower_case for cased vocabularies.",
-    )
-    flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the preprocessor's default packing.")
-    flags.DEFINE_string("export_dir", None, "Directory to create, holding encoder/ and preprocess/.")
-    flags.DEFINE_bool("overwrite", False, "Replace an existing non-empty --export_dir.")
     flags.DEFINE_bool("include_mlm", True, "Export the masked-LM head as encoder.mlm when the checkpoint has one.")
     flags.DEFINE_enum(
         "quantize",
@@ -104,19 +93,15 @@ def define_flags():
         "inside, built-in and TF Text ops only (float32; dynamic_int8: int8 weights; full_int8: int8 weights and "
         "activations, calibrated on --train_file). See docs/export_and_serving.md, 'On a device'.",
     )
-    flags.DEFINE_string(
+    job_flags.define(
         "train_file",
-        None,
-        "--litert=full_int8: the fine-tuning training file (its recorded columns and format) the calibration "
-        "texts are drawn from.",
+        notes={"train_file": "--litert=full_int8: the calibration texts are drawn from it (its recorded columns)."},
     )
     flags.DEFINE_integer(
         "calibration_examples", 200, "--litert=full_int8: how many training texts calibrate the activations' ranges."
     )
     job_flags.define_init_from_flag()
-    from bert_tf.jobs import DEFAULT_SEED
-
-    flags.DEFINE_integer("seed", DEFAULT_SEED, "With --init_from=random: the seed of the weights (the jobs' default).")
+    job_flags.define("seed", notes={"seed": "With --init_from=random: the weights'."})
     flags.DEFINE_bool(
         "verify",
         True,

@@ -30,12 +30,15 @@ FLAGS = flags.FLAGS
 
 def define_flags():
     """Defines this tool's flags (at run time, so importing the module defines none)."""
-    flags.DEFINE_string("input_file", None, "Text file: one `text` or `text_a ||| text_b` per line.")
-    flags.DEFINE_string("output_file", None, "Output: .jsonl, .npy or .npz.")
-    flags.DEFINE_string("model_dir", None, "A model directory (bert_config.json, vocab.txt, checkpoint).")
-    flags.DEFINE_string("init_checkpoint", None, "TF2 checkpoint of the encoder (prefix or directory).")
-    flags.DEFINE_string("bert_config_file", None, "bert_config.json (default: the one in --model_dir).")
-    flags.DEFINE_string("vocab_file", None, "vocab.txt (default: the one in --model_dir).")
+    job_flags.define(
+        "input_file",
+        "output_file",
+        notes={
+            "input_file": "Text: one `text` or `text_a ||| text_b` per line.",
+            "output_file": ".jsonl, .npy or .npz.",
+        },
+    )
+    job_flags.define_model_source_flags()
     flags.DEFINE_list(
         "layers",
         ["-1", "-2", "-3", "-4"],
@@ -50,17 +53,14 @@ def define_flags():
         "or the pooler's output (then --layers is not used).",
     )
     flags.DEFINE_boolean("normalize", False, "Scale each pooled vector to unit L2 length (needs --pooling).")
-    flags.DEFINE_integer(
-        "bucket_width",
-        16,
-        "Run lines in batches of similar length padded to multiples of this (outputs unchanged); 0: pad every "
-        "batch to --max_seq_length.",
-    )
     job_flags.define_packing_flag()
-    flags.DEFINE_integer("max_seq_length", 128, "Packed sequence length; longer inputs are truncated.")
-    flags.DEFINE_integer("batch_size", 32, "Batch size for the forward passes.")
-    flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents (uncased models).")
-    flags.DEFINE_boolean("jit_compile", False, "XLA-compile the forward pass.")
+    job_flags.define(
+        "bucket_width",
+        "max_seq_length",
+        "batch_size",
+        "jit_compile",
+        notes={"bucket_width": "Lines run in batches of similar length (outputs unchanged)."},
+    )
 
 
 @cli.main_function("extract_features")

@@ -76,117 +76,40 @@ FLAGS = flags.FLAGS
 
 def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
-    from bert_tf.data.finetuning_readers import TEXT_FORMATS
     from bert_tf.jobs.finetuning_config import DEFAULT_SCHEDULE
     from bert_tf.tasks.registry import task_names
 
     job_flags.define_runtime_flags()
-    schedule = DEFAULT_SCHEDULE
 
     # A string, not an enum: a plug-in registered after the flags are defined is a valid --task too.
     flags.DEFINE_string("task", None, f"The task: one of {', '.join(task_names())}, or a registered plug-in's name.")
-    flags.DEFINE_string("output_dir", None, "Where checkpoints, results and predictions are written.")
+    job_flags.define("output_dir", notes={"output_dir": "Checkpoints, results and predictions are written there."})
 
     # Data.
-    flags.DEFINE_string("train_file", None, "Training data: TSV/CSV/JSONL, CoNLL columns or SQuAD JSON.")
-    flags.DEFINE_string("eval_file", None, "Evaluation data (labelled), same formats.")
-    flags.DEFINE_string("predict_file", None, "Prediction data (labels optional), same formats.")
-    flags.DEFINE_string(
-        "tfds_name",
-        None,
-        "A TFDS text dataset instead of files, e.g. glue/mrpc, glue/stsb, "
-        "imdb_reviews. Must already be prepared in --tfds_data_dir.",
-    )
-    flags.DEFINE_string("tfds_data_dir", None, "The TFDS data directory (default: TFDS's own default).")
-    flags.DEFINE_string("tfds_train_split", "train", "TFDS split for training.")
-    flags.DEFINE_string(
-        "tfds_eval_split",
-        None,
-        "TFDS split for evaluation (default: validation; validation_matched for MNLI; test for IMDb).",
-    )
-    flags.DEFINE_string("tfds_predict_split", None, "TFDS split for prediction (default: test).")
-    flags.DEFINE_string(
-        "text_a_column",
-        None,
-        "First text column: a header name or 0-based index (TSV/CSV), "
-        "a key (JSONL) or a TFDS feature. Default: text_a, or the TFDS dataset's own.",
-    )
-    flags.DEFINE_string(
-        "text_b_column", None, "Second text column for sentence pairs. Default: text_b, or the TFDS dataset's own."
-    )
-    flags.DEFINE_string("label_column", None, "Label column. Default: label.")
-    flags.DEFINE_enum("file_format", None, TEXT_FORMATS, "Format of text files (default: from the extension).")
-    flags.DEFINE_boolean("has_header", True, "Whether TSV/CSV files start with a header row.")
+    job_flags.define(*job_flags.FINETUNING_DATA_FLAGS, *job_flags.PREDICTION_FLAGS, "do_eval")
     flags.DEFINE_list(
         "label_list",
         None,
         "Class names or tags in id order (default: sorted from the training data, or the TFDS label names).",
     )
-    flags.DEFINE_integer("conll_word_column", 0, "CoNLL files: the word column.")
-    flags.DEFINE_integer("conll_label_column", -1, "CoNLL files: the tag column (-1 = last).")
 
     # Model.
-    flags.DEFINE_string(
-        "model_dir",
-        None,
-        "A model directory (bert_config.json, vocab.txt, checkpoint) from experiments.convert or experiments.pretrain.",
-    )
-    flags.DEFINE_string(
-        "init_checkpoint",
-        None,
-        "TF2 checkpoint (prefix or directory) of the pretrained encoder; overrides the one in --model_dir.",
-    )
-    flags.DEFINE_string("bert_config_file", None, "bert_config.json (default: the one in --model_dir).")
-    flags.DEFINE_string("vocab_file", None, "vocab.txt (default: the one in --model_dir).")
-    flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+    job_flags.define_model_source_flags()
+    job_flags.define("dropout_rate")
     job_flags.define_init_from_flag()
-    flags.DEFINE_float("dropout_rate", None, "Dropout before the output layer (default: hidden_dropout_prob).")
 
     # Training.
     flags.DEFINE_boolean("do_train", False, "Fine-tune.")
-    flags.DEFINE_boolean("do_eval", False, "Evaluate on the evaluation data.")
-    flags.DEFINE_boolean("do_predict", False, "Predict on the prediction data.")
     flags.DEFINE_boolean(
         "overwrite_predictions", False, "Replace the predictions.* of an earlier --do_predict in --output_dir."
     )
-    flags.DEFINE_integer("max_seq_length", 128, "Packed sequence length (WordPieces incl. [CLS]/[SEP]).")
-    flags.DEFINE_integer(
-        "bucket_width",
-        16,
-        "Pad each batch to the smallest multiple of this that holds its longest sequence (at most "
-        "max_seq_length / bucket_width compiled shapes); 0 = off, every batch at --max_seq_length. Ignored by squad.",
-    )
-    flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
-    flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
-    flags.DEFINE_integer("predict_batch_size", None, "Prediction batch size (default: --eval_batch_size).")
-    flags.DEFINE_float("learning_rate", schedule["learning_rate"], "Peak learning rate of AdamW.")
-    flags.DEFINE_float("num_train_epochs", schedule["num_train_epochs"], "Epochs over the training features.")
-    flags.DEFINE_integer("num_train_steps", None, "Training steps; overrides --num_train_epochs.")
-    flags.DEFINE_float(
-        "warmup_proportion", schedule["warmup_proportion"], "Fraction of the steps with linear learning-rate warm-up."
-    )
-    flags.DEFINE_float("weight_decay_rate", schedule["weight_decay_rate"], "Decoupled weight decay.")
-    flags.DEFINE_float("clip_norm", schedule["clip_norm"], "Global gradient-norm clipping (0 = none).")
-    flags.DEFINE_integer(
-        "steps_per_loop", schedule["steps_per_loop"], "Steps per compiled loop call (and logging interval)."
-    )
+    job_flags.define("max_seq_length", "bucket_width", notes={"bucket_width": "Ignored by squad."})
+    job_flags.define(*job_flags.FINETUNING_SCHEDULE_FLAGS, schedule=DEFAULT_SCHEDULE)
     job_flags.define_num_microbatches_flag()
-    job_flags.define_adam_flags(schedule)
-    flags.DEFINE_boolean(
-        "group_by_length",
-        False,
-        "Training batches of near-equal lengths (sorted inside chunks of 50 batches, as HuggingFace's "
-        "group_by_length) instead of random ones: less padding, but slower learning on small data.",
-    )
+    job_flags.define_adam_flags(DEFAULT_SCHEDULE)
+    job_flags.define("group_by_length")
     job_flags.define_packing_flag()
-    flags.DEFINE_integer(
-        "eval_every_steps",
-        0,
-        "With --do_eval: also evaluate every this many training steps (logged, in TensorBoard's summaries/eval); "
-        "0: only at the end.",
-    )
-    flags.DEFINE_integer("save_checkpoints_steps", schedule["save_checkpoints_steps"], "Checkpoint interval.")
-    flags.DEFINE_integer("keep_checkpoint_max", schedule["keep_checkpoint_max"], "Checkpoints kept.")
+    job_flags.define("eval_every_steps", notes={"eval_every_steps": "With --do_eval."})
 
     # SQuAD (SquadConfig's fields; refused with another --task).
     flags.DEFINE_integer("doc_stride", 128, "SQuAD: pieces between the starts of context windows.")
@@ -199,10 +122,6 @@ def define_flags():
         0.0,
         "SQuAD v2.0: predict no answer when the null score exceeds the best span's by more than this.",
     )
-
-
-def _column(value):
-    return int(value) if value is not None and value.lstrip("-").isdigit() else value
 
 
 def _recorded_settings() -> dict:
@@ -222,7 +141,7 @@ def _recorded_settings() -> dict:
         overrides["model"]["do_lower_case"] = recorded["do_lower_case"]
     for name, value in recorded.get("data", {}).items():
         if not FLAGS[name].present:
-            overrides["data"][name] = _column(value) if isinstance(value, str) else value
+            overrides["data"][name] = job_flags.column(value) if isinstance(value, str) else value
     if recorded and not FLAGS.task:
         logging.info("--task=%s and the data columns of %s.", task_type, TASK_CONFIG_NAME)
     return overrides
@@ -254,7 +173,6 @@ def _task_config(overrides: dict):
 def main(argv):
     del argv  # Checked by cli.main_function.
     from bert_tf.jobs.finetune import run_finetuning
-    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
     cli.require_flags("output_dir")
@@ -262,10 +180,7 @@ def main(argv):
     # Each config checks its flags as it is built; run_finetuning checks the files, data and model.
     task = _task_config(recorded["task"])
     model = job_flags.config_from_flags(ModelSource, **recorded["model"])
-    columns = ("text_a_column", "text_b_column", "label_column")
-    data_values = {name: _column(FLAGS[name].value) for name in columns}
-    data_values.update(recorded["data"])
-    data = job_flags.config_from_flags(FinetuningDataConfig, **data_values)
+    data = job_flags.finetuning_data_config(**recorded["data"])
     training_config = job_flags.config_from_flags(TrainingConfig)
     runtime = job_flags.config_from_flags(RuntimeConfig)
     try:

@@ -8,9 +8,17 @@
 The jobs' config dataclasses name their fields after the flags, so a config is
 built by reading each field's flag. Entry-point code: only command lines import
 it (library code never reads flags).
+
+A flag that several programs take is defined once, in `SHARED_FLAGS` (or in one of the `define_*` functions
+below): its help beside the config field whose default it reads. A program names the shared flags it takes
+(`define("max_seq_length", "output_dir", notes={"output_dir": "..."})`); `notes` add what the flag does in that
+program, and a program whose default differs gives it with its reason (`defaults={"do_eval": (True, "why")}`).
+tests/test_code_style.py checks that no flag name is defined twice.
 """
 
 import dataclasses
+import importlib
+from typing import Any, NamedTuple
 
 from absl import flags
 
@@ -19,20 +27,269 @@ from bert_tf import errors
 FLAGS = flags.FLAGS
 
 
-def define_runtime_flags(default_seed: int | None = None) -> None:
-    """Defines --distribution_strategy, --num_gpus, --tpu, --jit_compile, --mixed_precision, --deterministic, --seed,
-    --preemption_grace_seconds.
+class SharedFlag(NamedTuple):
+    """One shared flag: `flags.DEFINE_<kind>`, its help, and where its default comes from.
 
-    `default_seed` None: the jobs' `bert_tf.jobs.DEFAULT_SEED`.
+    `default_from` is "module:Class" (a dataclass: the default of its field of the flag's name) or
+    "module:NAME" (a constant); without it, `default`. `choices`: an enum's values, or "module:NAME" of them.
     """
-    from bert_tf.jobs import DEFAULT_SEED
+
+    kind: str
+    help: str
+    default_from: str | None = None
+    default: Any = None
+    choices: tuple | str | None = None
+
+
+_MODEL = "bert_tf.checkpoints.model_source:ModelSource"
+_DATA = "bert_tf.jobs.finetuning_config:FinetuningDataConfig"
+_TASK = "bert_tf.tasks.task_config:FinetuningTaskConfig"
+_SCHEDULE = "bert_tf.training.config:TrainingConfig"  # the job's DEFAULT_SCHEDULE wins (`define(schedule=...)`)
+_INSTANCES = "bert_tf.pretraining_data.instances:InstanceConfig"
+
+#: Every flag more than one program takes, by name. Programs define these only through `define`.
+SHARED_FLAGS = {
+    # Files in and out: the program's note says what they hold.
+    "input_file": SharedFlag("string", "Input files: comma-separated paths or glob patterns."),
+    "output_file": SharedFlag("string", "Output file."),
+    "output_dir": SharedFlag("string", "Output directory."),
+    "export_dir": SharedFlag("string", "A directory of SavedModels: encoder/ and preprocess/."),
+    "overwrite": SharedFlag("bool", "Replace existing outputs.", default=False),
+    # The compressions the TFRecord writers write (`bert_tf.pretraining_data.writer`).
+    "compression": SharedFlag("enum", "TFRecord compression.", default="NONE", choices=("NONE", "GZIP")),
+    # The model: `ModelSource`'s fields.
+    "model_dir": SharedFlag(
+        "string",
+        "A model directory (bert_config.json, vocab.txt, a TF2 checkpoint), as experiments.convert, "
+        "experiments.pretrain or experiments.finetune write it.",
+        _MODEL,
+    ),
+    "init_checkpoint": SharedFlag(
+        "string",
+        "The encoder's TF2 checkpoint (prefix or directory), read instead of the latest one in --model_dir.",
+        _MODEL,
+    ),
+    "bert_config_file": SharedFlag("string", "bert_config.json: the encoder's architecture.", _MODEL),
+    "vocab_file": SharedFlag("string", "vocab.txt: the WordPiece vocabulary.", _MODEL),
+    "do_lower_case": SharedFlag(
+        "bool", "Lower-case and strip accents (uncased models; --nodo_lower_case for cased ones).", _MODEL
+    ),
+    "seed": SharedFlag(
+        "integer",
+        "Seed of what is random: initialisation, dropout, data order and splits.",
+        "bert_tf.jobs:DEFAULT_SEED",
+    ),
+    "jit_compile": SharedFlag(
+        "bool",
+        "XLA-compile the model's steps (training, evaluation, prediction, feature extraction).",
+        default=False,  # `RuntimeConfig`'s, whose module loads TensorFlow
+    ),
+    # Sequences and batches.
+    "max_seq_length": SharedFlag(
+        "integer", "Sequence length in WordPieces, [CLS] and [SEP] included; longer inputs are truncated.", _TASK
+    ),
+    "bucket_width": SharedFlag(
+        "integer",
+        "Pad each batch to the smallest multiple of this that holds its longest sequence (at most "
+        "max_seq_length / bucket_width compiled shapes); 0 = off, every batch at --max_seq_length.",
+        _TASK,
+    ),
+    "batch_size": SharedFlag(
+        "integer", "Batch size of the forward passes.", "bert_tf.jobs.probe_layers.config:ProbeLayersConfig"
+    ),
+    "train_batch_size": SharedFlag("integer", "Global training batch size (over all replicas).", _DATA),
+    "eval_batch_size": SharedFlag("integer", "Global evaluation batch size (over all replicas).", _DATA),
+    "predict_batch_size": SharedFlag("integer", "Prediction batch size (default: --eval_batch_size).", _DATA),
+    "group_by_length": SharedFlag(
+        "bool",
+        "Training batches of near-equal lengths (sorted inside chunks of 50 batches, as HuggingFace's "
+        "group_by_length) instead of random ones: less padding, but slower learning on small data.",
+        _TASK,
+    ),
+    "dropout_rate": SharedFlag("float", "Dropout before the output layer (default: hidden_dropout_prob).", _TASK),
+    # Pretraining data.
+    "max_predictions_per_seq": SharedFlag("integer", "Masked-LM predictions per sequence at most.", _INSTANCES),
+    "masked_lm_prob": SharedFlag("float", "Share of the WordPieces masked.", _INSTANCES),
+    "masking": SharedFlag(
+        "enum",
+        "What is masked: token (WordPieces independently, BERT), whole_word (a word and its ## pieces together), "
+        "span (SpanBERT: whole-word spans of geometric length, p=0.2, at most 10 words), or phrase/entity "
+        "(ERNIE: whole phrases or named entities as units beside whole words).",
+        _INSTANCES,
+        choices="bert_tf.pretraining_data.instances:MASKING_METHODS",
+    ),
+    # Fine-tuning data: `FinetuningDataConfig`'s fields.
+    "train_file": SharedFlag("string", "Training data: TSV/CSV/JSONL, CoNLL columns or SQuAD JSON.", _DATA),
+    "eval_file": SharedFlag("string", "Evaluation data (labelled), same formats.", _DATA),
+    "predict_file": SharedFlag("string", "Prediction data (labels optional), same formats.", _DATA),
+    "tfds_name": SharedFlag(
+        "string",
+        "A TFDS text dataset instead of files, e.g. glue/mrpc, glue/stsb, imdb_reviews. Must already be prepared in "
+        "--tfds_data_dir.",
+        _DATA,
+    ),
+    "tfds_data_dir": SharedFlag("string", "The TFDS data directory (default: TFDS's own default).", _DATA),
+    "tfds_train_split": SharedFlag("string", "TFDS split for training.", _DATA),
+    "tfds_eval_split": SharedFlag(
+        "string", "TFDS split for evaluation (default: validation; validation_matched for MNLI; test for IMDb).", _DATA
+    ),
+    "tfds_predict_split": SharedFlag("string", "TFDS split for prediction (default: test).", _DATA),
+    "text_a_column": SharedFlag(
+        "string",
+        "First text column: a header name or 0-based index (TSV/CSV), a key (JSONL) or a TFDS feature. Default: "
+        "text_a, or the TFDS dataset's own.",
+        _DATA,
+    ),
+    "text_b_column": SharedFlag(
+        "string", "Second text column for sentence pairs. Default: text_b, or the TFDS dataset's own.", _DATA
+    ),
+    "label_column": SharedFlag("string", "Label column. Default: label.", _DATA),
+    "file_format": SharedFlag(
+        "enum",
+        "Format of text files (default: from the extension).",
+        _DATA,
+        choices="bert_tf.data.finetuning_readers:TEXT_FORMATS",
+    ),
+    "has_header": SharedFlag("bool", "Whether TSV/CSV files start with a header row.", _DATA),
+    "conll_word_column": SharedFlag("integer", "CoNLL files: the word column.", _DATA),
+    "conll_label_column": SharedFlag("integer", "CoNLL files: the tag column (-1 = last).", _DATA),
+    "do_eval": SharedFlag("bool", "Evaluate on the evaluation data.", default=False),
+    "do_predict": SharedFlag("bool", "Predict on the prediction data.", default=False),
+    # The schedule: `TrainingConfig`'s fields, defaults from the job's DEFAULT_SCHEDULE.
+    "learning_rate": SharedFlag("float", "Peak learning rate of the optimizer.", _SCHEDULE),
+    "num_train_epochs": SharedFlag("float", "Epochs over the training features.", _SCHEDULE),
+    "num_train_steps": SharedFlag(
+        "integer", "Training steps (overrides --num_train_epochs where a job has it).", _SCHEDULE
+    ),
+    "warmup_proportion": SharedFlag("float", "Fraction of the steps with linear learning-rate warm-up.", _SCHEDULE),
+    "weight_decay_rate": SharedFlag("float", "Decoupled weight decay (not on LayerNorm and biases).", _SCHEDULE),
+    "clip_norm": SharedFlag("float", "Global gradient-norm clipping (0 = none).", _SCHEDULE),
+    "steps_per_loop": SharedFlag("integer", "Steps per compiled loop call (and per progress line).", _SCHEDULE),
+    "save_checkpoints_steps": SharedFlag("integer", "Checkpoint every this many steps.", _SCHEDULE),
+    "keep_checkpoint_max": SharedFlag("integer", "Checkpoints kept.", _SCHEDULE),
+    "eval_every_steps": SharedFlag(
+        "integer",
+        "Also evaluate every this many training steps (in TensorBoard's summaries/eval); 0: only at the end.",
+        default=0,
+    ),
+    # Distillation: `experiments.distill`'s and `experiments.distill_frontier`'s.
+    "teacher_dir": SharedFlag("string", "The teacher: a model directory that experiments.finetune trained."),
+    "temperature": SharedFlag("float", "Temperature of the teacher's soft targets.", default=2.0),
+    "alpha": SharedFlag("float", "Weight of the soft-target loss; the hard-label loss has 1 - alpha.", default=0.5),
+    "intermediate_num_layers": SharedFlag(
+        "list",
+        "Deeper students distilled first, deepest first, each starting from evenly spaced layers of the model "
+        "before it, the student from the last (layers dropped a few at a time).",
+        default=[],
+    ),
+}
+
+#: `ModelSource`'s flags: the programs that read a model (fine-tuning, export, features, probes).
+MODEL_SOURCE_FLAGS = ("model_dir", "init_checkpoint", "bert_config_file", "vocab_file", "do_lower_case")
+#: `FinetuningDataConfig`'s training and evaluation data flags (fine-tuning and distillation).
+FINETUNING_DATA_FLAGS = (
+    "train_file",
+    "eval_file",
+    "tfds_name",
+    "tfds_data_dir",
+    "tfds_train_split",
+    "tfds_eval_split",
+    "text_a_column",
+    "text_b_column",
+    "label_column",
+    "file_format",
+    "has_header",
+    "conll_word_column",
+    "conll_label_column",
+    "train_batch_size",
+    "eval_batch_size",
+)
+#: The prediction phase's flags (fine-tuning and distillation).
+PREDICTION_FLAGS = ("do_predict", "predict_file", "tfds_predict_split", "predict_batch_size")
+#: The fine-tuning schedule's flags (`TrainingConfig`; with `define_num_microbatches_flag` and `define_adam_flags`).
+FINETUNING_SCHEDULE_FLAGS = (
+    "learning_rate",
+    "num_train_epochs",
+    "num_train_steps",
+    "warmup_proportion",
+    "weight_decay_rate",
+    "clip_norm",
+    "steps_per_loop",
+    "save_checkpoints_steps",
+    "keep_checkpoint_max",
+)
+
+
+def define_model_source_flags(notes: dict | None = None) -> None:
+    """Defines `ModelSource`'s flags (`MODEL_SOURCE_FLAGS`): the programs that read a model take them all."""
+    in_model_dir = "Default: the one in --model_dir."
+    notes = dict(notes or {})
+    for name in ("bert_config_file", "vocab_file"):
+        notes[name] = " ".join(filter(None, (in_model_dir, notes.get(name))))
+    define(*MODEL_SOURCE_FLAGS, notes=notes)
+
+
+def _resolve(reference: str):
+    module, name = reference.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _default(spec: SharedFlag, name: str, schedule: dict | None):
+    if spec.default_from == _SCHEDULE and schedule and name in schedule:
+        return schedule[name]
+    if spec.default_from is None:
+        return spec.default
+    source = _resolve(spec.default_from)
+    if not dataclasses.is_dataclass(source):
+        return source
+    field = {field.name: field for field in dataclasses.fields(source)}[name]
+    return field.default if field.default is not dataclasses.MISSING else field.default_factory()
+
+
+def define(
+    *names: str,
+    notes: dict | None = None,
+    defaults: dict | None = None,
+    schedule: dict | None = None,
+    flag_values: flags.FlagValues = FLAGS,
+) -> None:
+    """Defines the shared flags `names` (keys of `SHARED_FLAGS`) for one program.
+
+    Args:
+      notes: {name: text} added to the help: what the flag does in this program.
+      defaults: {name: (default, reason)} where this program's default differs from the table's; the reason,
+        a sentence, joins the help.
+      schedule: the job's `DEFAULT_SCHEDULE`, the defaults of the `TrainingConfig` flags.
+      flag_values: where the flags are defined (absl's global `FLAGS`).
+    """
+    notes, defaults = notes or {}, defaults or {}
+    for name in (*notes, *defaults):
+        if name not in names:
+            raise ValueError(f"A note or default for --{name}, which is not among the flags defined.")
+    for name in names:
+        spec = SHARED_FLAGS[name]
+        help_text = " ".join(filter(None, (spec.help, notes.get(name))))
+        if name in defaults:
+            default, reason = defaults[name]
+            help_text = f"{help_text} {reason}"
+        else:
+            default = _default(spec, name, schedule)
+        if spec.kind == "enum":
+            choices = _resolve(spec.choices) if isinstance(spec.choices, str) else spec.choices
+            flags.DEFINE_enum(name, default, list(choices), help_text, flag_values=flag_values)
+        else:
+            getattr(flags, f"DEFINE_{spec.kind}")(name, default, help_text, flag_values=flag_values)
+
+
+def define_runtime_flags() -> None:
+    """Defines `RuntimeConfig`'s flags: --distribution_strategy, --num_gpus, --tpu, --jit_compile,
+    --mixed_precision, --deterministic, --seed, --preemption_grace_seconds."""
     from bert_tf.training.distribution import STRATEGIES
     from bert_tf.training.precision import PRECISION_POLICIES
 
     flags.DEFINE_enum("distribution_strategy", "one_device", STRATEGIES, "tf.distribute strategy.")
     flags.DEFINE_integer("num_gpus", None, "GPUs to use (default: all visible; 0: CPU).")
     flags.DEFINE_string("tpu", None, "TPU name, grpc://host:port or 'local' (with --distribution_strategy=tpu).")
-    flags.DEFINE_bool("jit_compile", False, "XLA-compile the training step (and the evaluation and prediction steps).")
     flags.DEFINE_enum(
         "mixed_precision", "float32", PRECISION_POLICIES, "Keras dtype policy (mixed_float16 scales the loss)."
     )
@@ -42,8 +299,7 @@ def define_runtime_flags(default_seed: int | None = None) -> None:
         "Seeded, deterministic ops and data order: the same command gives the same weights, also across a kill "
         "and resume (slower; some GPU ops have no deterministic kernel).",
     )
-    seed = DEFAULT_SEED if default_seed is None else default_seed
-    flags.DEFINE_integer("seed", seed, "Seed of initialisation, dropout and data order.")
+    define("jit_compile", "seed")
     flags.DEFINE_float(
         "preemption_grace_seconds",
         30.0,
@@ -114,6 +370,19 @@ def config_from_flags(config_class, **overrides):
         if field.name not in overrides and field.name in FLAGS
     }
     return config_class(**values, **overrides)
+
+
+def column(value):
+    """A data-column flag's value: an integer for a 0-based index ("0", "-1"), else the name itself."""
+    return int(value) if value is not None and value.lstrip("-").isdigit() else value
+
+
+def finetuning_data_config(**overrides):
+    """The `FinetuningDataConfig` of the parsed data flags (columns as `column` reads them), or `overrides`."""
+    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+
+    values = {name: column(FLAGS[name].value) for name in ("text_a_column", "text_b_column", "label_column")}
+    return config_from_flags(FinetuningDataConfig, **{**values, **overrides})
 
 
 def integer_list(name: str) -> tuple:

@@ -53,9 +53,11 @@ model and vocabulary are the directory's):
 
 Differences from run_pretraining.py: there is no --do_train/--do_eval (it
 trains to --num_train_steps, then evaluates if --eval_input_file is given;
---eval_only only evaluates), and --init_checkpoint takes a TF2 model directory
-or checkpoint (convert google-research checkpoints with
-`python -m experiments.convert`).
+--eval_only only evaluates), and its --init_checkpoint is --warm_start_checkpoint
+here, a TF2 model directory or checkpoint (convert google-research checkpoints
+with `python -m experiments.convert`): --init_checkpoint is the encoder
+checkpoint a fine-tuning, export or feature-extraction job reads instead of
+--model_dir's.
 
 docs/pretraining.md walks the whole way: corpus, vocabulary, TFRecords,
 pretraining on TPUs or several GPUs or hosts, evaluation, export, fine-tuning.
@@ -80,57 +82,61 @@ def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
     # The job's modules load TensorFlow: imported here, after `cli.run` has quieted its start-up.
     from bert_tf.jobs import pretrain as pretraining
-    from bert_tf.pretraining_data.instances import MASKING_METHODS
     from bert_tf.training.config import OPTIMIZERS
 
     job_flags.define_runtime_flags()
     schedule = pretraining.DEFAULT_SCHEDULE
-    flags.DEFINE_string("input_file", None, "Input TFRecord files: comma-separated globs.")
+    job_flags.define(
+        "input_file",
+        "output_dir",
+        "bert_config_file",
+        "vocab_file",
+        "max_seq_length",
+        "max_predictions_per_seq",
+        "train_batch_size",
+        "eval_batch_size",
+        notes={
+            "input_file": "The training TFRecords (run_pretraining.py's flag).",
+            "output_dir": "Checkpoints, summaries, bert_config.json, vocab.txt and eval_results.json are written "
+            "there; an existing run there is resumed.",
+            "bert_config_file": "The model to train.",
+            "vocab_file": "The one the data was written with; copied into --output_dir.",
+            "max_seq_length": "The TFRecords' length.",
+            "max_predictions_per_seq": "The TFRecords' number.",
+        },
+    )
     flags.DEFINE_string("eval_input_file", None, "Held-out TFRecord files for evaluation (comma-separated globs).")
-    flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train.")
     flags.DEFINE_string("preset", None, "A named BertConfig preset (e.g. bert_mini) instead of --bert_config_file.")
-    flags.DEFINE_string("vocab_file", None, "vocab.txt the data was written with; copied into --output_dir.")
     flags.DEFINE_string(
-        "init_checkpoint",
+        "warm_start_checkpoint",
         None,
         "Warm start: a TF2 model directory or checkpoint prefix. Restores "
         "the encoder, and the pretraining heads when it has them. Ignored when resuming.",
     )
-    flags.DEFINE_string(
-        "output_dir",
-        None,
-        "Where checkpoints, summaries, bert_config.json, vocab.txt and "
-        "eval_results.json are written; an existing run there is resumed.",
+    job_flags.define(
+        "learning_rate",
+        "num_train_steps",
+        "save_checkpoints_steps",
+        "keep_checkpoint_max",
+        "steps_per_loop",
+        "eval_every_steps",
+        schedule=schedule,
     )
-    flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the TFRecords.")
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked-LM predictions per sequence in the TFRecords.")
-    flags.DEFINE_integer("train_batch_size", 32, "Global training batch size (over all replicas).")
-    flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
-    flags.DEFINE_float("learning_rate", schedule["learning_rate"], "Peak learning rate of AdamW.")
-    flags.DEFINE_integer("num_train_steps", schedule["num_train_steps"], "Training steps.")
     flags.DEFINE_integer("num_warmup_steps", schedule["num_warmup_steps"], "Linear warm-up steps.")
-    flags.DEFINE_integer(
-        "save_checkpoints_steps", schedule["save_checkpoints_steps"], "Checkpoint every this many steps."
-    )
-    flags.DEFINE_integer("keep_checkpoint_max", schedule["keep_checkpoint_max"], "Checkpoints to keep.")
-    flags.DEFINE_integer(
-        "steps_per_loop", schedule["steps_per_loop"], "Steps per compiled loop call (and per progress line)."
-    )
     job_flags.define_num_microbatches_flag()
     job_flags.define_adam_flags(schedule)
     flags.DEFINE_integer("iterations_per_loop", None, "Alias of --steps_per_loop (run_pretraining.py's name).")
     flags.DEFINE_integer("max_eval_steps", schedule["max_eval_steps"], "Evaluation batches (0: the whole eval set).")
-    flags.DEFINE_integer("eval_every_steps", 0, "Also evaluate every this many steps (0: only at the end).")
     flags.DEFINE_bool("dynamic_masking", False, "Re-mask each batch as it is read (needs --vocab_file).")
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Masking rate of --dynamic_masking.")
-    flags.DEFINE_enum(
+    job_flags.define(
+        "masked_lm_prob",
         "masking",
-        "token",
-        MASKING_METHODS,
-        "What --dynamic_masking masks: token (WordPieces), whole_word, span (SpanBERT: whole-word spans of "
-        "geometric length, p=0.2, at most 10 words), or phrase/entity (ERNIE: whole phrases or entities as units "
-        "beside whole words; the records carry the units: create_pretraining_data --masking=phrase|entity "
-        "--nodo_masking).",
+        notes={
+            "masked_lm_prob": "With --dynamic_masking.",
+            "masking": "With --dynamic_masking (static records keep the masking they were written with); for "
+            "phrase/entity the records carry the units: create_pretraining_data --masking=phrase|entity "
+            "--nodo_masking.",
+        },
     )
     flags.DEFINE_string(
         "masking_schedule",
@@ -189,7 +195,7 @@ def main(argv):
             training_config,
             runtime,
             vocab_file=FLAGS.vocab_file,
-            init_checkpoint=FLAGS.init_checkpoint,
+            warm_start_checkpoint=FLAGS.warm_start_checkpoint,
         )
     except NonFiniteLossError as e:
         # A failed run, not bad input: status 1.

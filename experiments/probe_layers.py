@@ -25,23 +25,19 @@ FLAGS = flags.FLAGS
 
 def define_flags():
     """Defines this tool's flags (at run time, so importing the module defines none)."""
-    from bert_tf.jobs.probe_layers import DEFAULT_SEED, TASKS
+    from bert_tf.jobs.probe_layers import TASKS
     from bert_tf.probing.layer_features import WORD_PIECE_MODES
 
-    flags.DEFINE_string("output_dir", None, "Where report.md, report.json and layers.png go (new or empty).")
-    flags.DEFINE_string("model_dir", None, "A model directory (bert_config.json, vocab.txt, checkpoint).")
-    flags.DEFINE_string("init_checkpoint", None, "TF2 checkpoint of the encoder (prefix or directory).")
-    flags.DEFINE_string("bert_config_file", None, "bert_config.json (default: the one in --model_dir).")
-    flags.DEFINE_string("vocab_file", None, "vocab.txt (default: the one in --model_dir).")
-    flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+    job_flags.define(
+        "output_dir", notes={"output_dir": "report.md, report.json and layers.png go there (new or empty)."}
+    )
+    job_flags.define_model_source_flags()
     flags.DEFINE_string("token_train_file", None, "word<TAB>tag training file (default: bundled Brown POS tags).")
     flags.DEFINE_string("token_test_file", None, "word<TAB>tag test file (default: bundled Brown POS tags).")
     flags.DEFINE_string("sentence_train_file", None, "text<TAB>label training TSV (default: bundled reviews).")
     flags.DEFINE_string("sentence_test_file", None, "text<TAB>label test TSV (default: bundled reviews).")
     flags.DEFINE_list("tasks", list(TASKS), "Which tasks to probe.")
-    flags.DEFINE_integer("max_seq_length", 128, "Packed sequence length; longer inputs are truncated.")
-    flags.DEFINE_integer("batch_size", 32, "Batch size of the forward passes.")
-    flags.DEFINE_integer("bucket_width", 16, "Batches padded to multiples of this; 0: to --max_seq_length.")
+    job_flags.define("max_seq_length", "batch_size", "bucket_width")
     flags.DEFINE_enum("word_piece", "first", list(WORD_PIECE_MODES), "A word's WordPiece: the first or the mean.")
     flags.DEFINE_boolean("random_control", True, "Also probe the same architecture randomly initialised.")
     flags.DEFINE_boolean("finetune", True, "Add the fine-tuned reference row (fine-tunes the whole encoder).")
@@ -59,7 +55,7 @@ def define_flags():
         "The reference's batches run as this many pieces whose gradients are summed (less memory, slower).",
     )
     flags.DEFINE_float("dev_fraction", 0.1, "Share of the training file held out to choose each probe's strength.")
-    flags.DEFINE_integer("seed", DEFAULT_SEED, "Seeds the split, the random twin, the probes and the fine-tuning.")
+    job_flags.define("seed", notes={"seed": "Here: the split, the random twin, the probes and the fine-tuning."})
     flags.DEFINE_string("cache_dir", None, "Feature cache (default: <output_dir>/feature_cache); reused if present.")
 
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 from absl import flags
 
 from bert_tf import cli
+from experiments import job_flags
 
 
 def define_flags() -> None:
     """Defines this tool's flags; `run()` calls it, so importing the module adds no flags."""
-    flags.DEFINE_string("model_dir", None, "The model directory (bert_config.json, vocab.txt, a TF2 checkpoint).")
+    job_flags.define("model_dir", notes={"model_dir": "Its weights file is written (again)."})
 
 
 @cli.main_function("write_weights_file", bad_input=(ValueError, FileNotFoundError))

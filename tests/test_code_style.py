@@ -200,3 +200,84 @@ def test_the_import_walk_sees_every_form_of_import(tmp_path):
     )
     found = {name for _, name in _imported_modules(module, "bert_tf.jobs")}
     assert {"bert_tf.cli", "bert_tf.jobs.cli", "bert_tf.cli.BadInputError", "experiments.finetune"} <= found
+
+
+def _flag_definitions(paths, root):
+    """{flag name: [file, ...]}: one entry per definition: a `DEFINE_*("name", ...)` call, or a key of
+    `SHARED_FLAGS` (experiments/job_flags.py's table, which its `define` turns into DEFINE_ calls). A
+    DEFINE_ call whose name is not a string literal is listed under "<not a literal>"."""
+    found = {}
+    for path in paths:
+        relative = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "SHARED_FLAGS" for t in node.targets):
+                for key in node.value.keys:
+                    found.setdefault(key.value, []).append(relative)
+            elif isinstance(node, ast.Call) and getattr(node.func, "attr", "").startswith("DEFINE_"):
+                name = node.args[0] if node.args else None
+                literal = isinstance(name, ast.Constant) and isinstance(name.value, str)
+                found.setdefault(name.value if literal else "<not a literal>", []).append(relative)
+    return found
+
+
+def _program_files():
+    root = pathlib.Path(ROOT)
+    return [path for top in ("experiments", "tfrecords_tools") for path in sorted((root / top).rglob("*.py"))], root
+
+
+# Programs that still define a shared flag themselves, each with its reason and the names; every listed name
+# must still be one of their duplicates (remove it from here when it moves to experiments/job_flags.py).
+PENDING_FLAG_DUPLICATES = {
+    "experiments/classify_with_hub.py": (
+        "reworked in parallel into a thin program over the shared fine-tuning pieces (issue 56); its flags move "
+        "to job_flags.define with it",
+        {"output_dir", "max_seq_length", "train_file", "eval_file", "num_train_epochs", "train_batch_size"}
+        | {"learning_rate", "warmup_proportion", "seed", "export_dir", "text_a_column", "label_column"}
+        | {"bucket_width", "group_by_length", "max_train_examples"},
+    ),
+    "experiments/keras_fit.py": (
+        "reworked in parallel with classify_with_hub (issue 56); its flags move to job_flags.define with it",
+        {"output_dir", "max_seq_length", "train_file", "eval_file", "num_train_epochs", "train_batch_size"}
+        | {"learning_rate", "warmup_proportion", "seed", "max_train_examples", "model_dir", "do_lower_case"}
+        | {"mixed_precision"},
+    ),
+    "experiments/demo/__init__.py": (
+        "the demo's small recipe, which it hands to the step programs (other defaults and choices); "
+        "experiments/demo/ is reworked in parallel (issue 56)",
+        {"output_dir", "max_seq_length", "max_predictions_per_seq", "vocab_size", "dupe_factor"}
+        | {"distribution_strategy", "finetune_epochs", "finetune_learning_rate"},
+    ),
+}
+
+
+def test_each_flag_is_defined_once():
+    found = _flag_definitions(*_program_files())
+    dynamic = [path for path in found.pop("<not a literal>", []) if path != "experiments/job_flags.py"]
+    assert not dynamic, f"DEFINE_ calls whose flag name is not a literal (only job_flags.define may): {dynamic}"
+    twice = {}
+    for name, paths in found.items():
+        rest = [path for path in paths if name not in PENDING_FLAG_DUPLICATES.get(path, ("", ()))[1]]
+        if len(paths) > 1 and len(rest) > 1:
+            twice[name] = rest
+    assert not twice, (
+        "flags defined in more than one place; define each once, in experiments/job_flags.py's SHARED_FLAGS, and "
+        f"have the programs take it with job_flags.define: {twice}"
+    )
+    stale = [
+        f"{path}: --{name}"
+        for path, (_, names) in PENDING_FLAG_DUPLICATES.items()
+        for name in names
+        if path not in found.get(name, []) or len(found[name]) < 2
+    ]
+    assert not stale, f"no longer duplicates: remove them from PENDING_FLAG_DUPLICATES: {stale}"
+
+
+def test_the_flag_walk_sees_literal_table_and_computed_definitions(tmp_path):
+    (tmp_path / "a.py").write_text(
+        'from absl import flags\nSHARED_FLAGS = {"seed": None}\n'
+        'def define():\n    flags.DEFINE_integer("seed", 1, "")\n    flags.DEFINE_bool(name, 0, "")\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "b.py").write_text('def f():\n    flags.DEFINE_string("output_dir", None, "")\n', encoding="utf-8")
+    found = _flag_definitions(sorted(tmp_path.glob("*.py")), tmp_path)
+    assert found == {"seed": ["a.py", "a.py"], "<not a literal>": ["a.py"], "output_dir": ["b.py"]}

@@ -478,7 +478,7 @@ def test_a_negative_seed_is_accepted_and_gives_its_own_output(tmp_path):
             "--dupe_factor=1",
             f"--chunk_mb={20000 / 2**20}",
             "--num_workers=2",
-            "--seed=-1",
+            "--random_seed=-1",
         ]
     )
     assert code == 0

@@ -38,7 +38,7 @@ Differences from the original:
   instances and load only numpy (`bert_tf.pretraining_data.instance_workers`): one
   TensorFlow process's memory, whatever the worker count and corpus size
   (benchmarks/RESULTS.md). The output is
-  byte-identical for the same input and --seed, whatever the worker
+  byte-identical for the same input and --random_seed, whatever the worker
   count.
 * Tokenization runs in batches with the in-graph tokenizer
   (`bert_tf.tokenization.BertTokenizer`): the ids of HuggingFace's slow
@@ -61,6 +61,7 @@ from absl import flags, logging
 
 from bert_tf import cli
 from bert_tf.pretraining_data import instance_workers, instances, knowledge_units, text_corpus, writer
+from experiments import job_flags
 
 FLAGS = flags.FLAGS
 # "local", then Beam's runners (any other runner's class path works through the library function).
@@ -73,28 +74,30 @@ def define_flags():
     Flags are not defined at import so that importing several tools (or this
     module and a training script) in one process cannot clash on flag names.
     """
-    flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of files and globs).")
-    flags.DEFINE_string("output_file", None, "Output TF example file (or comma-separated list of files).")
-    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-    flags.DEFINE_bool(
+    job_flags.define(
+        "input_file",
+        "output_file",
+        "vocab_file",
         "do_lower_case",
-        True,
-        "Whether to lower case the input text. Should be True for uncased models and False for cased models.",
+        "max_seq_length",
+        "max_predictions_per_seq",
+        "masked_lm_prob",
+        "masking",
+        "compression",
+        notes={
+            "input_file": "Raw text: one sentence per line, a blank line between documents.",
+            "output_file": "TFRecords of tf.train.Examples (or a comma-separated list of files).",
+            "vocab_file": "The one the BERT model was trained on.",
+            "masking": "The 80/10/10 choice is made per word, span or unit; units for phrase/entity: "
+            "--phrase_file, else phrases.txt beside --vocab_file for phrase and capitalised words not at a "
+            "sentence start for entity with --nodo_lower_case.",
+            "compression": "Of the output files.",
+        },
     )
     flags.DEFINE_bool(
         "do_whole_word_mask",
         False,
         "Whether to use whole word masking rather than per-WordPiece masking (the original's; --masking=whole_word).",
-    )
-    flags.DEFINE_enum(
-        "masking",
-        "token",
-        instances.MASKING_METHODS,
-        "token: WordPieces independently (BERT); whole_word: a word and its ## pieces together; span: SpanBERT's "
-        "whole-word spans (geometric lengths, p=0.2, at most 10 words), the 80/10/10 choice made per span; "
-        "phrase/entity: ERNIE's knowledge masking, a whole phrase or named entity chosen or skipped as one unit "
-        "like a word, the choice made per unit (units: --phrase_file, else phrases.txt beside --vocab_file for "
-        "phrase and capitalised words not at a sentence start for entity with --nodo_lower_case).",
     )
     flags.DEFINE_string(
         "phrase_file",
@@ -111,17 +114,13 @@ def define_flags():
         "FULL-SENTENCES, whole sentences packed to --max_seq_length across documents with a [SEP] between them, "
         "one segment, no label feature.",
     )
-    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
     flags.DEFINE_integer(
-        "seed",
+        "random_seed",
         12345,
-        "Random seed for data generation (the original's --random_seed). Any integer; a negative seed gives its "
-        "own output "
-        "(see bert_tf.pretraining_data.instances.chunk_seeds).",
+        "Random seed for data generation (the original's name and default). Any integer; a negative seed gives "
+        "its own output (see bert_tf.pretraining_data.instances.chunk_seeds).",
     )
     flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
     flags.DEFINE_float(
         "short_seq_prob", 0.1, "Probability of creating sequences which are shorter than the maximum length."
     )
@@ -152,7 +151,6 @@ def define_flags():
         "Megabytes of text per chunk. Random next sentences and the instance "
         "shuffle stay within a chunk; memory grows with chunk_mb x num_workers.",
     )
-    flags.DEFINE_enum("compression", "NONE", ["NONE", "GZIP"], "TFRecord compression of the output files.")
     flags.DEFINE_bool(
         "do_masking",
         True,
@@ -235,7 +233,7 @@ def main(argv):
         vocab_file=FLAGS.vocab_file,
         config=config,
         do_lower_case=FLAGS.do_lower_case,
-        seed=FLAGS.seed,
+        seed=FLAGS.random_seed,
         chunk_bytes=max(1, int(FLAGS.chunk_mb * (1 << 20))),
         compression=None if FLAGS.compression == "NONE" else FLAGS.compression,
         skip_invalid_utf8=FLAGS.skip_invalid_utf8,

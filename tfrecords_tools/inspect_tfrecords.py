@@ -10,6 +10,7 @@ from absl import flags
 
 from bert_tf import cli
 from bert_tf.pretraining_data import inspection
+from experiments import job_flags
 
 FLAGS = flags.FLAGS
 
@@ -20,11 +21,15 @@ def define_flags():
     Flags are not defined at import so that importing several tools (or this
     module and a training script) in one process cannot clash on flag names.
     """
-    flags.DEFINE_string("input_file", None, "TFRecord files: comma-separated paths or globs.")
-    flags.DEFINE_string("vocab_file", None, "Vocabulary to show tokens (ids are shown without it).")
+    job_flags.define(
+        "input_file",
+        "vocab_file",
+        "compression",
+        notes={"input_file": "TFRecords.", "vocab_file": "Shows the tokens (ids are shown without it)."},
+        defaults={"compression": (None, "Default here: detect GZIP (a reader can tell).")},
+    )
     flags.DEFINE_integer("num", 5, "Instances to print.")
     flags.DEFINE_integer("max_records", None, "Records to compute statistics on (default: all).")
-    flags.DEFINE_string("compression", None, "GZIP, ZLIB or NONE (default: detect GZIP).")
 
 
 @cli.main_function("inspect_tfrecords")

@@ -18,19 +18,23 @@ from absl import flags
 
 from bert_tf import cli
 from bert_tf.errors import BadInputError
+from experiments import job_flags
 
 FLAGS = flags.FLAGS
 
 
 def define_flags():
-    flags.DEFINE_string("input_file", None, "Text file(s): comma-separated paths or glob patterns.")
-    flags.DEFINE_string("output_file", None, "Where to write vocab.txt.")
-    flags.DEFINE_integer("vocab_size", 30522, "Maximum vocabulary size, special tokens included.")
-    flags.DEFINE_bool(
+    job_flags.define(
+        "input_file",
+        "output_file",
         "do_lower_case",
-        True,
-        "Learn an uncased vocabulary (lower-case, strip accents); --nodo_lower_case for a cased one.",
+        notes={
+            "input_file": "Text.",
+            "output_file": "vocab.txt.",
+            "do_lower_case": "Here: learn an uncased vocabulary.",
+        },
     )
+    flags.DEFINE_integer("vocab_size", 30522, "Maximum vocabulary size, special tokens included.")
     flags.DEFINE_integer("num_unused", 0, "Placeholder tokens [unused0].. after the special tokens.")
     flags.DEFINE_integer("min_count", 10, "Lowest piece count the learner's threshold search tries.")
     flags.DEFINE_integer("max_unique_chars", 1000, "Alphabet size; words with rarer characters are ignored.")

@@ -32,6 +32,7 @@ from absl import flags, logging
 
 from bert_tf import cli, errors, file_io
 from bert_tf.errors import BadInputError
+from experiments import job_flags
 
 FLAGS = flags.FLAGS
 
@@ -39,7 +40,9 @@ FLAGS = flags.FLAGS
 def define_flags():
     from bert_tf.pretraining_data.corpus_preparation import DOCUMENT_BOUNDARIES
 
-    flags.DEFINE_string("input_file", None, "Plain text file(s), UTF-8: comma-separated paths or glob patterns.")
+    job_flags.define(
+        "input_file", "overwrite", notes={"input_file": "Plain text, UTF-8.", "overwrite": "Existing output files."}
+    )
     flags.DEFINE_string("output_train", None, "Where to write the training corpus (one sentence per line).")
     flags.DEFINE_string("output_heldout", None, "Where to write the held-out documents (same format).")
     flags.DEFINE_float(
@@ -62,7 +65,6 @@ def define_flags():
     flags.DEFINE_integer(
         "min_sentences_per_document", 1, "Drop shorter documents (a lone heading or page number: set 2)."
     )
-    flags.DEFINE_bool("overwrite", False, "Replace existing output files.")
 
 
 def _check_flags():
