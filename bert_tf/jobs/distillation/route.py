@@ -18,6 +18,8 @@ from bert_tf.jobs.distillation.teacher import Teacher
 
 @dataclasses.dataclass
 class Student:
+    """One model of the route: its config, where its weights start, and (the student's) the route before it."""
+
     config: object  # BertConfig
     checkpoint: str | None  # pretrained encoder weights (--student_model_dir)
     teacher_layers: list | None  # the teacher layer each student layer starts from / is matched with
