@@ -25,7 +25,6 @@ def define_runtime_flags(default_seed: int | None = None) -> None:
 
     `default_seed` None: the jobs' `bert_tf.jobs.DEFAULT_SEED`.
     """
-    from bert_tf.jobs import DEFAULT_SEED
     from bert_tf.training.distribution import STRATEGIES
     from bert_tf.training.precision import PRECISION_POLICIES
 
@@ -42,8 +41,7 @@ def define_runtime_flags(default_seed: int | None = None) -> None:
         "Seeded, deterministic ops and data order: the same command gives the same weights, also across a kill "
         "and resume (slower; some GPU ops have no deterministic kernel).",
     )
-    seed = DEFAULT_SEED if default_seed is None else default_seed
-    flags.DEFINE_integer("seed", seed, "Seed of initialisation, dropout and data order.")
+    define_seed_flag(default_seed)
     flags.DEFINE_float(
         "preemption_grace_seconds",
         30.0,
@@ -51,6 +49,14 @@ def define_runtime_flags(default_seed: int | None = None) -> None:
         "checkpoint there and exit with status 143 within this many seconds; the same command resumes. "
         "0: SIGTERM ends the job at once.",
     )
+
+
+def define_seed_flag(default: int | None = None) -> None:
+    """Defines --seed; `default` None: the jobs' `bert_tf.jobs.DEFAULT_SEED`, one default in every program."""
+    from bert_tf.jobs import DEFAULT_SEED
+
+    seed = DEFAULT_SEED if default is None else default
+    flags.DEFINE_integer("seed", seed, "Seed of initialisation, dropout and data order.")
 
 
 def define_init_from_flag() -> None:
@@ -67,11 +73,12 @@ def define_init_from_flag() -> None:
     )
 
 
-def define_packing_flag() -> None:
-    """Defines --packing (`FinetuningTaskConfig.packing`, `FeatureExtractionConfig.packing`)."""
+def define_packing_flag(default: bool = False) -> None:
+    """Defines --packing (`FinetuningTaskConfig.packing`, `FeatureExtractionConfig.packing`,
+    `HubClassifierConfig.packing`, `bert_tf.keras_fit`'s `packing`); `default`: the program's."""
     flags.DEFINE_bool(
         "packing",
-        False,
+        default,
         "Fill rows of --max_seq_length tokens with whole examples (in random order when training), each computed "
         "as if alone (a block-diagonal mask, its own positions and [CLS]), instead of one example a row; a "
         "batch holds the batch size in examples on average. Fine-tuning: classification, pairs, regression and "

@@ -205,7 +205,10 @@ class EncoderModule(_ReusableModule):
 
     def signatures(self) -> dict:
         """`serving_default`, `packed` (and `mlm` when present), flat, for TF Serving and `tf.saved_model.load`."""
-        signatures = {"serving_default": self.serving_signature(), "packed": self.serving_signature(packed_input_spec())}
+        signatures = {
+            "serving_default": self.serving_signature(),
+            "packed": self.serving_signature(packed_input_spec()),
+        }
         if self.has_mlm:
             signatures["mlm"] = self.mlm.serving_signature()
         return signatures
