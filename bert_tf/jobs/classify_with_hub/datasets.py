@@ -68,7 +68,7 @@ def packed_datasets(train_inputs, labels, test_inputs, test_labels, batch_size, 
     def batches(tables, inputs, values):
         columns = dict(inputs, label=np.asarray(values, np.float32))
         rows = packed_rows.gather_packed_batches(tables, columns, seq_length, slot_keys=("label",))
-        return rows.map(_inputs_and_labels)
+        return rows.map(inputs_and_labels)
 
     train_tables = packed_rows.training_row_batches(_lengths(train_inputs), batch_size, seq_length, seed)
     test_tables = packed_rows.inference_row_batches(_lengths(test_inputs), batch_size, seq_length)
@@ -97,7 +97,9 @@ def _model_inputs(batch):
     return {name: batch[name] for name in ENCODER_KEYS + (EXAMPLE_IDS_KEY,)}
 
 
-def _inputs_and_labels(batch):
+def inputs_and_labels(batch):
+    """A `packed_rows.gather_packed_batches` batch as `model.packed_classifier`'s (inputs, labels [rows, slots, 1]),
+    the label -1 in an empty slot."""
     import tensorflow as tf
 
     from bert_tf.data import packed_rows
