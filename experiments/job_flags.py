@@ -75,7 +75,7 @@ def define_init_from_flag() -> None:
 
 def define_packing_flag(default: bool = False) -> None:
     """Defines --packing (`FinetuningTaskConfig.packing`, `FeatureExtractionConfig.packing`,
-    `HubClassifierConfig.packing`, `bert_tf.keras_fit`'s `packing`); `default`: the program's."""
+    `HubClassifierConfig.packing`, `bert_tf.jobs.keras_fit`'s `packing`); `default`: the program's."""
     flags.DEFINE_bool(
         "packing",
         default,

@@ -7,7 +7,7 @@
 Writes `--output_dir`/results.json (backend, steps, seconds, losses, the evaluation accuracy) and
 `--output_dir`/model, the fine-tuned classifier's model directory, which `experiments.export` and the
 TensorFlow jobs read. Packed rows by default (the same results as one example a row, less padding);
-`--nopacking`: one example a row. The recipe and the model: `bert_tf.keras_fit`. The flags are
+`--nopacking`: one example a row. The recipe and the model: `bert_tf.jobs.keras_fit`. The flags are
 `experiments.finetune`'s names for the same things.
 """
 
@@ -46,7 +46,7 @@ def main(argv):
     del argv  # Checked by cli.main_function.
     import json
 
-    from bert_tf.keras_fit import run_keras_fit
+    from bert_tf.jobs.keras_fit import run_keras_fit
 
     cli.require_flags("model_dir", "train_file", "output_dir")
     results = run_keras_fit(

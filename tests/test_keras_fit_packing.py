@@ -1,4 +1,4 @@
-"""bert_tf.keras_fit's packed rows: the numpy packing is packed_rows' (same tables, same rows), and a packed
+"""bert_tf.jobs.keras_fit's packed rows: the numpy packing is packed_rows' (same tables, same rows), and a packed
 classifier gives every example its logits and loss alone, on the Keras backend in use (TensorFlow here; the
 JAX run is tests/test_jax_model_dir.py's)."""
 
@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from bert_tf import BertClassifier, BertConfig, BertEncoder
 from bert_tf.data import packed_rows
-from bert_tf.keras_fit import _packed_batches_class, packed_logits
+from bert_tf.jobs.keras_fit import _packed_batches_class, packed_logits
 
 SEQ_LENGTH = 16
 

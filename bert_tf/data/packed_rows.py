@@ -14,7 +14,7 @@ and a batch's lengths spread as the data's do), and consecutive rows form a batc
 function of the seed and the epoch, so the iterator state a checkpoint saves restores exactly. Inference packs
 the examples in input order the same way; outputs go back by `feature_index`.
 
-Without TensorFlow (Keras `fit` on any backend, `bert_tf.keras_fit`): `slot_table_numpy` places examples by the
+Without TensorFlow (Keras `fit` on any backend, `bert_tf.jobs.keras_fit`): `slot_table_numpy` places examples by the
 same rule into the same table, and `pack_numpy` gathers a table's rows as `gather_packed_batches` does.
 """
 

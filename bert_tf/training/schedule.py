@@ -7,7 +7,7 @@
                                  num_warmup_steps=100)
 
 The custom loop's optimizer (`bert_tf.training.optimization.WarmupPolynomialDecay`, TensorFlow) wraps it; the
-Keras 3 `fit` path (`bert_tf.keras_fit`, any backend) and the tf_keras `hub.KerasLayer` job
+Keras 3 `fit` path (`bert_tf.jobs.keras_fit`, any backend) and the tf_keras `hub.KerasLayer` job
 (`bert_tf.jobs.classify_with_hub`) take it as `warmup_linear_decay` in their framework's schedule class.
 Backend-free: `ops` is the array namespace of `step` (`keras.ops`, or `tensorflow`), of which it uses `minimum`
 and `where`.
@@ -51,7 +51,7 @@ def warmup_polynomial_decay(
 def warmup_linear_decay(base_class, ops, *, learning_rate: float, num_train_steps: int, warmup_proportion: float):
     """`warmup_polynomial_decay` (linear, warm-up over `warmup_proportion` of the steps) as a framework's schedule.
 
-    The one schedule of the `fit` programs (`bert_tf.keras_fit`, `bert_tf.jobs.classify_with_hub`).
+    The one schedule of the `fit` programs (`bert_tf.jobs.keras_fit`, `bert_tf.jobs.classify_with_hub`).
 
     Args:
       base_class: `keras.optimizers.schedules.LearningRateSchedule` (Keras 3) or tf_keras' class of that name.

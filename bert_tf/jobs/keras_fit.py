@@ -25,7 +25,7 @@ example a row, without the padding. `packing=False`: Keras' shuffled batches of
 one example a row, padded to `max_seq_length`.
 
     from bert_tf.data.finetuning_readers import read_labeled_texts
-    from bert_tf.keras_fit import fit_classifier, label_ids
+    from bert_tf.jobs.keras_fit import fit_classifier, label_ids
 
     texts, labels = read_labeled_texts("data/fine_foods_train.tsv")
     ids, label_list = label_ids(labels)
