@@ -17,12 +17,10 @@ from bert_tf import cli
 
 FLAGS = flags.FLAGS
 
-# The Keras dtype policies of the model (`experiments.finetune`'s --mixed_precision values).
-DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
-
 
 def define_flags():
     """Defines this tool's flags (at run time, so importing the module defines none)."""
+    from bert_tf.jobs.keras_fit import DTYPE_POLICIES
     from experiments import job_flags
 
     flags.DEFINE_string("model_dir", None, "A model directory (weights.safetensors on backends other than TF).")
@@ -46,25 +44,11 @@ def main(argv):
     del argv  # Checked by cli.main_function.
     import json
 
-    from bert_tf.jobs.keras_fit import run_keras_fit
+    from bert_tf.jobs.keras_fit import KerasFitConfig, run_keras_fit
+    from experiments import job_flags
 
     cli.require_flags("model_dir", "train_file", "output_dir")
-    results = run_keras_fit(
-        FLAGS.output_dir,
-        FLAGS.model_dir,
-        FLAGS.train_file,
-        FLAGS.eval_file,
-        max_train_examples=FLAGS.max_train_examples,
-        max_seq_length=FLAGS.max_seq_length,
-        num_train_epochs=FLAGS.num_train_epochs,
-        train_batch_size=FLAGS.train_batch_size,
-        learning_rate=FLAGS.learning_rate,
-        warmup_proportion=FLAGS.warmup_proportion,
-        do_lower_case=FLAGS.do_lower_case,
-        packing=FLAGS.packing,
-        seed=FLAGS.seed,
-        dtype=None if FLAGS.mixed_precision == "float32" else FLAGS.mixed_precision,
-    )
+    results = run_keras_fit(FLAGS.output_dir, job_flags.config_from_flags(KerasFitConfig))
     print(json.dumps({k: v for k, v in results.items() if k != "test_logits_head"}))
 
 

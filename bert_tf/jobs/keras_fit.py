@@ -39,12 +39,14 @@ one example a row, padded to `max_seq_length`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
 import numpy as np
 
 from bert_tf.data import finetuning_readers, packed_rows
+from bert_tf.errors import JobArgumentError, check_int
 from bert_tf.jobs import DEFAULT_SEED
 
 
@@ -216,28 +218,77 @@ def fit_classifier(
     return results
 
 
-def run_keras_fit(output_dir: str, model_dir: str, train_file: str, eval_file: str | None = None, **options) -> dict:
-    """`fit_classifier` on TSV files with the columns `text` and `label` (`experiments.keras_fit`'s job).
+#: The Keras dtype policies of the model (`experiments.finetune`'s --mixed_precision values).
+DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+@dataclasses.dataclass(frozen=True)
+class KerasFitConfig:
+    """`run_keras_fit`'s settings, named after `experiments.keras_fit`'s flags; `fit_classifier` documents them.
+
+    `train_file` and `eval_file` (optional) are TSVs with the columns `text` and `label`; `max_train_examples`
+    keeps the first that many (0: all); `mixed_precision` is one of `DTYPE_POLICIES`.
+    """
+
+    model_dir: str
+    train_file: str
+    eval_file: str | None = None
+    max_seq_length: int = 128
+    num_train_epochs: int = 1
+    train_batch_size: int = 32
+    learning_rate: float = 1e-4
+    warmup_proportion: float = 0.1
+    max_train_examples: int = 0
+    do_lower_case: bool = True
+    packing: bool = True
+    seed: int = DEFAULT_SEED
+    mixed_precision: str = "float32"
+
+    def __post_init__(self):
+        check_int("max_seq_length", self.max_seq_length, minimum=3)  # [CLS], one piece, [SEP]
+        check_int("num_train_epochs", self.num_train_epochs)
+        check_int("train_batch_size", self.train_batch_size)
+        check_int("max_train_examples", self.max_train_examples, minimum=0)
+        if not 0.0 <= self.warmup_proportion <= 1.0:
+            raise JobArgumentError(f"--warmup_proportion must be in [0, 1], got {self.warmup_proportion}.")
+        if self.mixed_precision not in DTYPE_POLICIES:
+            raise JobArgumentError(f"--mixed_precision must be one of {DTYPE_POLICIES}, got {self.mixed_precision!r}.")
+
+
+def run_keras_fit(output_dir: str, config: KerasFitConfig) -> dict:
+    """`fit_classifier` on `config`'s files (`experiments.keras_fit`'s job).
 
     Writes `output_dir`/model (refused before training if it exists and is not empty) and
-    `output_dir`/results.json; returns the results. `options`: `fit_classifier`'s, and `max_train_examples`
-    (0: all). Bad input raises `bert_tf.errors` types naming the file or flag.
+    `output_dir`/results.json; returns the results. Bad input raises `bert_tf.errors` types naming the file or flag.
     """
     from bert_tf import errors, file_io
 
-    errors.check_utf8(train_file, "train_file")
-    errors.check_utf8(eval_file, "eval_file")
+    errors.check_utf8(config.train_file, "train_file")
+    errors.check_utf8(config.eval_file, "eval_file")
     model_output = os.path.join(output_dir, "model")
     if os.path.isdir(model_output) and os.listdir(model_output):
         raise errors.BadInputError(f"--output_dir: {model_output} exists and is not empty.")
-    texts, labels = finetuning_readers.read_labeled_texts(train_file, limit=options.pop("max_train_examples", 0))
+    texts, labels = finetuning_readers.read_labeled_texts(config.train_file, limit=config.max_train_examples)
     ids, label_list = label_ids(labels)
     test = None
-    if eval_file:
-        test_texts, test_labels = finetuning_readers.read_labeled_texts(eval_file)
+    if config.eval_file:
+        test_texts, test_labels = finetuning_readers.read_labeled_texts(config.eval_file)
         test = (test_texts, label_ids(test_labels, label_list)[0])
     results = fit_classifier(
-        model_dir, (texts, ids), test, output_dir=model_output, num_labels=len(label_list), **options
+        config.model_dir,
+        (texts, ids),
+        test,
+        output_dir=model_output,
+        num_labels=len(label_list),
+        max_seq_length=config.max_seq_length,
+        num_train_epochs=config.num_train_epochs,
+        train_batch_size=config.train_batch_size,
+        learning_rate=config.learning_rate,
+        warmup_proportion=config.warmup_proportion,
+        do_lower_case=config.do_lower_case,
+        packing=config.packing,
+        seed=config.seed,
+        dtype=None if config.mixed_precision == "float32" else config.mixed_precision,
     )
     results.pop("model")
     file_io.write_json(os.path.join(output_dir, "results.json"), results)
