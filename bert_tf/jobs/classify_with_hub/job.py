@@ -41,23 +41,7 @@ def run_classify_with_hub(
     )
     batches = _batches(config, classifier, train_texts, y_train, test_texts, y_test)
     trained, fit_data, steps_per_epoch, score_test = batches
-    learning_rate = config.learning_rate
-    if config.warmup_proportion > 0:
-        from bert_tf.training.schedule import warmup_linear_decay
-
-        learning_rate = warmup_linear_decay(
-            tf.keras.optimizers.schedules.LearningRateSchedule,
-            tf,
-            learning_rate=config.learning_rate,
-            num_train_steps=config.num_train_epochs * steps_per_epoch,
-            warmup_proportion=config.warmup_proportion,
-        )
-    loss, accuracy = (
-        (model_lib.masked_binary_crossentropy, model_lib.masked_binary_accuracy())
-        if config.packing
-        else ("binary_crossentropy", "accuracy")
-    )
-    trained.compile(optimizer=tf.keras.optimizers.Adam(learning_rate), loss=loss, metrics=[accuracy])
+    _compile(trained, config, config.num_train_epochs * steps_per_epoch)
     os.makedirs(output_dir, exist_ok=True)
     start = time.time()
     history = trained.fit(
@@ -106,6 +90,30 @@ def run_classify_with_hub(
     return results
 
 
+def _compile(trained, config, num_train_steps):
+    """Adam at `config.learning_rate`, constant or BERT's warm-up and decay; the binary cross-entropy and
+    accuracy, over the filled slots when packed."""
+    import tensorflow as tf
+
+    learning_rate = config.learning_rate
+    if config.warmup_proportion > 0:
+        from bert_tf.training.schedule import warmup_linear_decay
+
+        learning_rate = warmup_linear_decay(
+            tf.keras.optimizers.schedules.LearningRateSchedule,
+            tf,
+            learning_rate=config.learning_rate,
+            num_train_steps=num_train_steps,
+            warmup_proportion=config.warmup_proportion,
+        )
+    loss, accuracy = (
+        (model_lib.masked_binary_crossentropy, model_lib.masked_binary_accuracy())
+        if config.packing
+        else ("binary_crossentropy", "accuracy")
+    )
+    trained.compile(optimizer=tf.keras.optimizers.Adam(learning_rate), loss=loss, metrics=[accuracy])
+
+
 def _batches(config, classifier, train_texts, y_train, test_texts, y_test):
     """(the model `fit` trains, fit's data arguments, steps per epoch, history -> (test loss, test accuracy)).
 
@@ -125,7 +133,13 @@ def _batches(config, classifier, train_texts, y_train, test_texts, y_test):
         seq_length = config.max_seq_length or model_lib.default_seq_length(preprocessor)
         train_inputs = datasets.encode_texts(preprocessor, train_texts, seq_length)
         test_inputs = datasets.encode_texts(preprocessor, test_texts, seq_length)
-        packed = model_lib.packed_classifier(classifier)
+        try:
+            packed = model_lib.packed_classifier(classifier)
+        except (ValueError, TypeError) as e:  # no traced call with `input_example_ids` to match
+            raise errors.BadInputError(
+                f"--export_dir={config.export_dir}: the encoder takes no packed rows (exported before its "
+                f"`input_example_ids` input; export it again, or pass --nopacking): {str(e).splitlines()[0]}"
+            ) from None
         train, steps_per_epoch, test = datasets.packed_datasets(
             train_inputs, y_train, test_inputs, y_test, config.train_batch_size, seq_length, config.seed
         )
