@@ -72,6 +72,19 @@ def test_packed_logits_and_loss_equal_each_example_alone():
     packed_loss = float(loss(y, packed.predict(x, verbose=0), sample_weight=weights))
     assert abs(packed_loss - float(np.mean(per_example))) <= 1e-5
     np.testing.assert_array_equal(y[weights > 0], labels[members])
+    # ... and so are its gradients (dropout off): every weight's, encoder and head.
+    with tf.GradientTape() as tape:
+        packed_value = loss(y, packed(x, training=False), sample_weight=weights)
+    packed_gradients = tape.gradient(packed_value, packed.trainable_variables)
+    with tf.GradientTape() as tape:
+        alone_value = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(
+            labels, alone(inputs, training=False)
+        )
+    alone_gradients = tape.gradient(alone_value, alone.trainable_variables)
+    assert len(packed_gradients) == len(alone_gradients) > 10
+    for got_gradient, expected_gradient in zip(packed_gradients, alone_gradients):
+        difference = tf.convert_to_tensor(got_gradient) - tf.convert_to_tensor(expected_gradient)
+        assert float(tf.reduce_max(tf.abs(difference))) <= 1e-5
 
 
 def test_each_epoch_packs_a_new_random_order_from_the_seed():
