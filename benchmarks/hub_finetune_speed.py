@@ -111,6 +111,7 @@ def main():
                     "--learning_rate=1e-4",
                     "--warmup_proportion=0.1",
                     "--train_batch_size=32",
+                    "--nopacking",  # the length buckets measured here; packed rows are the program's default
                     f"--bucket_width={width}",
                     f"--seed={seed}",
                     f"--max_train_examples={args.max_train_examples}",

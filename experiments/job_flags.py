@@ -323,11 +323,12 @@ def define_init_from_flag() -> None:
     )
 
 
-def define_packing_flag() -> None:
-    """Defines --packing (`FinetuningTaskConfig.packing`, `FeatureExtractionConfig.packing`)."""
+def define_packing_flag(default: bool = False) -> None:
+    """Defines --packing (`FinetuningTaskConfig.packing`, `FeatureExtractionConfig.packing`,
+    `HubClassifierConfig.packing`, `bert_tf.jobs.keras_fit`'s `packing`); `default`: the program's."""
     flags.DEFINE_bool(
         "packing",
-        False,
+        default,
         "Fill rows of --max_seq_length tokens with whole examples (in random order when training), each computed "
         "as if alone (a block-diagonal mask, its own positions and [CLS]), instead of one example a row; a "
         "batch holds the batch size in examples on average. Fine-tuning: classification, pairs, regression and "

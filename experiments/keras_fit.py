@@ -6,22 +6,23 @@
 `--train_file` and `--eval_file` are TSVs with the columns `text` and `label` (the bundled reviews' format).
 Writes `--output_dir`/results.json (backend, steps, seconds, losses, the evaluation accuracy) and
 `--output_dir`/model, the fine-tuned classifier's model directory, which `experiments.export` and the
-TensorFlow jobs read. The recipe and the model: `bert_tf.keras_fit`. The flags are `experiments.finetune`'s
-names for the same things.
+TensorFlow jobs read. Packed rows by default (the same results as one example a row, less padding);
+`--nopacking`: one example a row. The recipe and the model: `bert_tf.jobs.keras_fit`. The flags are
+`experiments.finetune`'s names for the same things.
 """
 
 from absl import flags
 
-from bert_tf import cli, errors
+from bert_tf import cli
 
 FLAGS = flags.FLAGS
-
-# The Keras dtype policies of the model (`experiments.finetune`'s --mixed_precision values).
-DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
 def define_flags():
     """Defines this tool's flags (at run time, so importing the module defines none)."""
+    from bert_tf.jobs.keras_fit import DTYPE_POLICIES
+    from experiments import job_flags
+
     flags.DEFINE_string("model_dir", None, "A model directory (weights.safetensors on backends other than TF).")
     flags.DEFINE_string("train_file", None, "Training TSV with the columns text and label.")
     flags.DEFINE_string("eval_file", None, "Evaluation TSV (same format), scored after training.")
@@ -33,7 +34,8 @@ def define_flags():
     flags.DEFINE_float("warmup_proportion", 0.1, "Linear warm-up over this fraction of the steps, then linear decay.")
     flags.DEFINE_integer("max_train_examples", 0, "Use only the first this many training examples (0: all).")
     flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents (uncased models).")
-    flags.DEFINE_integer("seed", 1, "Seed of initialisation, dropout and data order.")
+    job_flags.define_packing_flag(default=True)
+    job_flags.define("seed")
     flags.DEFINE_enum("mixed_precision", "float32", DTYPE_POLICIES, "Keras dtype policy of the model.")
 
 
@@ -41,36 +43,12 @@ def define_flags():
 def main(argv):
     del argv  # Checked by cli.main_function.
     import json
-    import os
 
-    from bert_tf import file_io
-    from bert_tf.keras_fit import fit_classifier, read_labeled_tsv
+    from bert_tf.jobs.keras_fit import KerasFitConfig, run_keras_fit
+    from experiments import job_flags
 
     cli.require_flags("model_dir", "train_file", "output_dir")
-    errors.check_utf8(FLAGS.train_file, "train_file")
-    errors.check_utf8(FLAGS.eval_file, "eval_file")
-    model_output = os.path.join(FLAGS.output_dir, "model")
-    if os.path.isdir(model_output) and os.listdir(model_output):
-        raise errors.BadInputError(f"--output_dir: {model_output} exists and is not empty.")
-    *train, label_list = read_labeled_tsv(FLAGS.train_file, FLAGS.max_train_examples)
-    test = read_labeled_tsv(FLAGS.eval_file, label_list=label_list)[:2] if FLAGS.eval_file else None
-    results = fit_classifier(
-        FLAGS.model_dir,
-        train,
-        test,
-        output_dir=model_output,
-        num_labels=len(label_list),
-        max_seq_length=FLAGS.max_seq_length,
-        num_train_epochs=FLAGS.num_train_epochs,
-        train_batch_size=FLAGS.train_batch_size,
-        learning_rate=FLAGS.learning_rate,
-        warmup_proportion=FLAGS.warmup_proportion,
-        do_lower_case=FLAGS.do_lower_case,
-        seed=FLAGS.seed,
-        dtype=None if FLAGS.mixed_precision == "float32" else FLAGS.mixed_precision,
-    )
-    results.pop("model")
-    file_io.write_json(os.path.join(FLAGS.output_dir, "results.json"), results)
+    results = run_keras_fit(FLAGS.output_dir, job_flags.config_from_flags(KerasFitConfig))
     print(json.dumps({k: v for k, v in results.items() if k != "test_logits_head"}))
 
 

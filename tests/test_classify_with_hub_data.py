@@ -1,4 +1,4 @@
-"""classify_with_hub's data: the fine-tuning job's column flags, the data's own label names, bad input.
+"""classify_with_hub's data: the fine-tuning job's reader and column flags, the data's own label names, bad input.
 
 In a subprocess: importing experiments.classify_with_hub sets TF_USE_LEGACY_KERAS for its process.
 """
@@ -11,12 +11,13 @@ from tests.helpers import training_data
 
 CODE = r"""
 import json, sys
-from experiments.classify_with_hub import binary_labels, read_labeled_tsv
+from bert_tf.data.finetuning_readers import read_labeled_texts
+from bert_tf.jobs.classify_with_hub.labels import binary_labels
 results = {}
 for name, args in json.loads(sys.argv[1]).items():
     try:
-        train = read_labeled_tsv(args["train"], 0, *args["columns"])
-        test = read_labeled_tsv(args["test"], 0, *args["columns"])
+        train = read_labeled_texts(args["train"], *args["columns"])
+        test = read_labeled_texts(args["test"], *args["columns"])
         names, y_train, y_test = binary_labels(train[1], test[1], args.get("names"), args["test"])
         results[name] = {"texts": train[0], "names": names, "y_train": y_train.tolist(), "y_test": y_test.tolist()}
     except ValueError as e:
@@ -60,7 +61,7 @@ def test_columns_and_label_names(tmp_path):
     assert got["bundled_names"]["names"] == ["other", "great"] and got["bundled_names"]["y_train"] == [1.0, 0.0]
     assert got["bundled_as_written"]["names"] == ["0", "1"]
     assert got["missing_column"]["error"] == (
-        f"{reviews}:1: no --text_a_column column 'text'; the header has ['id', 'review', 'sentiment']."
+        f"{reviews}: no text_a column 'text'; the header has ['id', 'review', 'sentiment']."
     )
     assert got["three_labels"]["error"].startswith("--train_file: this binary classifier needs exactly two labels")
     assert got["unknown_test_label"]["error"] == f"{three}: example 1 has the label 'x', not one of ['0', '1']."

@@ -86,6 +86,47 @@ def test_outputs_equal_keras_model(pretrainer, loaded):
     assert loaded({k: v[:1, :5] for k, v in inputs.items()})["sequence_output"].shape == (1, 5, 32)
 
 
+def _packed_row(examples, seq_length):
+    """Encoder inputs of one row holding `examples` ([word ids] each, type ids 0 then 1 from the middle) and
+    `input_example_ids`; plus each example's inputs alone."""
+    row = {key: np.zeros((1, seq_length), "int32") for key in ENCODER_KEYS + ("input_example_ids",)}
+    alone, start = [], 0
+    for number, word_ids in enumerate(examples, start=1):
+        n = len(word_ids)
+        type_ids = (np.arange(n) >= n // 2).astype("int32")
+        values = {"input_word_ids": word_ids, "input_mask": 1, "input_type_ids": type_ids, "input_example_ids": number}
+        for key, value in values.items():
+            row[key][0, start : start + n] = value
+        alone.append({"input_word_ids": np.array([word_ids], "int32"), "input_mask": np.ones((1, n), "int32"),
+                      "input_type_ids": type_ids[None]})  # fmt: skip
+        start += n
+    return row, alone
+
+
+def test_packed_input_gives_each_example_its_outputs_alone(loaded):
+    # The optional fourth input: three examples side by side, then padding; each gives what it gives alone.
+    rng = np.random.default_rng(5)
+    examples = [rng.integers(5, 97, size=n).astype("int32") for n in (4, 7, 3)]
+    row, alone = _packed_row(examples, seq_length=17)
+    packed = loaded(row)
+    assert set(packed) == {"sequence_output", "pooled_output", "encoder_outputs", "default"}
+    assert packed["pooled_output"].shape == (1, 17 // 2, 32)
+    start = 0
+    for slot, inputs in enumerate(alone):
+        single, n = loaded(inputs), inputs["input_mask"].shape[1]
+        assert max_diff(packed["sequence_output"][0, start : start + n], single["sequence_output"][0]) <= 1e-5
+        assert max_diff(packed["encoder_outputs"][0][0, start : start + n], single["encoder_outputs"][0][0]) <= 1e-5
+        assert max_diff(packed["pooled_output"][0, slot], single["pooled_output"][0]) <= 1e-5
+        start += n
+    # The same through the flat `packed` signature; dropout only when training, as unpacked.
+    signature = loaded.signatures["packed"](**{k: tf.constant(v) for k, v in row.items()})
+    assert max_diff(signature["sequence_output"], packed["sequence_output"]) <= 1e-6
+    assert max_diff(loaded(row, training=True)["sequence_output"], packed["sequence_output"]) > 1e-3
+    # An example filling the row alone gives its outputs alone too.
+    whole, (only,) = _packed_row([rng.integers(5, 97, size=17).astype("int32")], seq_length=17)
+    assert max_diff(loaded(whole)["sequence_output"], loaded(only)["sequence_output"]) <= 1e-5
+
+
 def test_dropout_only_when_training(loaded):
     inputs = batch()
     inference = [loaded(inputs)["pooled_output"].numpy() for _ in range(2)]
@@ -234,7 +275,7 @@ def test_export_refuses_existing_directory_unless_overwrite(pretrainer, tmp_path
     assert sorted(os.listdir(tmp_path)) == ["encoder"]
     loaded = tf.saved_model.load(str(target))
     assert not hasattr(loaded, "mlm")
-    assert set(loaded.signatures) == {"serving_default"}
+    assert set(loaded.signatures) == {"serving_default", "packed"}  # no `mlm`
     assert max_diff(loaded(batch())["pooled_output"], pretrainer.encoder(batch())["pooled_output"]) <= 1e-6
 
 

@@ -1,5 +1,6 @@
 """Tests of bert_tf.training.optimization: BERT's AdamW, its schedule and clipping."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -118,12 +119,17 @@ def test_schedule_warms_up_linearly_then_decays_linearly_to_zero():
 
 
 def test_every_training_path_uses_the_one_schedule():
-    # The custom loop's schedule, the Keras 3 `fit` path's and the hub job's wrap one function of the step.
-    from bert_tf.keras_fit import warmup_linear_decay as keras_schedule
-    from experiments.classify_with_hub import warmup_linear_decay as hub_schedule
+    # The custom loop's schedule and the `fit` programs' (Keras 3 ops; tf_keras' TensorFlow ops) wrap one
+    # function of the step.
+    from bert_tf.training.schedule import warmup_linear_decay
 
     loop = WarmupPolynomialDecay(1e-3, num_train_steps=100, num_warmup_steps=10)
-    for other in (keras_schedule(1e-3, 100, 10), hub_schedule(1e-3, 100, 10)):
+    base_class = keras.optimizers.schedules.LearningRateSchedule
+    schedules = [
+        warmup_linear_decay(base_class, ops, learning_rate=1e-3, num_train_steps=100, warmup_proportion=0.1)
+        for ops in (keras.ops, tf)
+    ]
+    for other in schedules:
         for step in (0, 5, 10, 55, 99, 100, 150):
             assert float(other(step)) == pytest.approx(float(loop(step)), abs=1e-12), step
 

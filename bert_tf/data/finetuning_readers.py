@@ -184,6 +184,18 @@ def read_text_examples(
     return examples
 
 
+def read_labeled_texts(
+    path: str, text_column: Column = "text", label_column: Column = "label", limit: int = 0, file_format: str = "tsv"
+) -> tuple[list[str], list[str]]:
+    """(texts, labels as written) of a labelled single-text file with a header: the `fit` programs' reader.
+
+    Read as `read_text_examples` reads it for `experiments.finetune`; `limit` > 0 keeps the first `limit`.
+    """
+    examples = read_text_examples(path, text_column, None, label_column, file_format=file_format)
+    examples = examples[:limit] if limit else examples
+    return [e.text_a for e in examples], [e.label for e in examples]
+
+
 def _is_index(column) -> bool:
     return isinstance(column, int) or (isinstance(column, str) and column.lstrip("-").isdigit())
 
@@ -201,7 +213,12 @@ def _parse_label(path, line_number, label, regression):
 
 def label_list_from_examples(examples: Sequence[TextExample]) -> list[str]:
     """The sorted distinct labels (numeric order when every label is an integer)."""
-    labels = {e.label for e in examples if e.label is not None}
+    return sorted_labels(e.label for e in examples if e.label is not None)
+
+
+def sorted_labels(labels) -> list[str]:
+    """The distinct `labels` sorted (numeric order when every label is an integer)."""
+    labels = set(labels)
     if all(label.lstrip("-").isdigit() for label in labels):
         return sorted(labels, key=int)
     return sorted(labels)

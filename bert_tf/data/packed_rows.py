@@ -13,6 +13,9 @@ open rows with room (first fit over a small window, so a row's examples come fro
 and a batch's lengths spread as the data's do), and consecutive rows form a batch. Everything is a pure
 function of the seed and the epoch, so the iterator state a checkpoint saves restores exactly. Inference packs
 the examples in input order the same way; outputs go back by `feature_index`.
+
+Without TensorFlow (Keras `fit` on any backend, `bert_tf.jobs.keras_fit`): `slot_table_numpy` places examples by the
+same rule into the same table, and `pack_numpy` gathers a table's rows as `gather_packed_batches` does.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from bert_tf import prefetching
 DEFAULT_WINDOW = 8
 EXAMPLE_IDS_KEY = "input_example_ids"  # bert_tf.models.EXAMPLE_IDS_KEY (importing it would load Keras)
 FEATURE_INDEX_KEY = "feature_index"  # bert_tf.tasks.base.FEATURE_INDEX_KEY
+ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 def max_examples_per_row(max_seq_length: int) -> int:
@@ -93,6 +97,53 @@ def _slot_table(order, lengths, max_seq_length: int, slots: int, window: int):
     num_rows = tf.reduce_max(row) + 1
     table = tf.fill(tf.stack([num_rows, tf.constant(slots, tf.int64)]), tf.constant(-1, tf.int64))
     return tf.tensor_scatter_nd_update(table, tf.stack([row, slot], axis=1), tf.cast(order, tf.int64))
+
+
+def slot_table_numpy(order, lengths, max_seq_length: int, slots: int, window: int = DEFAULT_WINDOW) -> np.ndarray:
+    """`slot_table` in numpy, without TensorFlow: the same first-fit rule (`assign_rows`), the same table."""
+    used = [max_seq_length + 1] * window  # "full" until opened
+    count, row_ids = [0] * window, [-1] * window
+    placed = []  # (row, slot, example)
+    for example in np.asarray(order, np.int64).tolist():
+        length = int(lengths[example])
+        target = next((i for i in range(window) if used[i] + length <= max_seq_length and count[i] < slots), None)
+        if target is None:
+            target = row_ids.index(min(row_ids))  # the oldest (or a never opened) row closes
+            used[target], count[target], row_ids[target] = 0, 0, max(row_ids) + 1
+        placed.append((row_ids[target], count[target], example))
+        used[target] += length
+        count[target] += 1
+    table = np.full((max(row for row, _, _ in placed) + 1 if placed else 0, slots), -1, np.int64)
+    for row, slot, example in placed:
+        table[row, slot] = example
+    return table
+
+
+def pack_numpy(table, inputs: dict, slot_values: dict | None = None) -> dict:
+    """Numpy packed rows of a slot table [rows, slots] (-1: empty), as `gather_packed_batches` without `transform`.
+
+    `inputs`: the encoder inputs of each example alone, [num_examples, max_seq_length]; `slot_values`: name ->
+    per-example values [num_examples] (labels), put in their slots (0 in an empty one). Returns the encoder
+    inputs and `input_example_ids` [rows, max_seq_length], the slot values and `feature_index` [rows, slots].
+    """
+    table = np.asarray(table, np.int64)
+    rows, slots = table.shape
+    lengths = inputs["input_mask"].sum(axis=1)
+    seq_length = inputs["input_mask"].shape[1]
+    packed = {name: np.zeros((rows, seq_length), np.int32) for name in ENCODER_KEYS + (EXAMPLE_IDS_KEY,)}
+    for row, slot in zip(*np.nonzero(table >= 0)):
+        example = table[row, slot]
+        start = int(sum(lengths[table[row, :slot]]))
+        end = start + int(lengths[example])
+        for name in ENCODER_KEYS:
+            packed[name][row, start:end] = inputs[name][example, : end - start]
+        packed[EXAMPLE_IDS_KEY][row, start:end] = slot + 1
+    present = table >= 0
+    for name, values in (slot_values or {}).items():
+        values = np.asarray(values)
+        packed[name] = np.where(present, values[np.maximum(table, 0)], np.zeros((), values.dtype))
+    packed[FEATURE_INDEX_KEY] = np.where(present, table, -1).astype(np.int32)
+    return packed
 
 
 def rows_per_batch(lengths, batch_size: int, max_seq_length: int, window: int = DEFAULT_WINDOW) -> int:
@@ -189,9 +240,6 @@ def _log_packing(phase, batches, lengths, max_seq_length):
         filled.sum() / max(1, int(filled.any(axis=2).sum())),
         100.0 * real / max(1, batches.shape[0] * batches.shape[1] * max_seq_length),
     )
-
-
-ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 def gather_packed_batches(

@@ -14,6 +14,9 @@ is usable by every loader:
 
 Keras 3's own `model.export()` gives none of the first two and cannot return
 the `encoder_outputs` list, hence this hand-written object.
+
+Packed rows (`bert_tf.data.packed_rows`): `__call__` also takes a fourth input, `input_example_ids`, and the
+`packed` signature has it. TF Hub's three-input call and `serving_default` are unchanged.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from bert_tf.models import ENCODER_INPUT_NAMES, BertEncoder, BertPretrainer
+from bert_tf.models.bert_encoder import EXAMPLE_IDS_KEY
 
 MASKED_LM_POSITIONS = "masked_lm_positions"
 
@@ -28,6 +32,13 @@ MASKED_LM_POSITIONS = "masked_lm_positions"
 def encoder_input_spec() -> dict:
     """TensorSpecs of the encoder inputs: int32 [batch, seq_length] each."""
     return {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in ENCODER_INPUT_NAMES}
+
+
+def packed_input_spec() -> dict:
+    """The encoder inputs plus `input_example_ids` int32 [batch, seq_length] (0 padding, 1..k the row's examples)."""
+    spec = encoder_input_spec()
+    spec[EXAMPLE_IDS_KEY] = tf.TensorSpec([None, None], tf.int32, name=EXAMPLE_IDS_KEY)
+    return spec
 
 
 def mlm_input_spec() -> dict:
@@ -101,13 +112,14 @@ class _ReusableModule(tf.__internal__.tracking.AutoTrackable):
         self.__call__.get_concrete_function(spec, training=True)
         self.call_training.get_concrete_function(spec)
 
-    def serving_signature(self):
-        """A concrete function with one named tensor per input and per (flattened) output."""
+    def serving_signature(self, input_spec: dict | None = None):
+        """A concrete function with one named tensor per input (`input_spec`, default the module's) and per
+        (flattened) output."""
 
         def serve(**inputs):
             return flatten_outputs(self.__call__(inputs, training=False))
 
-        return tf.function(serve).get_concrete_function(**self._input_spec())
+        return tf.function(serve).get_concrete_function(**(input_spec or self._input_spec()))
 
 
 class MaskedLMModule(_ReusableModule):
@@ -147,6 +159,13 @@ class EncoderModule(_ReusableModule):
     `pooled_output` [batch, hidden], `encoder_outputs` (a list, one
     [batch, seq_length, hidden] per layer) and `default` (= `pooled_output`).
 
+    Packed rows: `inputs` may also hold `input_example_ids` int32 [batch, seq_length] (0 for padding, 1..k
+    for the row's examples, each contiguous and starting with its [CLS]). Each example is then computed as
+    if alone (its own attention block and position ids, `BertEncoder.packed_outputs`): `sequence_output` and
+    `encoder_outputs` per token as above, and `pooled_output` (= `default`) [batch, seq_length // 2, hidden],
+    slot j pooling example j + 1's [CLS] (`packed_rows.max_examples_per_row` slots; an empty slot holds the
+    pooler's output on zeros, for the caller to mask).
+
     Args:
       model: a `BertEncoder`, or a `BertPretrainer` whose masked-LM head then
         becomes the `mlm` sub-object (as in TF Hub's BERT SavedModels).
@@ -177,12 +196,19 @@ class EncoderModule(_ReusableModule):
 
     def trace(self) -> None:
         super().trace()
+        packed = packed_input_spec()
+        self.__call__.get_concrete_function(packed, training=False)
+        self.__call__.get_concrete_function(packed, training=True)
+        self.call_training.get_concrete_function(packed)
         if self.has_mlm:
             self.mlm.trace()
 
     def signatures(self) -> dict:
-        """`serving_default` (and `mlm` when present), flat, for TF Serving and `tf.saved_model.load`."""
-        signatures = {"serving_default": self.serving_signature()}
+        """`serving_default`, `packed` (and `mlm` when present), flat, for TF Serving and `tf.saved_model.load`."""
+        signatures = {
+            "serving_default": self.serving_signature(),
+            "packed": self.serving_signature(packed_input_spec()),
+        }
         if self.has_mlm:
             signatures["mlm"] = self.mlm.serving_signature()
         return signatures
@@ -192,7 +218,13 @@ def _encode(encoder: BertEncoder, inputs: dict, training) -> dict:
     missing = [name for name in ENCODER_INPUT_NAMES if name not in inputs]
     if missing:
         raise ValueError(f"Encoder inputs are missing {missing}; expected {list(ENCODER_INPUT_NAMES)}.")
-    outputs = encoder({name: inputs[name] for name in ENCODER_INPUT_NAMES}, training=training)
+    if EXAMPLE_IDS_KEY in inputs:
+        # As many slots as examples of [CLS] [SEP] fit: `bert_tf.data.packed_rows.max_examples_per_row`.
+        num_slots = tf.maximum(tf.shape(inputs["input_word_ids"])[1] // 2, 1)
+        packed = {name: inputs[name] for name in ENCODER_INPUT_NAMES + (EXAMPLE_IDS_KEY,)}
+        outputs = encoder.packed_outputs(packed, num_slots, training=training)
+    else:
+        outputs = encoder({name: inputs[name] for name in ENCODER_INPUT_NAMES}, training=training)
     sequence_output = tf.cast(outputs["sequence_output"], tf.float32)
     pooled_output = tf.cast(outputs["pooled_output"], tf.float32)
     return {

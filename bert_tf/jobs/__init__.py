@@ -8,9 +8,11 @@ pieces, shared with the distillation jobs, in `finetuning_config`, `finetuning_i
 `finetuning_files`),
 `pretrain` (`run_pretraining`: masked LM + next sentence prediction from TFRecords), `distillation`
 (`run_distillation`: a fine-tuned teacher trains a smaller student; `run_frontier`: students, int8 and bfloat16
-forms, accuracy against speed), `extract_features` (`run_feature_extraction`:
-activations of chosen layers, per token or pooled per line) and `probe_layers` (`run_probe_layers`: which layer's
-frozen features serve a task best). Each resolves its model's files with `bert_tf.checkpoints.model_source`.
+forms, accuracy against speed), `extract_features` (`run_feature_extraction`: activations of chosen layers, per
+token or pooled per line), `probe_layers` (`run_probe_layers`: which layer's frozen features serve a task best),
+`keras_fit` (`run_keras_fit`: Keras `fit` on any backend, without TensorFlow) and `classify_with_hub`
+(`run_classify_with_hub`: TF Hub's notebook through `hub.KerasLayer`). Each resolves its model's files with
+`bert_tf.checkpoints.model_source`.
 Each `run_*` takes its output location first, then its validated config dataclasses, then
 `training_config` (one `bert_tf.training.TrainingConfig`; batch sizes are in the data configs) and `runtime`
 (a `RuntimeConfig`), then its phase switches as keywords, and raises the types of `bert_tf.errors`;

@@ -22,8 +22,10 @@ def encoder_inputs(name_prefix: str = "", packed: bool = False) -> dict:
     return {name: keras.Input(shape=(None,), dtype="int32", name=name_prefix + name) for name in names}
 
 
-def _encode(embeddings, embedding_projection, blocks, inputs):
-    """(embedding_output, [each block's output]) of the encoder's layers on `inputs`, packed or not."""
+def _encode(embeddings, embedding_projection, blocks, inputs, training=None):
+    """(embedding_output, [each block's output]) of the encoder's layers on `inputs`, packed or not.
+
+    `training`: None inside a functional model (Keras passes the model's); True or False on a direct call."""
     example_ids = inputs.get(EXAMPLE_IDS_KEY)
     position_ids = None
     if example_ids is None:
@@ -33,12 +35,14 @@ def _encode(embeddings, embedding_projection, blocks, inputs):
         example_ids = ops.cast(example_ids, "int32") * ops.cast(inputs["input_mask"], "int32")
         attention_bias = packed_examples.example_attention_bias(example_ids)
         position_ids = packed_examples.example_position_ids(example_ids)
-    embedding_output = embeddings(inputs["input_word_ids"], inputs["input_type_ids"], position_ids=position_ids)
+    embedding_output = embeddings(
+        inputs["input_word_ids"], inputs["input_type_ids"], position_ids=position_ids, training=training
+    )
     if embedding_projection is not None:
         embedding_output = embedding_projection(embedding_output)
     hidden_states, encoder_outputs = embedding_output, []
     for block in blocks:
-        hidden_states = block(hidden_states, attention_bias=attention_bias)
+        hidden_states = block(hidden_states, attention_bias=attention_bias, training=training)
         encoder_outputs.append(hidden_states)
     return embedding_output, encoder_outputs
 
@@ -148,7 +152,7 @@ class BertEncoder(keras.Model):
         self.transformer_layers = blocks
         self.pooler = pooler
 
-    def packed_outputs(self, inputs: dict, num_slots: int | None = None) -> dict:
+    def packed_outputs(self, inputs: dict, num_slots: int | None = None, training=None) -> dict:
         """The encoder's outputs for rows that pack several examples, each computed as if alone.
 
         `inputs` holds the three encoder inputs and `input_example_ids` (int [batch, seq_length]: 0 for
@@ -158,6 +162,7 @@ class BertEncoder(keras.Model):
         example alone to float rounding. Returns the encoder's output dict, except that `pooled_output` is
         [batch, num_slots, hidden_size]: the pooler on each example's own [CLS] (an empty slot pools zeros:
         mask it); without `num_slots`, there is no `pooled_output` (a tagger reads the sequence alone).
+        `training`: True for dropout when called on tensors (a functional model passes its own).
 
         Example (the second example of a packed row pools as it does alone):
 
@@ -176,7 +181,7 @@ class BertEncoder(keras.Model):
         True
         """
         embedding_output, encoder_outputs = _encode(
-            self.embeddings, getattr(self, "embedding_projection", None), self.transformer_layers, inputs
+            self.embeddings, getattr(self, "embedding_projection", None), self.transformer_layers, inputs, training
         )
         outputs = {
             "sequence_output": encoder_outputs[-1],

@@ -6,10 +6,11 @@
     lr = warmup_polynomial_decay(ops.cast(step, "float32"), ops, learning_rate=1e-4, num_train_steps=1000,
                                  num_warmup_steps=100)
 
-The custom loop's optimizer (`bert_tf.training.optimization.WarmupPolynomialDecay`, TensorFlow), the Keras 3
-`fit` path (`experiments.keras_fit`, any backend) and the tf_keras `hub.KerasLayer` job
-(`experiments.classify_with_hub`) each wrap it in their framework's schedule class. Backend-free: `ops` is the
-array namespace of `step` (`keras.ops`, or `tensorflow`), of which it uses `minimum` and `where`.
+The custom loop's optimizer (`bert_tf.training.optimization.WarmupPolynomialDecay`, TensorFlow) wraps it; the
+Keras 3 `fit` path (`bert_tf.jobs.keras_fit`, any backend) and the tf_keras `hub.KerasLayer` job
+(`bert_tf.jobs.classify_with_hub`) take it as `warmup_linear_decay` in their framework's schedule class.
+Backend-free: `ops` is the array namespace of `step` (`keras.ops`, or `tensorflow`), of which it uses `minimum`
+and `where`.
 """
 
 from __future__ import annotations
@@ -47,8 +48,10 @@ def warmup_polynomial_decay(
     return ops.where(step < float(num_warmup_steps), warmup, decayed)
 
 
-def linear_schedule(base_class, ops, *, learning_rate: float, num_train_steps: int, num_warmup_steps: int):
-    """`warmup_polynomial_decay` (linear) as an instance of a framework's schedule class.
+def warmup_linear_decay(base_class, ops, *, learning_rate: float, num_train_steps: int, warmup_proportion: float):
+    """`warmup_polynomial_decay` (linear, warm-up over `warmup_proportion` of the steps) as a framework's schedule.
+
+    The one schedule of the `fit` programs (`bert_tf.jobs.keras_fit`, `bert_tf.jobs.classify_with_hub`).
 
     Args:
       base_class: `keras.optimizers.schedules.LearningRateSchedule` (Keras 3) or tf_keras' class of that name.
@@ -57,12 +60,16 @@ def linear_schedule(base_class, ops, *, learning_rate: float, num_train_steps: i
     Example:
 
     >>> import keras
-    >>> schedule = linear_schedule(keras.optimizers.schedules.LearningRateSchedule, keras.ops, learning_rate=1.0,
-    ...                            num_train_steps=10, num_warmup_steps=2)
+    >>> schedule = warmup_linear_decay(keras.optimizers.schedules.LearningRateSchedule, keras.ops,
+    ...                                learning_rate=1.0, num_train_steps=10, warmup_proportion=0.2)
     >>> round(float(schedule(5)), 2)
     0.5
     """
-    config = dict(learning_rate=learning_rate, num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps)
+    config = dict(
+        learning_rate=learning_rate,
+        num_train_steps=num_train_steps,
+        num_warmup_steps=int(warmup_proportion * num_train_steps),
+    )
 
     class WarmupLinearDecay(base_class):
         def __call__(self, step):

@@ -258,7 +258,6 @@ def main(argv):
             FLAGS.real_weights_learning_rate,
             warmup_fraction=0.1,
             task_model=FLAGS.distill,
-            group_by_length=True,
         )
     ]
     if FLAGS.compare_random_init:

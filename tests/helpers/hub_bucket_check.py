@@ -1,6 +1,6 @@
 """Run under tf_keras (TF_USE_LEGACY_KERAS=1) by tests/test_classify_with_hub_buckets.py.
 
-argv: export_dir, work_dir. Builds classify_with_hub's classifier with and without length buckets (same
+argv: export_dir, work_dir. Builds bert_tf.jobs.classify_with_hub's classifier with and without length buckets (same
 weights), compares their outputs, the packed lengths, the saved bucketed classifier, and trains two steps on
 the bucketed datasets; prints one JSON line.
 """
@@ -12,7 +12,8 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from experiments.classify_with_hub import bucketed_datasets, build_classifier
+from bert_tf.jobs.classify_with_hub.datasets import bucketed_datasets
+from bert_tf.jobs.classify_with_hub.model import build_classifier
 
 TEXTS = [
     "Great.",

@@ -19,12 +19,13 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"  # before TensorFlow picks its Keras
 import numpy as np
 import tensorflow as tf
 
-from experiments.classify_with_hub import build_classifier, read_labeled_tsv
+from bert_tf.data.finetuning_readers import read_labeled_texts
+from bert_tf.jobs.classify_with_hub.model import build_classifier
 
 
 def main(export_dir, train_tsv, num_examples, learning_rate):
     tf.keras.utils.set_random_seed(0)
-    texts, labels = read_labeled_tsv(train_tsv, int(num_examples))
+    texts, labels = read_labeled_texts(train_tsv, limit=int(num_examples))
     x, y = tf.constant(texts), np.array(labels, "float32")
     model = build_classifier(os.path.join(export_dir, "preprocess"), os.path.join(export_dir, "encoder"))
     model.compile(optimizer=tf.keras.optimizers.Adam(float(learning_rate)), loss="binary_crossentropy")

@@ -5,7 +5,7 @@
     python tests/helpers/jax_without_tensorflow.py logits MODEL_DIR DATA_JSON OUT_NPZ
 
 `encode`: `load_encoder(MODEL_DIR)`, the plain-Python tokenizer on INPUTS_JSON ([[text_a, text_b or null], ...])
-and the encoder; writes the inputs and outputs. `fit`: `bert_tf.keras_fit.fit_classifier` on DATA_JSON
+and the encoder; writes the inputs and outputs. `fit`: `bert_tf.jobs.keras_fit.fit_classifier` on DATA_JSON
 ({"train": [texts, labels], "test": [...], "max_seq_length": n, ...}); writes OUT_DIR/model and OUT_DIR/results.npz
 (the test logits). `logits`: a fine-tuned `BertClassifier` read with `load_task_model`, its logits on
 DATA_JSON's test texts. All fail if any TensorFlow module got imported.
@@ -50,7 +50,7 @@ def encode(model_dir, inputs_json, seq_length, out):
 def fit(model_dir, data_json, out_dir):
     import keras
 
-    from bert_tf import keras_fit
+    from bert_tf.jobs import keras_fit
 
     assert keras.backend.backend() == "jax"
     data = json.load(open(data_json, encoding="utf-8"))
