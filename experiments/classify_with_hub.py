@@ -43,52 +43,59 @@ def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
     from experiments import job_flags
 
-    flags.DEFINE_string("export_dir", None, "Directory with the `encoder` and `preprocess` SavedModels.")
-    flags.DEFINE_string("train_file", None, "TSV with a header row; two labels (see --label_column).")
-    flags.DEFINE_string("eval_file", None, "Held-out TSV in the same format (the tutorial's test set).")
-    flags.DEFINE_string("text_a_column", "text", "The text column: a header name or 0-based index.")
-    flags.DEFINE_string("label_column", "label", "The label column: a header name or 0-based index.")
+    job_flags.define(
+        "export_dir",
+        "train_file",
+        "eval_file",
+        "text_a_column",
+        "label_column",
+        "output_dir",
+        "train_batch_size",
+        "learning_rate",
+        "warmup_proportion",
+        "max_train_examples",
+        "seed",
+        notes={
+            "train_file": "A TSV with a header row; two labels (see --label_column).",
+            "eval_file": "The held-out TSV in the same format (the tutorial's test set).",
+            "output_dir": "The fine-tuned model, TensorBoard logs and results.",
+            "train_batch_size": "Also the held-out batches'.",
+        },
+        defaults={
+            "text_a_column": ("text", "Default here: text, the bundled reviews' column."),
+            "label_column": ("label", "Default here: label, the bundled reviews' column."),
+            "learning_rate": (
+                1e-3,
+                "Default here: 1e-3, Keras' Adam default, as `optimizer='adam'` in the notebook; pretrained "
+                "encoders want BERT's 2e-5 to 1e-4.",
+            ),
+            "warmup_proportion": (
+                0.0,
+                "Default here: 0, a constant learning rate as in the notebook; otherwise TF Hub's tutorial "
+                "schedule (linear warm-up, then linear decay to 0).",
+            ),
+        },
+    )
     flags.DEFINE_list(
         "label_names",
         None,
         "Names of labels written as 0 and 1, in that order (e.g. other,great for the bundled reviews); "
         "default: the labels as written, sorted.",
     )
-    flags.DEFINE_string("output_dir", None, "Where the fine-tuned model, TensorBoard logs and results go.")
-    flags.DEFINE_integer("num_train_epochs", 2, "Training epochs.")
-    flags.DEFINE_integer("train_batch_size", 32, "Training batch size (also the held-out batches').")
-    flags.DEFINE_float(
-        "learning_rate",
-        1e-3,
-        "Adam learning rate (1e-3: Keras' default, as `optimizer='adam'` in the "
-        "notebook; pretrained encoders want BERT's 2e-5 to 1e-4).",
-    )
-    flags.DEFINE_float(
-        "warmup_proportion",
-        0.0,
-        "0: a constant learning rate. Otherwise BERT's schedule, as in TF Hub's "
-        "tutorial: linear warm-up over this fraction of the steps, then linear decay to 0.",
-    )
+    flags.DEFINE_integer("num_train_epochs", 2, "Training epochs (whole epochs: Keras `fit`'s).")
     job_flags.define_packing_flag(default=True)
-    flags.DEFINE_integer(
+    job_flags.define(
         "bucket_width",
-        16,
-        "With --nopacking, and for the saved classifier's preprocessing: pack each batch to the smallest "
-        "multiple of this that holds its longest text (at most --max_seq_length); 0: the notebook's program "
-        "(every batch at the exported length).",
-    )
-    flags.DEFINE_boolean(
         "group_by_length",
-        False,
-        "With --nopacking and --bucket_width: training batches of near-equal lengths instead of random ones "
-        "(less padding, slower learning on small data).",
-    )
-    flags.DEFINE_integer(
         "max_seq_length",
-        0,
-        "The packed rows' length, and the longest bucket (0: the preprocessing model's default).",
+        notes={
+            "bucket_width": "Here with --nopacking, and in the saved classifier's preprocessing.",
+            "group_by_length": "Here with --nopacking and --bucket_width.",
+        },
+        defaults={
+            "max_seq_length": (0, "Default here: 0, the preprocessing model's default; also the packed rows' length."),
+        },
     )
-    flags.DEFINE_integer("max_train_examples", 0, "Use at most this many training examples (0: all).")
     flags.DEFINE_integer("max_eval_examples", 0, "Use at most this many held-out examples (0: all).")
     flags.DEFINE_list(
         "new_sentences",
@@ -107,7 +114,6 @@ def define_flags():
         "layout, two classes: the labels as written), which experiments.distill --teacher_dir, experiments.export "
         "and load_task_model take.",
     )
-    job_flags.define("seed")
     flags.mark_flags_as_required(["export_dir", "train_file", "eval_file", "output_dir"])
 
 

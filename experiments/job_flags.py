@@ -153,6 +153,7 @@ SHARED_FLAGS = {
     "has_header": SharedFlag("bool", "Whether TSV/CSV files start with a header row.", _DATA),
     "conll_word_column": SharedFlag("integer", "CoNLL files: the word column.", _DATA),
     "conll_label_column": SharedFlag("integer", "CoNLL files: the tag column (-1 = last).", _DATA),
+    "max_train_examples": SharedFlag("integer", "Use only the first this many training examples (0: all).", default=0),
     "do_eval": SharedFlag("bool", "Evaluate on the evaluation data.", default=False),
     "do_predict": SharedFlag("bool", "Predict on the prediction data.", default=False),
     # The schedule: `TrainingConfig`'s fields, defaults from the job's DEFAULT_SCHEDULE.
@@ -271,7 +272,7 @@ def define(
         help_text = " ".join(filter(None, (spec.help, notes.get(name))))
         if name in defaults:
             default, reason = defaults[name]
-            help_text = f"{help_text} {reason}"
+            help_text = " ".join(filter(None, (help_text, reason)))
         else:
             default = _default(spec, name, schedule)
         if spec.kind == "enum":

@@ -23,19 +23,30 @@ def define_flags():
     from bert_tf.jobs.keras_fit import DTYPE_POLICIES
     from experiments import job_flags
 
-    flags.DEFINE_string("model_dir", None, "A model directory (weights.safetensors on backends other than TF).")
-    flags.DEFINE_string("train_file", None, "Training TSV with the columns text and label.")
-    flags.DEFINE_string("eval_file", None, "Evaluation TSV (same format), scored after training.")
-    flags.DEFINE_string("output_dir", None, "results.json and model/ (the fine-tuned model directory).")
-    flags.DEFINE_integer("max_seq_length", 128, "Packed sequence length (WordPieces incl. [CLS]/[SEP]).")
-    flags.DEFINE_integer("num_train_epochs", 1, "Epochs over the training data.")
-    flags.DEFINE_integer("train_batch_size", 32, "Training batch size.")
-    flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate of Adam.")
-    flags.DEFINE_float("warmup_proportion", 0.1, "Linear warm-up over this fraction of the steps, then linear decay.")
-    flags.DEFINE_integer("max_train_examples", 0, "Use only the first this many training examples (0: all).")
-    flags.DEFINE_boolean("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+    job_flags.define(
+        "model_dir",
+        "train_file",
+        "eval_file",
+        "output_dir",
+        "max_seq_length",
+        "train_batch_size",
+        "learning_rate",
+        "warmup_proportion",
+        "max_train_examples",
+        "do_lower_case",
+        "seed",
+        notes={
+            "model_dir": "weights.safetensors on backends other than TensorFlow.",
+            "train_file": "A TSV with the columns text and label.",
+            "eval_file": "The same format, scored after training.",
+            "output_dir": "results.json and model/ (the fine-tuned model directory).",
+        },
+        defaults={
+            "warmup_proportion": (0.1, "Default here: 0.1, BERT's fine-tuning warm-up (the schedule's own: none)."),
+        },
+    )
+    flags.DEFINE_integer("num_train_epochs", 1, "Training epochs (whole epochs: Keras `fit`'s).")
     job_flags.define_packing_flag(default=True)
-    job_flags.define("seed")
     flags.DEFINE_enum("mixed_precision", "float32", DTYPE_POLICIES, "Keras dtype policy of the model.")
 
 

@@ -229,17 +229,12 @@ def _program_files():
 # must still be one of their duplicates (remove it from here when it moves to experiments/job_flags.py).
 PENDING_FLAG_DUPLICATES = {
     "experiments/classify_with_hub.py": (
-        "reworked in parallel into a thin program over the shared fine-tuning pieces (issue 56); its flags move "
-        "to job_flags.define with it",
-        {"output_dir", "max_seq_length", "train_file", "eval_file", "num_train_epochs", "train_batch_size"}
-        | {"learning_rate", "warmup_proportion", "seed", "export_dir", "text_a_column", "label_column"}
-        | {"bucket_width", "group_by_length", "max_train_examples"},
+        "Keras `fit` takes whole epochs, where the shared --num_train_epochs is a float",
+        {"num_train_epochs"},
     ),
     "experiments/keras_fit.py": (
-        "reworked in parallel with classify_with_hub (issue 56); its flags move to job_flags.define with it",
-        {"output_dir", "max_seq_length", "train_file", "eval_file", "num_train_epochs", "train_batch_size"}
-        | {"learning_rate", "warmup_proportion", "seed", "max_train_examples", "model_dir", "do_lower_case"}
-        | {"mixed_precision"},
+        "Keras `fit` takes whole epochs, where the shared --num_train_epochs is a float; Keras' dtype policies",
+        {"num_train_epochs", "mixed_precision"},
     ),
     "experiments/demo/__init__.py": (
         "the demo's small recipe, which it hands to the step programs (other defaults and choices); "
