@@ -66,7 +66,8 @@ SHARED_FLAGS = {
     ),
     "init_checkpoint": SharedFlag(
         "string",
-        "The encoder's TF2 checkpoint (prefix or directory), read instead of the latest one in --model_dir.",
+        "The TF2 checkpoint (a prefix, or a model directory's latest) whose weights initialise the encoder; in the "
+        "jobs that read --model_dir, instead of its latest checkpoint.",
         _MODEL,
     ),
     "bert_config_file": SharedFlag("string", "bert_config.json: the encoder's architecture.", _MODEL),

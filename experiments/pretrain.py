@@ -53,11 +53,9 @@ model and vocabulary are the directory's):
 
 Differences from run_pretraining.py: there is no --do_train/--do_eval (it
 trains to --num_train_steps, then evaluates if --eval_input_file is given;
---eval_only only evaluates), and its --init_checkpoint is --warm_start_checkpoint
-here, a TF2 model directory or checkpoint (convert google-research checkpoints
-with `python -m experiments.convert`): --init_checkpoint is the encoder
-checkpoint a fine-tuning, export or feature-extraction job reads instead of
---model_dir's.
+--eval_only only evaluates), and --init_checkpoint takes a TF2 checkpoint or
+model directory (convert google-research checkpoints with
+`python -m experiments.convert`).
 
 docs/pretraining.md walks the whole way: corpus, vocabulary, TFRecords,
 pretraining on TPUs or several GPUs or hosts, evaluation, export, fine-tuning.
@@ -107,11 +105,12 @@ def define_flags():
     )
     flags.DEFINE_string("eval_input_file", None, "Held-out TFRecord files for evaluation (comma-separated globs).")
     flags.DEFINE_string("preset", None, "A named BertConfig preset (e.g. bert_mini) instead of --bert_config_file.")
-    flags.DEFINE_string(
-        "warm_start_checkpoint",
-        None,
-        "Warm start: a TF2 model directory or checkpoint prefix. Restores "
-        "the encoder, and the pretraining heads when it has them. Ignored when resuming.",
+    job_flags.define(
+        "init_checkpoint",
+        notes={
+            "init_checkpoint": "Here a warm start, as run_pretraining.py's: the encoder, and the pretraining heads "
+            "when it has them, with a new schedule. Ignored when resuming."
+        },
     )
     job_flags.define(
         "learning_rate",
@@ -195,7 +194,7 @@ def main(argv):
             training_config,
             runtime,
             vocab_file=FLAGS.vocab_file,
-            warm_start_checkpoint=FLAGS.warm_start_checkpoint,
+            init_checkpoint=FLAGS.init_checkpoint,
         )
     except NonFiniteLossError as e:
         # A failed run, not bad input: status 1.

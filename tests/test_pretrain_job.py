@@ -269,7 +269,7 @@ def test_killed_run_resumes_to_the_same_weights(runs):
     )
 
 
-def test_warm_start_checkpoint_restores_encoder_and_heads_with_dynamic_masking(setup, runs, tmp_path):
+def test_init_checkpoint_restores_encoder_and_heads_with_dynamic_masking(setup, runs, tmp_path):
     _, _, arguments = setup
     source = runs["dirs"][0]
     # One step with warm-up: its learning rate is 0, so the weights stay those restored.
@@ -280,7 +280,7 @@ def test_warm_start_checkpoint_restores_encoder_and_heads_with_dynamic_masking(s
             num_train_steps=1,
             num_warmup_steps=1,
             steps_per_loop=1,
-            warm_start_checkpoint=str(source),
+            init_checkpoint=str(source),
             dynamic_masking=True,
         ),
         output_dir=str(tmp_path / "warm"),
@@ -312,7 +312,7 @@ def _rejects(arguments, tmp_path, match, error=JobArgumentError, **changes):
         ({"num_warmup_steps": 100}, f"--num_warmup_steps=100 exceeds --num_train_steps={STEPS}"),
         ({"train_batch_size": 0}, "--train_batch_size must be an integer >= 1"),
         ({"vocab_file": None, "dynamic_masking": True}, "--dynamic_masking needs --vocab_file"),
-        ({"warm_start_checkpoint": "/nonexistent/ckpt-5"}, "--warm_start_checkpoint: Checkpoint not found"),
+        ({"init_checkpoint": "/nonexistent/ckpt-5"}, "--init_checkpoint: Checkpoint not found"),
         ({"num_gpus": 4}, "--distribution_strategy=one_device: .*num_gpus=4"),
     ],
 )

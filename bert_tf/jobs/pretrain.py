@@ -174,7 +174,7 @@ def run_pretraining(
     runtime: RuntimeConfig | None = None,
     *,
     vocab_file: str | None = None,
-    warm_start_checkpoint: str | None = None,
+    init_checkpoint: str | None = None,
     loop_callback: Callable | None = None,
 ) -> training.TrainingResult:
     """Pretrains (or resumes pretraining) a BERT in `output_dir`.
@@ -188,7 +188,7 @@ def run_pretraining(
       runtime: strategy, precision, seeds; None: `RuntimeConfig(seed=DEFAULT_SEED)`.
       vocab_file: the vocabulary the data was written with; copied into
         `output_dir`; needed by `data.dynamic_masking`.
-      warm_start_checkpoint: warm start from a TF2 model directory or checkpoint
+      init_checkpoint: warm start from a TF2 model directory or checkpoint
         (the encoder, and the pretraining heads when it has them); ignored
         when resuming.
       loop_callback: the loop's `loop_callback(step, metrics)`.
@@ -204,7 +204,7 @@ def run_pretraining(
     if training_config.num_train_steps is None:
         raise JobArgumentError("--num_train_steps is required (the TFRecords' epochs are not counted).")
     runtime = runtime if runtime is not None else RuntimeConfig(seed=DEFAULT_SEED)
-    train_files, eval_files, vocab = _check_arguments(output_dir, bert_config, data, vocab_file, warm_start_checkpoint)
+    train_files, eval_files, vocab = _check_arguments(output_dir, bert_config, data, vocab_file, init_checkpoint)
     # TensorFlow state: determinism, precision, then the strategy before any op runs.
     with training_runtime(
         runtime,
@@ -216,7 +216,7 @@ def run_pretraining(
         training.check_microbatches(
             training_config.num_microbatches, data.train_batch_size, strategy.num_replicas_in_sync
         )
-        warm_start_checkpoint = _find_warm_start_checkpoint(warm_start_checkpoint)
+        init_checkpoint = _find_init_checkpoint(init_checkpoint)
         masking = _dynamic_masking(data, vocab_file, vocab)
         logging.info(
             "Strategy %s: %d replica(s), %d worker(s); global batch %d (%d per replica).",
@@ -238,7 +238,7 @@ def run_pretraining(
             train_files,
             eval_files,
             masking,
-            warm_start_checkpoint,
+            init_checkpoint,
             loop_callback,
             sentence_task,
         )
@@ -303,9 +303,7 @@ def evaluate_pretraining(
 # --- checks before TensorFlow runs ----------------------------------------------------
 
 
-def _check_arguments(
-    output_dir, config: BertConfig, data: PretrainingDataConfig, vocab_file, warm_start_checkpoint=None
-):
+def _check_arguments(output_dir, config: BertConfig, data: PretrainingDataConfig, vocab_file, init_checkpoint=None):
     """The checks that need no TensorFlow state; returns the (train, eval or None) file lists and the vocabulary.
 
     A new model (no warm start, no run in `output_dir` to resume) has a table of the vocabulary's size, padded
@@ -321,7 +319,7 @@ def _check_arguments(
         # [CLS]/[SEP] frame every record; [MASK] is what masked-LM inputs hold.
         vocab = model_source.read_vocab(vocab_file, required_tokens=(CLS_TOKEN, SEP_TOKEN, MASK_TOKEN))
         resuming = os.path.exists(os.path.join(output_dir, model_source.CONFIG_NAME))
-        if warm_start_checkpoint or resuming:
+        if init_checkpoint or resuming:
             model_source.check_compatible(config, len(vocab), vocab_file=vocab_file)
         else:
             model_source.check_new_model_table(config, len(vocab), vocab_file=vocab_file)
@@ -381,15 +379,15 @@ def _check_records(data: PretrainingDataConfig, train_files: list[str], eval_fil
     return sentence_task or "nsp"
 
 
-def _find_warm_start_checkpoint(warm_start_checkpoint: str | None) -> str | None:
-    if not warm_start_checkpoint:
-        return warm_start_checkpoint
+def _find_init_checkpoint(init_checkpoint: str | None) -> str | None:
+    if not init_checkpoint:
+        return init_checkpoint
     from bert_tf.checkpoints import model_dir as model_dir_lib
 
     try:
-        return model_dir_lib.find_checkpoint(warm_start_checkpoint)
+        return model_dir_lib.find_checkpoint(init_checkpoint)
     except FileNotFoundError as e:
-        raise JobArgumentError(f"--warm_start_checkpoint: {e}") from None
+        raise JobArgumentError(f"--init_checkpoint: {e}") from None
 
 
 def _dynamic_masking(data: PretrainingDataConfig, vocab_file: str | None, vocab: list | None):
@@ -444,7 +442,7 @@ def _train(
     train_files,
     eval_files,
     masking,
-    warm_start_checkpoint,
+    init_checkpoint,
     loop_callback,
     sentence_task="nsp",
 ):
@@ -490,14 +488,14 @@ def _train(
         )
 
     def init_fn(model):
-        if not warm_start_checkpoint:
+        if not init_checkpoint:
             return
-        if model_dir_lib.has_pretraining_heads(warm_start_checkpoint):
-            model_dir_lib.restore(model, warm_start_checkpoint)
-            logging.info("Initialised the encoder and pretraining heads from %s.", warm_start_checkpoint)
+        if model_dir_lib.has_pretraining_heads(init_checkpoint):
+            model_dir_lib.restore(model, init_checkpoint)
+            logging.info("Initialised the encoder and pretraining heads from %s.", init_checkpoint)
         else:
-            model_dir_lib.restore(model.encoder, warm_start_checkpoint)
-            logging.info("Initialised the encoder from %s (new pretraining heads).", warm_start_checkpoint)
+            model_dir_lib.restore(model.encoder, init_checkpoint)
+            logging.info("Initialised the encoder from %s (new pretraining heads).", init_checkpoint)
 
     def model_fn():
         pretrainer = BertPretrainer(BertEncoder(config))
