@@ -176,3 +176,64 @@ def test_packing_with_the_hidden_state_loss_exits_2_naming_the_flags(teacher, tm
     assert err.startswith("distill: error: ") and err.count("\n") == 1, err[-3000:]
     assert "--hidden_loss_weight" in err and "--nopacking" in err
     assert not os.path.exists(output_dir)
+
+
+def test_packed_tagging_teacher_labels_each_token_as_unpacked_and_its_student_trains(tmp_path):
+    """Per-token soft targets ([N, length, tags]) travel packed as the tokens do; the teacher scores the same."""
+    import tensorflow as tf
+
+    from bert_tf.jobs.distillation import DistillationConfig, teacher_logits
+    from bert_tf.jobs.distillation.teacher import load_teacher_model, read_teacher
+    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+    from bert_tf.tasks.task_config import FinetuningTaskConfig
+
+    train = synthetic.write_conll(str(tmp_path / "train.conll"), synthetic.tagging_sentences(64, 1))
+    dev = synthetic.write_conll(str(tmp_path / "dev.conll"), synthetic.tagging_sentences(24, 2))
+    teacher_dir = str(tmp_path / "teacher")
+    teacher_results = finetune(
+        "token_classification",
+        teacher_dir,
+        model_dir=synthetic.make_model_dir(str(tmp_path / "model")),
+        train_file=train,
+        eval_file=dev,
+        do_train=True,
+        do_eval=True,
+        num_train_steps=30,
+        max_seq_length=SEQ_LENGTH,
+        train_batch_size=16,
+        learning_rate=1e-3,
+        steps_per_loop=30,
+        seed=1,
+    )
+    logits, masks = {}, {}
+    for packing in (False, True):
+        loaded = read_teacher(DistillationConfig(teacher_dir=teacher_dir, packing=packing))
+        data = FinetuningDataConfig(train_file=train)
+        task = FinetuningTaskConfig("token_classification", max_seq_length=SEQ_LENGTH, packing=packing)
+        reader, task_object = loaded.task(task, data)
+        features = task_object.featurize(reader.read("train", train), training=True)
+        labelled = teacher_logits.with_teacher_logits(
+            task_object, load_teacher_model(task_object, loaded), features, None, 8, tf.distribute.get_strategy(), None
+        )
+        logits[packing] = labelled.inputs[teacher_logits.TEACHER_LOGITS_KEY]
+        masks[packing] = labelled.inputs["input_mask"]
+    np.testing.assert_array_equal(masks[True], masks[False])
+    real = masks[True].astype(bool)  # the soft loss reads real tokens only (padding: 0 packed, anything unpacked)
+    assert logits[True].shape == logits[False].shape and np.abs(logits[False][real]).max() > 0.1
+    np.testing.assert_allclose(logits[True][real], logits[False][real], atol=1e-5, rtol=0)
+
+    results = distill(
+        str(tmp_path / "student"),
+        teacher_dir=teacher_dir,
+        student_num_layers=1,
+        train_file=train,
+        eval_file=dev,
+        num_train_steps=10,
+        train_batch_size=16,
+        learning_rate=1e-3,
+        steps_per_loop=10,
+        seed=1,
+        packing=True,
+    )
+    assert results["teacher"]["entity_f1"] == pytest.approx(teacher_results["entity_f1"], abs=1e-6)
+    assert results["student"]["global_step"] == 10 and 0.0 <= results["student"]["entity_f1"] <= 1.0
