@@ -173,9 +173,7 @@ def _piece_words(word_index: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return piece_word
 
 
-def sentence_features(
-    encoder, tokenizer, texts, *, max_seq_length, batch_size, bucket_width, label, packing=False
-):
+def sentence_features(encoder, tokenizer, texts, *, max_seq_length, batch_size, bucket_width, label, packing=False):
     """{"cls", "mean"}: float32 [num_texts, L + 1, hidden], [CLS] and the mean over real tokens at every layer."""
     from bert_tf.data.text_inputs import pack_texts
     from bert_tf.features.pooling import pool_tokens
