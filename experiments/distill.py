@@ -18,7 +18,8 @@ The teacher is a model directory that `experiments.finetune` wrote (classificati
 regression or tagging); its task, labels, vocabulary and --max_seq_length carry over. The data flags are
 `experiments.finetune`'s. The loss is `--alpha` times the KL divergence to the teacher's soft targets at
 `--temperature` (times T^2) plus `1 - alpha` times the loss on the labels, plus `--hidden_loss_weight` times
-TinyBERT's hidden-state loss. Training is the fine-tuning loop's (strategies, length buckets); the same command
+TinyBERT's hidden-state loss. Training is the fine-tuning loop's (strategies, length buckets, or --packing:
+the teacher's labelling pass, the training and the evaluation on packed rows); the same command
 resumes a killed run. --output_dir becomes a fine-tuned model directory: evaluate it with
 `experiments.finetune --do_eval --output_dir=...`, export it with `experiments.export --model_dir=...`.
 See docs/distillation.md.
@@ -86,6 +87,7 @@ def define_flags():
         notes={"do_eval": "The student's and the teacher's, side by side."},
         defaults={"do_eval": (True, "On by default here: a student is read beside its teacher.")},
     )
+    job_flags.define_packing_flag()
 
 
 def define_data_and_schedule_flags():

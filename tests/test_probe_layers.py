@@ -95,6 +95,39 @@ def test_word_features_are_the_first_piece_or_the_mean_of_the_pieces(tmp_path):
     assert not np.allclose(first[1], mean[1])
 
 
+def test_packed_rows_give_the_word_and_sentence_features_of_one_sequence_a_row(tmp_path):
+    """--packing: several sentences a row of 16 tokens (and a batch's last row part empty), the same features."""
+    from bert_tf.checkpoints import load_encoder
+    from bert_tf.probing.layer_features import sentence_features, token_features
+    from bert_tf.tasks.task_tokenizer import TaskTokenizer
+
+    model_dir = synthetic.make_model_dir(str(tmp_path / "model"), num_hidden_layers=NUM_LAYERS)
+    encoder = load_encoder(model_dir)
+    tokenizer = TaskTokenizer(os.path.join(model_dir, "vocab.txt"))
+    sentences = [
+        ("alice", "walked", "to", "paris"),
+        ("playing",),
+        ("the", "walker", "saw", "bob", "jumps"),
+        ("bob", "saw", "alice"),
+        ("paris",),
+        ("the", "walker", "walked", "to", "paris", "playing", "with", "bob", "and", "alice"),
+    ]
+    options = dict(max_seq_length=16, batch_size=2, bucket_width=8, label="test")
+    for word_piece in ("first", "mean"):
+        packed = token_features(encoder, tokenizer, sentences, word_piece=word_piece, packing=True, **options)
+        unpacked = token_features(encoder, tokenizer, sentences, word_piece=word_piece, **options)
+        assert packed.shape == unpacked.shape == (24, NUM_LAYERS + 1, 32) and packed.dtype == unpacked.dtype
+        tolerance = dict(rtol=1e-3, atol=2e-3) if word_piece == "first" else dict(rtol=0, atol=1e-5)  # float16 kept
+        np.testing.assert_allclose(packed.astype(np.float32), unpacked.astype(np.float32), **tolerance)
+    texts = [" ".join(words) for words in sentences]
+    packed = sentence_features(encoder, tokenizer, texts, packing=True, **options)
+    unpacked = sentence_features(encoder, tokenizer, texts, **options)
+    for name in ("cls", "mean"):
+        assert packed[name].shape == (6, NUM_LAYERS + 1, 32) and np.abs(unpacked[name]).max() > 0.1
+        np.testing.assert_allclose(packed[name], unpacked[name], rtol=0, atol=1e-5)
+    assert not np.allclose(packed["cls"], packed["mean"])
+
+
 @pytest.fixture(scope="module")
 def probe_inputs(tmp_path_factory):
     root = tmp_path_factory.mktemp("probe")

@@ -275,12 +275,15 @@ def gather_packed_batches(
         for name, padding in [(k, 0) for k in ENCODER_KEYS + (EXAMPLE_IDS_KEY,)] + list(token_keys.items()):
             ragged = tf.RaggedTensor.from_tensor(encoded[name], lengths=lengths)
             ragged = tf.RaggedTensor.from_uniform_row_length(ragged, slots).merge_dims(1, 2)
-            batch[name] = ragged.to_tensor(tf.cast(padding, ragged.dtype), shape=[rows, max_seq_length])
+            shape = [rows, max_seq_length] + encoded[name].shape[2:].as_list()  # per-token vectors keep their width
+            batch[name] = ragged.to_tensor(tf.cast(padding, ragged.dtype), shape=shape)
         for name in ENCODER_KEYS + (EXAMPLE_IDS_KEY,):
             batch[name] = tf.cast(batch[name], tf.int32)
         for name in slot_keys:
-            values = tf.gather(tensors[name], indices)
-            batch[name] = tf.reshape(tf.where(present, values, tf.zeros_like(values)), tf.shape(table))
+            values = tf.gather(tensors[name], indices)  # [rows * slots, ...]: a value (or a vector) per example
+            filled = tf.reshape(present, [-1] + [1] * (values.shape.rank - 1))
+            values = tf.where(filled, values, tf.zeros_like(values))
+            batch[name] = tf.reshape(values, [rows, slots] + values.shape[1:].as_list())
         batch[FEATURE_INDEX_KEY] = tf.cast(tf.where(table >= 0, table, -1), tf.int32)
         return batch
 

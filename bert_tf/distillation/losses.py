@@ -54,6 +54,14 @@ def hidden_state_loss(student_states, teacher_states, mask):
     return ops.mean(ops.stack(losses))
 
 
+def _example_weights(batch):
+    """[examples] 1 for each example of the batch; packed rows' empty slots (`feature_index` -1) are 0."""
+    index = ops.reshape(batch["feature_index"], (-1,)) if "feature_index" in batch else None
+    if index is None:
+        return ops.ones_like(ops.reshape(ops.cast(batch["label"], "float32"), (-1,)))
+    return ops.cast(ops.greater_equal(index, 0), "float32")
+
+
 def _weighted_mean(values, weights):
     if weights is None:
         return ops.mean(values)
@@ -66,7 +74,10 @@ class DistillationLoss:
 
     The batch holds the task's labels and the teacher's precomputed `teacher_logits`; for classification and
     regression also `label_weight` (0 for the teacher-only `--unlabeled_file` rows, whose hard loss is left
-    out); tagging marks unlabelled tokens with label -1 as its task does. `outputs` is the student's logits,
+    out); tagging marks unlabelled tokens with label -1 as its task does. Packed rows (`bert_tf.data.packed_rows`)
+    give classification and regression [rows, slots, ...] logits and targets: every loss is the mean over the
+    filled slots (`feature_index` >= 0), so each example weighs what it weighs unpacked; a packed tagger's
+    tokens are weighted by `input_mask` as unpacked ones are. `outputs` is the student's logits,
     or a dict with `logits` and, for the hidden-state loss, `student_states`, `teacher_states`.
 
     Args:
@@ -86,6 +97,9 @@ class DistillationLoss:
         logits = outputs["logits"] if isinstance(outputs, dict) else outputs
         logits = ops.cast(logits, "float32")
         teacher = ops.cast(batch["teacher_logits"], "float32")
+        if self.kind != "tagging":  # one row per example: packed rows' [rows, slots, classes] flattened
+            logits = ops.reshape(logits, (-1, logits.shape[-1]))
+            teacher = ops.reshape(teacher, (-1, teacher.shape[-1]))
         if self.kind == "regression":
             metrics = self._regression(batch, logits[:, 0], teacher[:, 0])
         else:
@@ -106,8 +120,8 @@ class DistillationLoss:
             token_weights = ops.cast(batch["input_mask"], "float32")
         else:
             labels = ops.cast(ops.reshape(batch["label"], (-1,)), "int32")
-            label_weights = ops.cast(ops.reshape(batch["label_weight"], (-1,)), "float32")
-            token_weights = None
+            token_weights = _example_weights(batch)
+            label_weights = ops.cast(ops.reshape(batch["label_weight"], (-1,)), "float32") * token_weights
         safe_labels = ops.maximum(labels, 0)
         cross_entropy = keras.losses.sparse_categorical_crossentropy(safe_labels, logits, from_logits=True)
         predicted = ops.cast(ops.argmax(logits, axis=-1), "int32")
@@ -122,9 +136,10 @@ class DistillationLoss:
 
     def _regression(self, batch, scores, teacher_scores):
         targets = ops.cast(ops.reshape(batch["label"], (-1,)), "float32")
-        label_weights = ops.cast(ops.reshape(batch["label_weight"], (-1,)), "float32")
+        example_weights = _example_weights(batch)
+        label_weights = ops.cast(ops.reshape(batch["label_weight"], (-1,)), "float32") * example_weights
         return {
-            "soft_loss": ops.mean(ops.square(scores - teacher_scores)),
+            "soft_loss": _weighted_mean(ops.square(scores - teacher_scores), example_weights),
             "hard_loss": _weighted_mean(ops.square(scores - targets), label_weights),
             "mean_absolute_error": _weighted_mean(ops.abs(scores - targets), label_weights),
         }

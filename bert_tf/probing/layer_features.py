@@ -51,26 +51,50 @@ class FeatureCache:
             return arrays[name]
 
 
-def _forward_batches(encoder, inputs: dict, outputs_fn, *, label, batch_size, max_seq_length, bucket_width):
-    """Yields (indices, numpy outputs) over length-bucketed batches of `inputs`, logging progress with an ETA."""
+def _forward_batches(encoder, inputs: dict, outputs_fn, *, label, batch_size, max_seq_length, bucket_width, packing):
+    """Yields (indices, numpy outputs) per batch of `inputs`, logging progress with an ETA.
+
+    `outputs_fn(layers, mask)`: the outputs of [batch, seq, L + 1, hidden] stacked layers and their [batch, seq]
+    mask. Length-bucketed batches, or with `packing` rows filled with whole sequences (`bert_tf.data.packed_rows`),
+    each computed as if alone: their per-token layers come back one row per sequence, from position 0 and zero
+    beyond its tokens, and `outputs_fn` runs on them, so the outputs are the unpacked ones to float rounding.
+    """
     import tensorflow as tf
 
+    from bert_tf.data import packed_rows
     from bert_tf.data.length_buckets import bucketed_dataset
     from bert_tf.tasks.base import FEATURE_INDEX_KEY
     from bert_tf.tasks.inference import iterate_outputs
 
-    dataset, batches = bucketed_dataset(inputs, batch_size, max_seq_length, bucket_width)
-    total = len(next(iter(inputs.values())))
-    shapes = sorted({b.seq_length for b in batches})
-    logging.info(
-        "%s: %d sequences in %d batches, %d sequence lengths %s", label, total, len(batches), len(shapes), shapes
-    )
+    if packing:  # logs the share of real tokens
+        tables = packed_rows.inference_row_batches(inputs["input_mask"].sum(axis=1), batch_size, max_seq_length)
+        dataset = packed_rows.gather_packed_batches(tables, inputs, max_seq_length)
+        slots = packed_rows.max_examples_per_row(max_seq_length)
 
-    def forward(batch, training=False):
-        return outputs_fn(encoder(batch, training=False), tf.cast(batch["input_mask"], tf.float32))
+        def forward(batch, training=False):
+            return {"layers": _stacked_layers(encoder.packed_outputs(batch, slots))}
+
+    else:
+        dataset, batches = bucketed_dataset(inputs, batch_size, max_seq_length, bucket_width)
+        shapes = sorted({b.seq_length for b in batches})
+        logging.info(
+            "%s: %d sequences in %d batches, %d sequence lengths %s",
+            label,
+            len(inputs["input_mask"]),
+            len(batches),
+            len(shapes),
+            shapes,
+        )
+
+        def forward(batch, training=False):
+            return outputs_fn(_stacked_layers(encoder(batch, training=False)), tf.cast(batch["input_mask"], tf.float32))
 
     for batch in iterate_outputs(forward, dataset, jit_compile=False, label=label):
         indices = batch.pop(FEATURE_INDEX_KEY)
+        if packing:
+            layers = batch["layers"]
+            mask = inputs["input_mask"][indices, : layers.shape[1]].astype(np.float32)
+            batch = {name: np.asarray(value) for name, value in outputs_fn(layers, mask).items()}
         yield indices, batch
 
 
@@ -83,7 +107,9 @@ def _stacked_layers(outputs):
     return ops.stack(all_layers(outputs), axis=2)
 
 
-def token_features(encoder, tokenizer, sentences, *, word_piece, max_seq_length, batch_size, bucket_width, label):
+def token_features(
+    encoder, tokenizer, sentences, *, word_piece, max_seq_length, batch_size, bucket_width, label, packing=False
+):
     """float32 [num_words, L + 1, hidden]: each word's first piece (or mean of its pieces) at every layer.
 
     A word the tokenizer turns into no piece at all (only deleted characters) gets zeros.
@@ -112,11 +138,12 @@ def token_features(encoder, tokenizer, sentences, *, word_piece, max_seq_length,
     batches = _forward_batches(
         encoder,
         inputs,
-        lambda outputs, mask: {"layers": _stacked_layers(outputs)},
+        lambda layers, mask: {"layers": layers},
         label=label,
         batch_size=batch_size,
         max_seq_length=max_seq_length,
         bucket_width=bucket_width,
+        packing=packing,
     )
     for indices, outputs in batches:
         layers = outputs["layers"]
@@ -146,7 +173,7 @@ def _piece_words(word_index: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return piece_word
 
 
-def sentence_features(encoder, tokenizer, texts, *, max_seq_length, batch_size, bucket_width, label):
+def sentence_features(encoder, tokenizer, texts, *, max_seq_length, batch_size, bucket_width, label, packing=False):
     """{"cls", "mean"}: float32 [num_texts, L + 1, hidden], [CLS] and the mean over real tokens at every layer."""
     from bert_tf.data.text_inputs import pack_texts
     from bert_tf.features.pooling import pool_tokens
@@ -157,8 +184,7 @@ def sentence_features(encoder, tokenizer, texts, *, max_seq_length, batch_size, 
         name: np.zeros((len(texts), num_layers, encoder.config.hidden_size), np.float32) for name in ("cls", "mean")
     }
 
-    def outputs_fn(outputs, mask):
-        layers = _stacked_layers(outputs)
+    def outputs_fn(layers, mask):
         return {"cls": pool_tokens(layers, mask, "cls"), "mean": pool_tokens(layers, mask, "mean")}
 
     batches = _forward_batches(
@@ -169,6 +195,7 @@ def sentence_features(encoder, tokenizer, texts, *, max_seq_length, batch_size, 
         batch_size=batch_size,
         max_seq_length=max_seq_length,
         bucket_width=bucket_width,
+        packing=packing,
     )
     for indices, outputs in batches:
         for name in result:

@@ -255,9 +255,11 @@ class ClassificationTask(FinetuningTask):
             tables = packed_rows.training_row_batches(lengths, batch_size, self.seq_length, seed, input_context)
         else:
             tables = sharded(packed_rows.inference_row_batches(lengths, batch_size, self.seq_length), input_context)
-        label_keys = tuple(k for k in self.label_keys if k in columns)
+        # Every column but the texts is one value (or vector) per example: labels, a distillation's label weights
+        # and teacher logits.
+        slot_keys = tuple(k for k in columns if k not in ("text_a", "text_b"))
         return packed_rows.gather_packed_batches(
-            tables, columns, self.seq_length, transform=self.tokenizer.pack_fn(self.seq_length), slot_keys=label_keys
+            tables, columns, self.seq_length, transform=self.tokenizer.pack_fn(self.seq_length), slot_keys=slot_keys
         )
 
     def packed_lengths(self, features: dict) -> np.ndarray:

@@ -252,7 +252,12 @@ class TaggingTask(FinetuningTask):
                 tables = packed_rows.training_row_batches(lengths, batch_size, self.seq_length, seed, input_context)
             else:
                 tables = sharded(packed_rows.inference_row_batches(lengths, batch_size, self.seq_length), input_context)
-            token_keys = {k: IGNORED_LABEL for k in self.label_keys if k in features.inputs}
+            # Every column but the encoder inputs is per token: tags (padded as ignored), a teacher's logits (0).
+            token_keys = {
+                k: IGNORED_LABEL if k in self.label_keys else 0
+                for k in features.inputs
+                if k not in packed_rows.ENCODER_KEYS
+            }
             return packed_rows.gather_packed_batches(tables, features.inputs, self.seq_length, token_keys=token_keys)
         return numpy_dataset(
             features.inputs, batch_size, training, seed, input_context, self.bucket_width, self.group_by_length

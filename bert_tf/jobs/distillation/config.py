@@ -74,7 +74,9 @@ class DistillationConfig:
       augmented_copies: altered copies of each training text (words dropped, some cropped to a span) that only
         the teacher labels (`bert_tf.distillation.augmentation`; texts and sentence pairs, not tagging). 0: none.
       max_seq_length: packed length; None: the teacher's (`task_config.json`).
-      bucket_width, dropout_rate: as `FinetuningTaskConfig`'s.
+      bucket_width, dropout_rate, packing: as `FinetuningTaskConfig`'s. With packing the teacher labels and the
+        student trains and is evaluated on packed rows, every example computed as if alone; not with the
+        hidden-state loss, whose states of packed rows are not matched yet.
       do_lower_case: the teacher's vocabulary is uncased.
     """
 
@@ -87,6 +89,7 @@ class DistillationConfig:
     max_seq_length: int | None = None
     bucket_width: int = 16
     dropout_rate: float | None = None
+    packing: bool = False
     do_lower_case: bool = True
 
     def __post_init__(self):
@@ -98,6 +101,10 @@ class DistillationConfig:
             raise JobArgumentError(f"--alpha must be in [0, 1], got {self.alpha}.")
         if not self.hidden_loss_weight >= 0:
             raise JobArgumentError(f"--hidden_loss_weight must be >= 0, got {self.hidden_loss_weight}.")
+        if self.packing and self.hidden_loss_weight:
+            raise JobArgumentError(
+                "--hidden_loss_weight compares the hidden states of unpacked rows: give --nopacking with it."
+            )
         check_int("augmented_copies", self.augmented_copies, minimum=0)
         if self.max_seq_length is not None:
             check_int("max_seq_length", self.max_seq_length, minimum=2)

@@ -112,6 +112,7 @@ def _teacher_task(output_dir, teacher, config: DistillationConfig, data, max_seq
         max_seq_length=max_seq_length,
         dropout_rate=config.dropout_rate,
         bucket_width=config.bucket_width,
+        packing=config.packing,
     )
     reader, task_object = teacher.task(task, data)
     check_sentence_pair(teacher, task_object, config.teacher_dir)

@@ -31,7 +31,12 @@ def compute_features(config, model, data, output_dir) -> None:
 
     cache = FeatureCache(cache_dir(config, output_dir))
     tokenizer = TaskTokenizer(model.vocab_file, lower_case=model.do_lower_case)
-    common = dict(max_seq_length=config.max_seq_length, batch_size=config.batch_size, bucket_width=config.bucket_width)
+    common = dict(
+        max_seq_length=config.max_seq_length,
+        batch_size=config.batch_size,
+        bucket_width=config.bucket_width,
+        packing=config.packing,
+    )
     encoders = {}
 
     def encoder_of(name):
