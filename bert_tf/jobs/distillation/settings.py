@@ -47,8 +47,9 @@ def run_settings(
         "unlabeled_file": os.path.abspath(config.unlabeled_file) if config.unlabeled_file else None,
         "augmented_copies": config.augmented_copies,
         "max_seq_length": max_seq_length,
-        "packing": config.packing,  # another order of the training batches: another run
     }
+    if config.packing:  # another order of the training batches: another run (unpacked runs keep their record)
+        settings["packing"] = True
     if trained_intermediates:
         # Where the route's intermediate students were trained, relative to the student's directory: a frontier's
         # students are siblings, so its output directory still resumes after it is moved.
