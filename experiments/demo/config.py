@@ -9,7 +9,7 @@ import os
 
 from bert_tf import errors
 
-# The optional tours of the job: (name, what it adds, about how long on a 2-core CPU VM).
+# The optional tours of the job (`--tours`): name -> what it adds.
 TOURS = {
     "probes": "every layer's frozen features probed (POS tags, reviews), against random twins",
     "distillation": "the real-weights classifier distilled into a smaller, faster student",
