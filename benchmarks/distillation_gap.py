@@ -16,10 +16,10 @@ the recipe.
 
 For each seed s, every step a fresh process, a finished step reused when the command is run again:
 
-1. the teacher, `work_dir/teacher_seed_<s>/task_model`: `experiments.classify_with_hub` with the main job's
-   former recipe (before it fine-tuned with `experiments.finetune --packing`: the encoder SavedModel of `--export_dir` through `hub.KerasLayer`, the bundled 4,000 training
-   reviews, length 128, one epoch, batch 32, peak 1e-4 with 10% warm-up, batches grouped by length) and
-   `--seed=s`;
+1. the teacher, `work_dir/teacher_seed_<s>/task_model`: `experiments.classify_with_hub` with the main job's former
+   recipe (before it fine-tuned with `experiments.finetune --packing`: the encoder SavedModel of `--export_dir`
+   through `hub.KerasLayer`, the bundled 4,000 training reviews, length 128, one epoch, batch 32, peak 1e-4 with
+   10% warm-up, batches grouped by length) and `--seed=s`;
 2. the student, `work_dir/student_seed_<s>`: `experiments.distill --student_num_layers=N` from that teacher on
    the same data (length 128, three epochs, peak 1e-4, batch 32), `--seed=s`, plus `--distill_flags`.
 
