@@ -96,7 +96,7 @@ def test_the_main_jobs_summary_lines_up_with_long_labels(capsys):
     assert len({line.index("0.956") for line in probe_lines}) == 1
     # A skipped tour: its command, whole on a line of its own, to copy.
     assert "   skipped tours (options, minutes more each): distillation. To run them:" in lines
-    assert "     python -m experiments.demo --output_dir=runs/demo --tours=distillation" in lines
+    assert "   python -m experiments.demo --output_dir=runs/demo --tours=distillation" in lines
 
 
 def test_a_table_wider_than_its_width_wraps_its_widest_text_column():

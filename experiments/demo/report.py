@@ -246,14 +246,11 @@ def _print_steps(steps):
 
 
 def _print_skipped_tours(summary):
-    """The tours this run skipped, each with the command that adds it (finished steps are reused)."""
+    """The tours this run skipped, each with the command that adds it (finished steps are reused), whole on a
+    line of its own to copy."""
     commands = summary["skipped_tours"]
     if not commands:
         return
     _say(f"skipped tours (options, minutes more each): {', '.join(commands)}. To run them:")
-    for tour, command in commands.items():
-        print(f"{INDENT}{tour}:")
-        print(f"{INDENT}  {command}")
-    if "all_tours_command" in summary:
-        print(f"{INDENT}both:")
-        print(f"{INDENT}  {summary['all_tours_command']}")
+    for command in commands.values():
+        print(f"{INDENT}{command}")
