@@ -1,11 +1,12 @@
 r"""A student's gap to its teacher over teacher seeds: a teacher fine-tuned per seed, a student distilled from each.
 
-    python -m experiments.demo --output_dir=runs/demo                     # once: its step 5 exports the encoder
-    python benchmarks/distillation_gap.py --export_dir=runs/demo/export/real_weights --work_dir=runs/gap
+    python -m experiments.demo --output_dir=runs/demo                     # once: its step 4 converts the encoder
+    python -m experiments.export --model_dir=runs/demo/real_weights/model --export_dir=runs/minilm_export
+    python benchmarks/distillation_gap.py --export_dir=runs/minilm_export --work_dir=runs/gap
     python benchmarks/distillation_gap.py --export_dir=... --work_dir=... --seeds=1,2,3 --student_num_layers=3 \
         --distill_flags="--intermediate_num_layers=4 --alpha=1 --temperature=1"
 
-Why several teachers: a teacher is itself a draw. The main job's fine-tuning of all-MiniLM-L6-v2 (step 6), run
+Why several teachers: a teacher is itself a draw. The main job's fine-tuning of all-MiniLM-L6-v2, run
 twice with the same command and seed, can score most of a point apart on the held-out reviews (training on a
 CPU is not bit-reproducible; benchmarks/RESULTS.md), about the gap a student is asked to keep. A student
 measured against one teacher inherits that teacher's luck on the test set; the mean over seeds of (student -
@@ -15,10 +16,10 @@ the recipe.
 
 For each seed s, every step a fresh process, a finished step reused when the command is run again:
 
-1. the teacher, `work_dir/teacher_seed_<s>/task_model`: `experiments.classify_with_hub` with the main job's
-   step-6 recipe (the encoder SavedModel of `--export_dir` through `hub.KerasLayer`, the bundled 4,000 training
-   reviews, length 128, one epoch, batch 32, peak 1e-4 with 10% warm-up, batches grouped by length) and
-   `--seed=s`;
+1. the teacher, `work_dir/teacher_seed_<s>/task_model`: `experiments.classify_with_hub` with the main job's former
+   recipe (before it fine-tuned with `experiments.finetune --packing`: the encoder SavedModel of `--export_dir`
+   through `hub.KerasLayer`, the bundled 4,000 training reviews, length 128, one epoch, batch 32, peak 1e-4 with
+   10% warm-up, batches grouped by length) and `--seed=s`;
 2. the student, `work_dir/student_seed_<s>`: `experiments.distill --student_num_layers=N` from that teacher on
    the same data (length 128, three epochs, peak 1e-4, batch 32), `--seed=s`, plus `--distill_flags`.
 
@@ -42,7 +43,7 @@ import _common
 SECTION = "distillation_gap"
 TRAIN_FILE = os.path.join(_common.ROOT, "data", "fine_foods_train.tsv")
 EVAL_FILE = os.path.join(_common.ROOT, "data", "fine_foods_test.tsv")
-# The main job's step 6 (experiments/demo: the real encoder's `Recipe` and `fine_tune`).
+# The main job's former real-weights recipe, through hub.KerasLayer (it now runs experiments.finetune --packing).
 TEACHER_FLAGS = [
     "--num_train_epochs=1",
     "--learning_rate=1e-4",

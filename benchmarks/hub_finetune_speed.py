@@ -1,20 +1,20 @@
-r"""The main job's biggest step, timed: fine-tuning all-MiniLM-L6-v2 through `hub.KerasLayer`, padded vs bucketed.
+r"""The main job's former biggest step, timed: fine-tuning all-MiniLM-L6-v2 through `hub.KerasLayer`, padded vs
+bucketed.
 
     python benchmarks/hub_finetune_speed.py                  # one run each, interleaved: padded, bucketed
     python benchmarks/hub_finetune_speed.py --seeds=1,2,3 --bucket_widths=0,16,8
 
-What is measured: `experiments.classify_with_hub` exactly as `experiments.demo` runs it for the real weights
-(step 6: the exported all-MiniLM-L6-v2 at sequence length 128, the 4,000 bundled training reviews, one
-epoch, batch 32, Adam at a peak of 1e-4 with 10% warm-up then linear decay, dropout 0.1, evaluated on the
-1,000 held-out reviews), once per `--bucket_widths` entry: 0 is the TF Hub notebook's program (every batch
-packed to 128), 16 the default (batches grouped by length, each packed to its bucket; see the
-classify_with_hub docstring). Each `--seeds` entry is one interleaved round: every width runs with that
-`--seed` (the classifier head's initialisation, dropout and the order of the batches). Reported per width:
-the whole step's wall-clock time (the process, as the demo pays it) and `fit`'s time (training and the
-held-out evaluation), both the median over the rounds, and the held-out accuracy of each seed and their mean:
-with 1,000 held-out reviews one run's accuracy has a standard error of about 1.1 points, so "the same
-accuracy" is a statement about the mean over seeds. The model is converted and exported once under
---work_dir, untimed.
+What is measured: `experiments.classify_with_hub` exactly as `experiments.demo` ran it for the real weights until
+it moved to `experiments.finetune --packing` (step 6 then: the exported all-MiniLM-L6-v2 at sequence length 128,
+the 4,000 bundled training reviews, one epoch, batch 32, Adam at a peak of 1e-4 with 10% warm-up then linear
+decay, dropout 0.1, evaluated on the 1,000 held-out reviews), once per `--bucket_widths` entry: 0 is the TF Hub
+notebook's program (every batch packed to 128), 16 the default (batches grouped by length, each packed to its
+bucket; see the classify_with_hub docstring). Each `--seeds` entry is one interleaved round: every width runs with
+that `--seed` (the classifier head's initialisation, dropout and the order of the batches). Reported per width:
+the whole step's wall-clock time (the process, as the demo pays it) and `fit`'s time (training and the held-out
+evaluation), both the median over the rounds, and the held-out accuracy of each seed and their mean: with 1,000
+held-out reviews one run's accuracy has a standard error of about 1.1 points, so "the same accuracy" is a
+statement about the mean over seeds. The model is converted and exported once under --work_dir, untimed.
 
 The table goes to stdout and, unless --no-write, into the `hub_finetune_speed` section of
 benchmarks/RESULTS.md with date, CPU, load average and the command.

@@ -1,7 +1,7 @@
 r"""The LiteRT classifier (raw text in, tokenizer inside) against the float32 SavedModel classifier.
 
-    python -m experiments.demo --output_dir=runs/demo     # once: the fine-tuned all-MiniLM-L6-v2 (and its student)
-    python benchmarks/litert_classifier.py --model_dir=runs/demo/<fine-tuned dir> \
+    python -m experiments.demo --output_dir=runs/demo     # once: the fine-tuned all-MiniLM-L6-v2
+    python benchmarks/litert_classifier.py --model_dir=runs/demo/classifier_real_weights/model \
         --test_file=data/fine_foods_test.tsv --train_file=data/fine_foods_train.tsv
 
 For a fine-tuned classification directory, in one run: the servable SavedModel classifier

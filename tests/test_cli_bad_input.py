@@ -620,6 +620,7 @@ ROWS = [
     ],
     # demo
     ("demo", "impossible_config", lambda f, o: [f"--output_dir={o}", "--hidden_size=100"], "--hidden_size", "dir"),
+    ("demo", "unknown_tour", lambda f, o: [f"--output_dir={o}", "--tours=probes,distill"], "--tours", "dir"),
 ]
 
 

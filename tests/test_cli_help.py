@@ -64,7 +64,7 @@ def test_only_help_arguments_before_the_end_of_flags_ask_for_help():
 
 def _programs() -> list:
     """Every program's module: each module of experiments/ and tfrecords_tools/ with a `python -m` main."""
-    names = ["experiments.demo"]
+    names = ["experiments.demo", "experiments.demo.serve"]
     for package in ("experiments", "tfrecords_tools"):
         for path in sorted((ROOT / package).glob("*.py")):
             if 'if __name__ == "__main__":' in path.read_text(encoding="utf-8"):

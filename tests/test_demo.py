@@ -7,6 +7,7 @@ installed all-MiniLM-L6-v2 itself.
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -30,28 +31,28 @@ TINY_FLAGS = [
     f"--real_weights_dir={TINY_HF}",
     "--real_weights_seq_length=32",
     "--probe_sentences=40",
-    # The tiny fixture has 2 layers: a 1-layer student, at the length step 6 fine-tuned at.
+    # The tiny fixture has 2 layers: a 1-layer student, at the length step 5 fine-tuned at.
     "--distill_student_layers=1",
     "--distill_seq_length=32",
     "--distill_speed_examples=32",
 ]
-STEP_KEYS = [
+LIFE_CYCLE_KEYS = [
     "vocab",
     "tfrecords",
     "pretrain",
     "real_weights",
-    "export",
     "classifier_real_weights",
+    "export",
+    "serve",
     "classifier_random_init",
     "classifier_from_scratch",
-    "probe_layers",
-    "distill",
 ]
+TOUR_KEYS = ["probe_layers", "distill"]
 
 
-def run_demo(output_dir):
+def run_demo(*args):
     result = subprocess.run(
-        [sys.executable, "-m", "experiments.demo", f"--output_dir={output_dir}", *TINY_FLAGS],
+        [sys.executable, "-m", "experiments.demo", *args],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -76,21 +77,19 @@ def _labels(path, limit):
     return [int(row.rsplit("\t", 1)[1]) for row in rows]
 
 
-def test_demo_runs_the_life_cycle_and_reuses_finished_steps(tmp_path):
+def test_default_run_is_the_life_cycle_and_its_printed_command_adds_the_tours(tmp_path):
     output_dir = tmp_path / "demo"
-    stdout, stderr = run_demo(output_dir)
+    stdout, stderr = run_demo(f"--output_dir={output_dir}", *TINY_FLAGS)
     for title in (
         "1. learn a WordPiece vocabulary",
         "2. write pretraining TFRecords",
         "3. pretrain",
         "4. convert real published weights",
-        "5. export",
-        "6. fine-tune the real encoder",
-        "6b. the same, from a randomly initialised",
-        "6c. the same, from the small encoder pretrained",
-        "7. probe every layer's frozen features",
-        "8. classify new sentences",
-        "9. distil the real-weights classifier into a 1-layer student",
+        "5. fine-tune the real encoder (experiments.finetune, packed rows)",
+        "6. export SavedModels",
+        "7. classify new sentences with the exported classifier",
+        "8a. fine-tune a randomly initialised small encoder through hub.KerasLayer",
+        "8b. the same, from the small encoder pretrained",
         "== Summary",
     ):
         assert title in stdout
@@ -98,14 +97,28 @@ def test_demo_runs_the_life_cycle_and_reuses_finished_steps(tmp_path):
     for noise in ("cuInit", "Could not find cuda drivers", "oneDNN custom operations"):
         assert noise not in stdout + stderr
 
+    # The tours did not run; each was announced with the command that runs it, which the summary repeats.
+    assert "experiments.probe_layers" not in stdout and "experiments.distill_frontier" not in stdout
     summary = json.loads((output_dir / "summary.json").read_text())
-    assert set(summary["seconds"]) == set(STEP_KEYS) and all(s > 0 for s in summary["seconds"].values())
+    assert summary["probe_layers"] is None and summary["distillation"] is None
+    assert set(summary["skipped_tours"]) == {"probes", "distillation"}
+    for tour, command in [*summary["skipped_tours"].items(), ("probes,distillation", summary["all_tours_command"])]:
+        words = shlex.split(command)
+        # The same flags as this run (so every finished step is reused), and the tour.
+        assert words[:3] == ["python", "-m", "experiments.demo"] and words[-1] == f"--tours={tour}"
+        assert sorted(words[3:-1]) == sorted([f"--output_dir={output_dir}", *TINY_FLAGS])
+    for tour in ("probes", "distillation"):
+        assert "skipped (an option" in stdout and f"   {summary['skipped_tours'][tour]}\n" in stdout
+        assert f"  {summary['skipped_tours'][tour]}\n" in stdout.split("== Summary")[1]
+    assert not (output_dir / "probe_layers").exists() and not (output_dir / "distill").exists()
+
+    assert set(summary["seconds"]) == set(LIFE_CYCLE_KEYS) and all(s > 0 for s in summary["seconds"].values())
     # The majority class is the training set's most frequent label, scored on the held-out reviews.
     train_labels = _labels(os.path.join(REPO_ROOT, "data", "fine_foods_train.tsv"), TRAIN_EXAMPLES)
     test_labels = _labels(os.path.join(REPO_ROOT, "data", "fine_foods_test.tsv"), TEST_EXAMPLES)
     majority_label = int(2 * sum(train_labels) >= len(train_labels))
     assert summary["majority_accuracy"] == test_labels.count(majority_label) / TEST_EXAMPLES
-    assert summary["test_examples"] == TEST_EXAMPLES
+    assert (summary["test_examples"], summary["train_examples"]) == (TEST_EXAMPLES, TRAIN_EXAMPLES)
     for label in ("real_weights", "random_init", "from_scratch"):
         classifier = json.loads((output_dir / f"classifier_{label}" / "result.json").read_text())
         assert summary[f"{label}_accuracy"] == classifier["test_accuracy"]
@@ -114,12 +127,28 @@ def test_demo_runs_the_life_cycle_and_reuses_finished_steps(tmp_path):
         assert (
             abs(classifier["test_accuracy"] * TEST_EXAMPLES - round(classifier["test_accuracy"] * TEST_EXAMPLES)) < 1e-4
         )
-    real = json.loads((output_dir / "classifier_real_weights" / "result.json").read_text())
-    assert [p["text"] for p in real["predictions"]][:2] == [
-        "Absolutely delicious, I will order this again.",
-        "The coffee was stale and tasted like cardboard.",
-    ]
-    assert all((p["score"] >= 0.5) == (p["label"] == "great") for p in real["predictions"])
+    # The real encoder was fine-tuned by experiments.finetune on packed rows, and evaluated on the 80 reviews.
+    real_dir = output_dir / "classifier_real_weights" / "model"
+    assert summary["real_weights_packing"] is True
+    assert "Packed rows, training" in (output_dir / "classifier_real_weights" / "finetune.log").read_text()
+    evaluation = json.loads((real_dir / "eval_results.json").read_text())
+    assert evaluation["accuracy"] == summary["real_weights_accuracy"] and evaluation["num_examples"] == TEST_EXAMPLES
+    # New sentences, served by the exported classifier: the probability of "1" (great) decides the label.
+    served = json.loads((output_dir / "serve" / "predictions.json").read_text())
+    assert (
+        [p["text"] for p in summary["new_sentences"]]
+        == [p["text"] for p in served]
+        == [
+            "Absolutely delicious, I will order this again.",
+            "The coffee was stale and tasted like cardboard.",
+            "My dog loves these treats.",
+            "Too sweet and the package arrived damaged.",
+        ]
+    )
+    for shown, raw in zip(summary["new_sentences"], served):
+        assert shown["score"] == raw["scores"]["1"] == pytest.approx(1 - raw["scores"]["0"], abs=1e-6)
+        assert shown["label"] == ("great" if raw["label"] == "1" else "other")
+        assert (shown["score"] >= 0.5) == (shown["label"] == "great")
 
     data = json.loads((output_dir / "tfrecords" / "result.json").read_text())
     assert summary["mlm_unigram_accuracy"] == data["mlm_unigram_accuracy"]
@@ -146,7 +175,7 @@ def test_demo_runs_the_life_cycle_and_reuses_finished_steps(tmp_path):
     assert {k: v for k, v in exported_config.items() if "dropout" not in k} == {
         k: v for k, v in pretrain_config.items() if "dropout" not in k
     }
-    # The real encoder is the converted HuggingFace model, exported at its own sequence length.
+    # The real classifier is the converted HuggingFace model fine-tuned, exported with its encoder.
     real_config = json.loads(
         (output_dir / "export" / "real_weights" / "encoder" / "assets.extra" / "bert_config.json").read_text()
     )
@@ -157,16 +186,33 @@ def test_demo_runs_the_life_cycle_and_reuses_finished_steps(tmp_path):
         hf_config["num_hidden_layers"],
         hf_config["vocab_size"],
     )
-    for label in ("real_weights", "from_scratch", "random_init"):
-        for part in ("encoder", "preprocess"):
+    for label, parts in (
+        ("real_weights", ("encoder", "preprocess", "classifier")),
+        ("from_scratch", ("encoder", "preprocess")),
+        ("random_init", ("encoder", "preprocess")),
+    ):
+        for part in parts:
             assert (output_dir / "export" / label / part / "saved_model.pb").exists()
+    curves = output_dir / "curves.png"
+    assert curves.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and curves.stat().st_size > 10_000
+
+    # The printed command for both tours runs them and reuses every step of the life cycle.
+    words = shlex.split(summary["all_tours_command"])
+    stdout, _ = run_demo(*words[3:])
+    assert stdout.count("reusing") == len(LIFE_CYCLE_KEYS) and "skipped (an option" not in stdout
+    assert "$ python -m experiments.probe_layers" in stdout and "$ python -m experiments.distill_frontier" in stdout
+    toured = json.loads((output_dir / "summary.json").read_text())
+    assert set(toured["seconds"]) == set(LIFE_CYCLE_KEYS + TOUR_KEYS) and toured["skipped_tours"] == {}
+    assert "all_tours_command" not in toured
+    unchanged = ("real_weights_accuracy", "random_init_accuracy", "from_scratch_accuracy", "mlm_accuracy")
+    assert {key: toured[key] for key in unchanged} == {key: summary[key] for key in unchanged}
     # Layer probing: the summary's numbers are the reports' own.
     for label, tasks in (("real_weights", ("token", "sentence_mean", "sentence_cls")), ("from_scratch", ("token",))):
         report_dir = output_dir / "probe_layers" / label
         report = json.loads((report_dir / "report.json").read_text())
         assert report["data"]["token"]["train_sentences"] == 40
         for task in tasks:
-            row, section = summary["probe_layers"][label][task], report[task]
+            row, section = toured["probe_layers"][label][task], report[task]
             assert (
                 row["best_accuracy"]
                 == section["rows"][section["best_layer"]]
@@ -174,15 +220,14 @@ def test_demo_runs_the_life_cycle_and_reuses_finished_steps(tmp_path):
             )
             assert row["last_layer_accuracy"] == section["rows"][f"layer_{report['model']['num_hidden_layers']}"]
             assert row["baseline_accuracy"] == section["baseline"]["accuracy"]
-        assert set(summary["probe_layers"][label]) == {"report_dir", *tasks}
+        assert set(toured["probe_layers"][label]) == {"report_dir", *tasks}
         assert (report_dir / "layers.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # Step 9: the teacher is step 6's classifier, converted to a model directory: at the same length it scores
-    # what step 6 measured; the summary's numbers are the frontier report's.
-    distillation = summary["distillation"]
+    # The distillation's teacher is step 5's fine-tuned directory: at the same length it scores what step 5
+    # measured; the summary's numbers are the frontier report's.
+    distillation = toured["distillation"]
     report = json.loads((output_dir / "distill" / "frontier" / "report.json").read_text())
     rows = {row["model"]: row for row in report["rows"]}
     assert set(rows) == {"teacher", "layers_1"} and report["num_eval_examples"] == TEST_EXAMPLES
-    # (step 6 reports tf_keras' float32 accuracy: equal to a float32 rounding, far below one review's 1/80)
     assert distillation["teacher_accuracy"] == rows["teacher"]["metric"]
     assert rows["teacher"]["metric"] == pytest.approx(summary["real_weights_accuracy"], abs=1e-6)
     assert distillation["student_accuracy"] == rows["layers_1"]["metric"]
@@ -192,11 +237,16 @@ def test_demo_runs_the_life_cycle_and_reuses_finished_steps(tmp_path):
         assert distillation[f"{model}_sequences_per_second"] == rows[key]["sequences_per_second"] > 0
     assert distillation["speedup"] == rows["layers_1"]["speedup"]
     assert "distilled into a 1-layer student" in " ".join(stdout.split())  # the summary wraps at 80 columns
-    curves = output_dir / "curves.png"
-    assert curves.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and curves.stat().st_size > 10_000
 
-    # A second run reuses every finished step instead of rebuilding it, and reports the same results.
-    stdout, _ = run_demo(output_dir)
-    assert stdout.count("reusing") == len(STEP_KEYS)
-    assert "$ python -m" not in stdout
-    assert json.loads((output_dir / "summary.json").read_text()) == summary
+
+def test_the_tours_are_checked_once_in_the_config():
+    from bert_tf import errors
+    from experiments.demo.config import DemoConfig
+
+    assert DemoConfig().tours == ()
+    assert DemoConfig(tours=[" distillation", "probes", "distillation", ""]).tours == ("distillation", "probes")
+    assert DemoConfig(tours=("probes",)).runs("probes") and not DemoConfig(tours=("probes",)).runs("distillation")
+    with pytest.raises(errors.BadInputError, match="--tours: unknown tour 'probe'; the tours are probes, distillation"):
+        DemoConfig(tours=("probe",))
+    with pytest.raises(errors.BadInputError, match="--train_examples must be 0 or more"):
+        DemoConfig(train_examples=-1)

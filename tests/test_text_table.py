@@ -71,6 +71,8 @@ def test_the_main_jobs_summary_lines_up_with_long_labels(capsys):
             "real_weights": {"report_dir": "r", "token": probe_row, "sentence_cls": dict(probe_row, best_layer="l4")},
             "from_scratch": {"report_dir": "s", "token": probe_row},
         },
+        "new_sentences": [{"text": "Great taste.", "score": 0.912, "label": "great"}],
+        "skipped_tours": {"distillation": "python -m experiments.demo --output_dir=runs/demo --tours=distillation"},
     }
     print_summary(steps, summary, 120.0, "runs/demo")
     lines = capsys.readouterr().out.splitlines()
@@ -92,6 +94,9 @@ def test_the_main_jobs_summary_lines_up_with_long_labels(capsys):
     cells = ["0.886", "0.950", "0.758", "0.870"]
     assert len({tuple(_column_starts(line, cells)) for line in probe_lines}) == 1
     assert len({line.index("0.956") for line in probe_lines}) == 1
+    # A skipped tour: its command, whole on a line of its own, to copy.
+    assert "   skipped tours (options, minutes more each): distillation. To run them:" in lines
+    assert "   python -m experiments.demo --output_dir=runs/demo --tours=distillation" in lines
 
 
 def test_a_table_wider_than_its_width_wraps_its_widest_text_column():

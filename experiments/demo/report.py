@@ -41,13 +41,13 @@ def arrow(series, digits=3):
     return " -> ".join(f"{value:.{digits}f}" for _, value in series)
 
 
-def summarize(data, pretrained, classifiers, probes, steps, distillation=None):
-    """The numbers of `summary.json`: accuracies, the MLM/NSP results with their baselines, the distilled
-    student against its teacher, seconds per step."""
-    reference = classifiers.get("real_weights") or next(iter(classifiers.values()))
+def summarize(data, pretrained, baseline, classifiers, served, probes, steps, distillation=None, skipped=()):
+    """The numbers of `summary.json`: accuracies, the MLM/NSP results with their baselines, the new sentences'
+    predictions, the tours' results (the distilled student against its teacher) or the commands that run the
+    skipped ones, seconds per step."""
     accuracy = {label: result["test_accuracy"] for label, result in classifiers.items()}
     return {
-        "majority_accuracy": reference["train_majority_class_test_accuracy"],
+        "majority_accuracy": baseline["majority_accuracy"],
         "real_weights_accuracy": accuracy.get("real_weights"),
         "random_init_accuracy": accuracy.get("random_init"),
         "from_scratch_accuracy": accuracy.get("from_scratch"),
@@ -60,9 +60,13 @@ def summarize(data, pretrained, classifiers, probes, steps, distillation=None):
         "nsp_majority_accuracy": data["nsp_majority_accuracy"],
         "nsp_loss": _last(pretrained["eval_nsp_loss"]),
         "nsp_prior_loss": data["nsp_prior_loss"],
-        "test_examples": reference["test_examples"],
-        "probe_layers": {label: value for label, value in (probes or {}).items() if label != "seconds"},
+        "test_examples": baseline["test_examples"],
+        "train_examples": baseline["train_examples"],
+        "real_weights_packing": classifiers["real_weights"]["packing"],
+        "new_sentences": served["predictions"],
+        "probe_layers": {label: value for label, value in (probes or {}).items() if label != "seconds"} or None,
         "distillation": {key: value for key, value in (distillation or {}).items() if key != "seconds"} or None,
+        "skipped_tours": {s["tour"]: s["command"] for s in skipped},
         "seconds": {step.key: round(step.seconds, 1) for step in steps},
     }
 
@@ -139,6 +143,11 @@ def print_summary(steps, summary, total_seconds, output_dir):
         ("fine-tuned from real published weights (all-MiniLM-L6-v2)", summary["real_weights_accuracy"]),
     )
     _print_table(["classifier", "accuracy"], [[name, _accuracy(value)] for name, value in rows])
+    _say("new sentences, served by the exported classifier (score: probability of great):")
+    _print_table(
+        ["sentence", "score", "label"],
+        [[p["text"], f"{p['score']:.3f}", p["label"]] for p in summary["new_sentences"]],
+    )
     _say(
         f"pretraining from scratch, held-out: MLM accuracy {summary['mlm_accuracy']:.3f} vs "
         f"{summary['mlm_unigram_accuracy']:.3f} unigram, MLM loss {summary['mlm_loss']:.2f} vs "
@@ -171,7 +180,7 @@ def print_summary(steps, summary, total_seconds, output_dir):
         _print_table(["model, task", "best", "last", "mix", "random", "baseline"], probe_rows)
         for result in probes.values():
             _say(f"report: {result['report_dir']}/report.md, figure: {result['report_dir']}/layers.png", blank=False)
-    d = summary.get("distillation")  # absent with --nodistill
+    d = summary.get("distillation")  # None unless --tours has distillation
     if d:
         _say(
             f"smaller and faster: the real-weights classifier distilled into a {d['student_layers']}-layer "
@@ -189,6 +198,7 @@ def print_summary(steps, summary, total_seconds, output_dir):
         ]
         _print_table(["model", "held-out accuracy", "sequences/s", "speed-up"], rows)
         _say(f"report: {d['report_dir']}/report.md", blank=False)
+    _print_skipped_tours(summary)
     _say(
         f"steps {sum(step.seconds for step in steps):.0f} s in all; this run {total_seconds:.0f} s "
         f"(finished steps are reused). Results: {output_dir}/summary.json, curves: {output_dir}/curves.png, "
@@ -233,3 +243,14 @@ def _print_steps(steps):
             print(f"{INDENT}{line}")
         if step.summary:
             print("\n".join(_wrap(step.summary, INDENT + "   ")))
+
+
+def _print_skipped_tours(summary):
+    """The tours this run skipped, each with the command that adds it (finished steps are reused), whole on a
+    line of its own to copy."""
+    commands = summary["skipped_tours"]
+    if not commands:
+        return
+    _say(f"skipped tours (options, minutes more each): {', '.join(commands)}. To run them:")
+    for command in commands.values():
+        print(f"{INDENT}{command}")
