@@ -22,8 +22,16 @@ def define_flags():
     flags.DEFINE_string(
         "classifier_dir", None, "The exported classifier SavedModel (experiments.export's classifier/)."
     )
-    flags.DEFINE_string("input_file", None, "Sentences to classify, one a line (UTF-8).")
-    flags.DEFINE_string("output_file", None, "JSON list of {text, label, scores: {label name: probability}}.")
+    from experiments import job_flags
+
+    job_flags.define(
+        "input_file",
+        "output_file",
+        notes={
+            "input_file": "Here one file of sentences to classify, one a line (UTF-8).",
+            "output_file": "A JSON list of {text, label, scores: {label name: probability}}.",
+        },
+    )
 
 
 def classify(classifier_dir, sentences):
