@@ -179,6 +179,7 @@ def define_flags():
         "group_by_length) instead of random ones: less padding, but slower learning on small data.",
     )
     job_flags.define_packing_flag()
+    job_flags.define_long_text_flags()
     flags.DEFINE_integer(
         "eval_every_steps",
         0,
@@ -218,6 +219,7 @@ def _recorded_settings() -> dict:
     overrides = {"task": {"task": task_type}, "model": {}, "data": {}}
     if recorded and not FLAGS["max_seq_length"].present and "max_seq_length" in recorded:
         overrides["task"]["max_seq_length"] = recorded["max_seq_length"]
+    overrides["task"]["long_text_config"] = job_flags.long_text_config(recorded.get("long_text"))
     if recorded and not FLAGS["do_lower_case"].present and "do_lower_case" in recorded:
         overrides["model"]["do_lower_case"] = recorded["do_lower_case"]
     for name, value in recorded.get("data", {}).items():
