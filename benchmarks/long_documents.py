@@ -227,8 +227,11 @@ def main():
                 result = run_mode(mode, train_file, test_file, model_dir, seed, args, work_dir)
                 result["sequences"] = sequences(mode, train_windows, test_windows)
                 runs[(mode, seed)] = result
-                print(f"{dataset} {mode} seed {seed}: accuracy {result['accuracy']:.4f}, "
-                      f"{result['sequences'] / result['seconds']:.1f} sequences/s", flush=True)
+                print(
+                    f"{dataset} {mode} seed {seed}: accuracy {result['accuracy']:.4f}, "
+                    f"{result['sequences'] / result['seconds']:.1f} sequences/s",
+                    flush=True,
+                )
                 with open(os.path.join(work_dir, f"{dataset}_runs.json"), "w") as f:
                     json.dump({f"{m} {s}": r for (m, s), r in runs.items()}, f, indent=1)
         body += table(dataset, runs, seeds, sizes)

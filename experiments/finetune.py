@@ -42,6 +42,11 @@ data (benchmarks/RESULTS.md, finetune_accuracy). --packing instead fills
 rows of --max_seq_length tokens with whole examples in the random order, each
 computed as if alone (the same predictions as one example a row, to float
 rounding; tests/test_finetune_packing.py), in batches of one static shape.
+--long_text says what a text longer than the window becomes: truncate (the
+first pieces, the default), head_tail (its first and last pieces) or windows
+(every window of a document, their logits pooled by --window_pooling into the
+document's before the loss; docs/finetuning.md, "Long documents"); the log and
+eval_results.json say how many texts were cut and by how much.
 SQuAD keeps fixed windows and
 an example-by-example shuffle. Adam corrects its moments' bias and uses
 epsilon 1e-8, as PyTorch's AdamW; --noadam_bias_correction --adam_epsilon=1e-6

@@ -147,7 +147,9 @@ def long_data(tmp_path_factory):
     return {
         "train_file": synthetic.write_tsv(str(root / "train.tsv"), header, last_window_rows(256, 1)),
         "eval_file": synthetic.write_tsv(str(root / "dev.tsv"), header, last_window_rows(100, 2)),
-        "predict_file": synthetic.write_tsv(str(root / "test.tsv"), ["sentence"], [(t,) for t, _ in last_window_rows(20, 3)]),
+        "predict_file": synthetic.write_tsv(
+            str(root / "test.tsv"), ["sentence"], [(t,) for t, _ in last_window_rows(20, 3)]
+        ),
     }
 
 
@@ -187,17 +189,26 @@ def test_label_in_the_last_window_is_learned_with_windows_and_missed_with_trunca
     with open(os.path.join(output_dir, "task_config.json")) as f:
         assert json.load(f)["long_text"]["long_text"] == "windows"
 
-    # The directory evaluates again with its recorded windows and pooling.
-    again = finetune("classification", output_dir, eval_file=long_data["eval_file"], text_a_column="sentence",
-                     do_eval=True, max_seq_length=16, long_text_config=config)
-    assert again["accuracy"] == pytest.approx(windowed["accuracy"])
+    # The directory evaluates again with only --output_dir: its recorded windows and pooling.
+    import experiments.finetune as job
+
+    again = [f"--output_dir={output_dir}", f"--eval_file={long_data['eval_file']}", "--do_eval"]
+    assert run_main(job, again) == 0
+    with open(os.path.join(output_dir, "eval_results.json")) as f:
+        assert json.load(f)["accuracy"] == pytest.approx(windowed["accuracy"])
 
 
 def test_flags_exit_2_naming_the_flag(tmp_path, capfd, model_dir, long_data):
     import experiments.finetune as job
 
-    common = [f"--model_dir={model_dir}", f"--train_file={long_data['train_file']}", "--text_a_column=sentence",
-              "--do_train", "--max_seq_length=16", "--task=classification"]
+    common = [
+        f"--model_dir={model_dir}",
+        f"--train_file={long_data['train_file']}",
+        "--text_a_column=sentence",
+        "--do_train",
+        "--max_seq_length=16",
+        "--task=classification",
+    ]
     for extra, named in [
         (["--long_text=windows", "--window_stride=0"], "--window_stride"),
         (["--long_text=windows", "--window_stride=15"], "--window_stride=15"),

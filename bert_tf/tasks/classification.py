@@ -25,11 +25,10 @@ from bert_tf.data.finetuning_readers import count_unseen_labels, label_list_from
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.errors import DataError, JobArgumentError
 from bert_tf.models import ENCODER_INPUT_NAMES, BertClassifier, DocumentClassifier
-from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks import long_text as long_text_lib
+from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import FEATURE_INDEX_KEY, FinetuningTask, length_bucketed_dataset, sharded
 from bert_tf.tasks.registry import register_task
-
 
 # Featurized columns that the cut report reads and the model never sees.
 CUT_KEYS = ("num_pieces", "kept_pieces", "over_max_windows")
@@ -283,9 +282,7 @@ class ClassificationTask(FinetuningTask):
     def dataset(self, features, batch_size, training, seed=None, input_context=None):
         if self.long_text.windows:
             return self._windows_dataset(features, batch_size, training, seed, input_context)
-        columns = {
-            k: (v.astype(str) if v.dtype == object else v) for k, v in features.items() if k not in CUT_KEYS
-        }
+        columns = {k: (v.astype(str) if v.dtype == object else v) for k, v in features.items() if k not in CUT_KEYS}
         if self.packing:
             return self._packed_dataset(features, columns, batch_size, training, seed, input_context)
         return length_bucketed_dataset(

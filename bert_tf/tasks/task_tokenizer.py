@@ -96,6 +96,7 @@ class TaskTokenizer:
             positions = tf.ragged.range(pieces.row_lengths())
             keep = (positions < head) | (positions >= lengths - tail) | (lengths <= head + tail)
             return tf.ragged.boolean_mask(pieces, keep)
+
         cls_id, sep_id, pad_id = self.cls_id, self.sep_id, self.pad_id
 
         def pack_segments(segments):
