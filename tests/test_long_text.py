@@ -115,6 +115,10 @@ def test_windows_features_and_cut_report(model_dir):
     assert features["input_word_ids"].shape == (4, 8, 16)
     assert features["input_mask"][0, 0].sum() == 2 and features["input_mask"][0, 1:].sum() == 0  # [CLS] [SEP]
     assert features["input_mask"][1, 0].sum() == 3
+    # A batch counts documents; --bucket_width=0: every batch has all the window slots (one static shape).
+    assert [tuple(b["input_word_ids"].shape) for b in task.dataset(features, 2, training=False)] == [(2, 8, 16)] * 2
+    task.bucket_width = 16  # otherwise the windows axis is cut to the batch's most windows
+    assert sorted(b["input_mask"].shape[1] for b in task.dataset(features, 2, training=False)) == [1, 8]
     report = task.cut_report(features)
     assert report["texts_longer_than_window"] == 2 and report["empty_texts"] == 1 and report["one_piece_texts"] == 1
     assert report["texts_over_max_windows"] == 1
