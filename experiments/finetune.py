@@ -42,6 +42,11 @@ data (benchmarks/RESULTS.md, finetune_accuracy). --packing instead fills
 rows of --max_seq_length tokens with whole examples in the random order, each
 computed as if alone (the same predictions as one example a row, to float
 rounding; tests/test_finetune_packing.py), in batches of one static shape.
+--long_text says what a text longer than the window becomes: truncate (the
+first pieces, the default), head_tail (its first and last pieces) or windows
+(every window of a document, their logits pooled by --window_pooling into the
+document's before the loss; docs/finetuning.md, "Long documents"); the log and
+eval_results.json say how many texts were cut and by how much.
 SQuAD keeps fixed windows and
 an example-by-example shuffle. Adam corrects its moments' bias and uses
 epsilon 1e-8, as PyTorch's AdamW; --noadam_bias_correction --adam_epsilon=1e-6
@@ -109,6 +114,7 @@ def define_flags():
     job_flags.define_adam_flags(DEFAULT_SCHEDULE)
     job_flags.define("group_by_length")
     job_flags.define_packing_flag()
+    job_flags.define_long_text_flags()
     job_flags.define("eval_every_steps", notes={"eval_every_steps": "With --do_eval."})
 
     # SQuAD (SquadConfig's fields; refused with another --task).
@@ -137,6 +143,7 @@ def _recorded_settings() -> dict:
     overrides = {"task": {"task": task_type}, "model": {}, "data": {}}
     if recorded and not FLAGS["max_seq_length"].present and "max_seq_length" in recorded:
         overrides["task"]["max_seq_length"] = recorded["max_seq_length"]
+    overrides["task"]["long_text_config"] = job_flags.long_text_config(recorded.get("long_text"))
     if recorded and not FLAGS["do_lower_case"].present and "do_lower_case" in recorded:
         overrides["model"]["do_lower_case"] = recorded["do_lower_case"]
     for name, value in recorded.get("data", {}).items():

@@ -338,6 +338,31 @@ def define_packing_flag(default: bool = False) -> None:
     )
 
 
+def define_long_text_flags() -> None:
+    """Defines --long_text, --window_stride, --window_pooling and --max_windows (`LongTextConfig`'s fields, with
+    its defaults and `FLAG_HELP`)."""
+    from bert_tf.tasks.long_text import FLAG_HELP, LONG_TEXT_MODES, WINDOW_POOLINGS, LongTextConfig
+
+    default = LongTextConfig()
+    flags.DEFINE_enum("long_text", default.long_text, list(LONG_TEXT_MODES), FLAG_HELP["long_text"])
+    flags.DEFINE_integer("window_stride", default.window_stride, FLAG_HELP["window_stride"])
+    flags.DEFINE_enum("window_pooling", default.window_pooling, list(WINDOW_POOLINGS), FLAG_HELP["window_pooling"])
+    flags.DEFINE_integer("max_windows", default.max_windows, FLAG_HELP["max_windows"])
+
+
+def long_text_config(recorded: dict | None = None):
+    """The `LongTextConfig` of the parsed flags; a flag not given takes `recorded`'s value (an earlier run's)."""
+    from bert_tf.tasks.long_text import LongTextConfig
+
+    recorded = recorded or {}
+    values = {
+        field.name: recorded[field.name]
+        for field in dataclasses.fields(LongTextConfig)
+        if field.name in recorded and not FLAGS[field.name].present
+    }
+    return config_from_flags(LongTextConfig, **values)
+
+
 def define_num_microbatches_flag() -> None:
     """Defines --num_microbatches (`TrainingConfig.num_microbatches`), which both training jobs take."""
     flags.DEFINE_integer(

@@ -316,6 +316,7 @@ def export_model_dir(
     elif not random:
         restore(model, checkpoint)
     task_config = None if random else _read_task_config(model_dir)
+    _refuse_long_text(task_config, model_dir)
     classifier = None
     classifier_tasks = _classifier_tasks()
     if litert is not None:
@@ -373,6 +374,18 @@ def export_model_dir(
 
 
 # --- servable classifier of a fine-tuned model directory ---------------------------------
+
+
+def _refuse_long_text(task_config: dict | None, model_dir: str | None) -> None:
+    """A classifier fine-tuned with --long_text other than truncate is refused: the servable truncates."""
+    mode = ((task_config or {}).get("long_text") or {}).get("long_text", "truncate")
+    if mode != "truncate":
+        from bert_tf.errors import JobArgumentError
+
+        raise JobArgumentError(
+            f"{model_dir} was fine-tuned with --long_text={mode}; the servable classifier reads a text's first "
+            "pieces (truncate) and serving windows or head_tail is not built yet."
+        )
 
 
 def _read_task_config(model_dir: str | None) -> dict | None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from absl import logging
+
 from bert_tf import checkpoints
 from bert_tf.checkpoints.model_source import ModelSource, ResolvedModel, check_resumable, read_task_config
 from bert_tf.data.finetuning_data import ExamplesReader
@@ -43,7 +45,12 @@ class FinetuningInputs:
         """Featurizes and keeps the examples of "train", "eval" or "predict" (whose labels the model never sees)."""
         inputs = [without_label(e) for e in examples] if phase == "predict" else examples
         setattr(self, f"{phase}_examples", examples)
-        setattr(self, f"{phase}_features", self.task_object.featurize(inputs, training=phase == "train"))
+        features = self.task_object.featurize(inputs, training=phase == "train")
+        setattr(self, f"{phase}_features", features)
+        report = self.task_object.cut_report(features)
+        lines = self.task_object.describe_cut(report, phase) if report else []
+        for number, line in enumerate(lines):
+            (logging.warning if number else logging.info)(line)  # the counts, then the hint
 
 
 def task_class_for(task: FinetuningTaskConfig):

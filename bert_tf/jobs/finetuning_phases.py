@@ -172,6 +172,8 @@ def evaluate(inputs: FinetuningInputs, model, step: int, batch_size: int, strate
     predictions = predict(task_object, model, examples, inputs.eval_features, batch_size, strategy, jit_compile)
     results = task_object.evaluate(examples, predictions)
     results.update(num_examples=len(examples), global_step=step)
+    # What the model did not read of the evaluation texts (bert_tf.tasks.long_text), whatever --long_text is.
+    results.update(task_object.cut_report(inputs.eval_features))
     task_object.write_predictions(examples, predictions, inputs.output_dir, prefix="eval_")
     non_finite = sorted(k for k, v in results.items() if isinstance(v, float) and not math.isfinite(v))
     # JSON has no NaN/Infinity: such metrics are written as null and listed, and the run fails.

@@ -5,4 +5,5 @@ from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES, EXAMPLE_IDS_KEY, Be
 from bert_tf.models.bert_pretrainer import BertPretrainer, pretraining_losses
 from bert_tf.models.bert_span_labeler import BertSpanLabeler
 from bert_tf.models.bert_token_classifier import BertTokenClassifier
+from bert_tf.models.document_classifier import DocumentClassifier
 from bert_tf.models.task_model import TaskModel

@@ -160,6 +160,16 @@ class FinetuningTask(abc.ABC):
     def write_predictions(self, examples: Sequence, predictions, output_dir: str, prefix: str) -> list:
         """Writes the predictions under `output_dir`; returns the written paths."""
 
+    def cut_report(self, features) -> dict:
+        """How many texts of `features` were longer than the window and what share of their pieces was dropped
+        (`bert_tf.tasks.long_text.cut_report`); {}: the task does not say (it keeps every piece, as SQuAD's
+        windows do)."""
+        return {}
+
+    def describe_cut(self, report: dict, phase: str) -> list:
+        """Log lines for a non-empty `cut_report` of the `phase` data."""
+        return []
+
     def config(self) -> dict:
         """What a later run needs to rebuild this task (labels, lengths), JSON-serialisable."""
         return {"task": self.name}

@@ -2,7 +2,8 @@
 
 `[CLS] text_a [SEP] (text_b [SEP])` goes through the encoder; a
 `BertClassifier` reads the pooled [CLS] output. Tokenization and packing run
-inside tf.data with the in-graph tokenizer.
+inside tf.data with the in-graph tokenizer. A single text longer than the window is truncated, cut to its head
+and tail, or read in windows whose logits a `DocumentClassifier` pools (`bert_tf.tasks.long_text`).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from bert_tf.data.examples import TextExample
 from bert_tf.data.finetuning_data import TextExamplesReader
 from bert_tf.data.finetuning_readers import count_unseen_labels, label_list_from_examples, warn_unseen_labels
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
-from bert_tf.errors import DataError
-from bert_tf.models import ENCODER_INPUT_NAMES, BertClassifier
+from bert_tf.errors import DataError, JobArgumentError
+from bert_tf.models import ENCODER_INPUT_NAMES, BertClassifier, DocumentClassifier
+from bert_tf.tasks import long_text as long_text_lib
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import (
     FEATURE_INDEX_KEY,
@@ -33,6 +35,10 @@ from bert_tf.tasks.base import (
     sharded,
 )
 from bert_tf.tasks.registry import register_task
+
+# Featurized columns that the cut report reads and the model never sees.
+CUT_KEYS = ("num_pieces", "kept_pieces", "over_max_windows")
+NUM_WINDOWS_KEY = "num_windows"
 
 
 @register_task
@@ -52,6 +58,8 @@ class ClassificationTask(FinetuningTask):
       packing: batches of rows filled with whole examples (`bert_tf.data.packed_rows`): the model takes
         `input_example_ids` and gives logits per example slot [rows, slots, classes]; the loss is the mean over
         the batch's examples.
+      long_text: a `LongTextConfig`: texts longer than the window truncated (default), cut to head and tail, or
+        read in windows (features [documents, windows, seq_length]; a batch counts documents).
     """
 
     names = ("classification", "sentence_pair_classification", "regression")
@@ -67,12 +75,17 @@ class ClassificationTask(FinetuningTask):
     @classmethod
     def from_config(cls, config, tokenizer, labels, reader) -> ClassificationTask:
         options = config.head_and_batch_options()
+        if reader.sentence_pair and config.long_text_config.long_text != "truncate":
+            raise JobArgumentError(
+                f"--long_text={config.long_text_config.long_text} is for single texts, not sentence pairs."
+            )
         return cls(
             tokenizer,
             config.max_seq_length,
             labels,
             sentence_pair=reader.sentence_pair,
             packing=config.packing,
+            long_text=config.long_text_config,
             **options,
         )
 
@@ -105,8 +118,12 @@ class ClassificationTask(FinetuningTask):
         bucket_width: int | None = DEFAULT_BUCKET_WIDTH,
         group_by_length: bool = False,
         packing: bool = False,
+        long_text: long_text_lib.LongTextConfig | None = None,
     ):
         self.tokenizer = tokenizer
+        self.long_text = long_text or long_text_lib.LongTextConfig()
+        if self.long_text.windows and packing:
+            raise JobArgumentError("--long_text=windows does not combine with --packing yet; give --nopacking.")
         self.packing = packing
         self.bucket_width = bucket_width or 0
         self.group_by_length = group_by_length
@@ -142,9 +159,18 @@ class ClassificationTask(FinetuningTask):
             "label_list": self.label_list,
             "max_seq_length": self.seq_length,
             "sentence_pair": self.sentence_pair,
+            **({"long_text": self.long_text.recorded()} if self.long_text != long_text_lib.LongTextConfig() else {}),
         }
 
+    @property
+    def window(self) -> int:
+        """The pieces of text one sequence holds: max_seq_length less [CLS] and the [SEP](s)."""
+        return self.seq_length - (3 if self.sentence_pair else 2)
+
     def build_model(self, encoder):
+        if self.long_text.windows:
+            pooling = self.long_text.window_pooling
+            return DocumentClassifier(encoder, self.num_outputs, dropout_rate=self.dropout_rate, pooling=pooling)
         slots = packed_rows.max_examples_per_row(self.seq_length) if self.packing else None
         return BertClassifier(
             encoder, num_classes=self.num_outputs, dropout_rate=self.dropout_rate, examples_per_row=slots
@@ -185,6 +211,7 @@ class ClassificationTask(FinetuningTask):
             if missing is not None:
                 raise DataError(f"{missing.guid}: sentence-pair example without a second text (text_b).")
             features["text_b"] = np.array([e.text_b for e in examples], dtype=object)
+        features.update(self._long_text_features(features))
         labelled = all(e.label is not None for e in examples)
         if training and not labelled:
             unlabelled = next(e for e in examples if e.label is None)
@@ -230,8 +257,61 @@ class ClassificationTask(FinetuningTask):
     def _unseen_labels(self, examples) -> dict:
         return count_unseen_labels((str(e.label) for e in examples), self.label_ids)
 
+    def _long_text_features(self, features: dict) -> dict:
+        """`num_pieces` and `kept_pieces` [N] (the cut report's), and with windows the windows' encoder inputs."""
+        if not self.long_text.windows:
+            num_pieces = self.piece_counts(features)
+            budget = self.window
+            return {CUT_KEYS[0]: num_pieces, CUT_KEYS[1]: np.minimum(num_pieces, budget)}
+        pieces = self.tokenizer.tokenize(list(features["text_a"]))
+        window, stride = self.window, self.long_text.stride(self.window)
+        needed = [long_text_lib.window_starts(len(p), window, stride) for p in pieces]
+        starts = [long_text_lib.capped_starts(s, self.long_text.max_windows) for s in needed]
+        slots = max(len(s) for s in starts)
+        shape = (len(pieces), slots, self.seq_length)
+        word_ids, mask = np.full(shape, self.tokenizer.pad_id, np.int32), np.zeros(shape, np.int32)
+        for document, (document_pieces, document_starts) in enumerate(zip(pieces, starts)):
+            for slot, start in enumerate(document_starts):
+                row = [self.tokenizer.cls_id, *document_pieces[start : start + window], self.tokenizer.sep_id]
+                word_ids[document, slot, : len(row)] = row
+                mask[document, slot, : len(row)] = 1
+        return {
+            "input_word_ids": word_ids,
+            "input_mask": mask,
+            "input_type_ids": np.zeros(shape, np.int32),
+            NUM_WINDOWS_KEY: np.array([len(s) for s in starts], np.int64),
+            CUT_KEYS[0]: np.array([len(p) for p in pieces], np.int64),
+            CUT_KEYS[1]: np.array([long_text_lib.covered_pieces(s, window, len(p)) for p, s in zip(pieces, starts)]),
+            CUT_KEYS[2]: np.array([len(n) > len(s) for n, s in zip(needed, starts)]),
+        }
+
+    def cut_report(self, features: dict) -> dict:
+        capped = features.get(CUT_KEYS[2])
+        return long_text_lib.cut_report(features[CUT_KEYS[0]], features[CUT_KEYS[1]], self.window, capped)
+
+    def describe_cut(self, report: dict, phase: str) -> list:
+        return long_text_lib.describe_cut(report, phase, self.long_text.long_text, self.window)
+
+    def piece_counts(self, features: dict) -> np.ndarray:
+        """[N] pieces of each example's text(s), untrimmed, without [CLS]/[SEP] (tokenized in tf.data)."""
+        import tensorflow as tf
+
+        texts = {k: features[k].astype(str) for k in ("text_a", "text_b") if k in features}
+        tokenizer = self.tokenizer.tokenizer
+
+        def count(batch):
+            return tf.add_n([tokenizer(text).row_lengths() for text in batch.values()])
+
+        dataset = tf.data.Dataset.from_tensor_slices(texts).batch(1024).map(count, num_parallel_calls=2)
+        return np.concatenate([batch.numpy() for batch in prefetching.without_autotuning(dataset)]).astype(np.int64)
+
+    def _pack_fn(self):
+        return self.tokenizer.pack_fn(self.seq_length, head_tail=self.long_text.long_text == "head_tail")
+
     def dataset(self, features, batch_size, training, seed=None, input_context=None):
-        columns = {k: (v.astype(str) if v.dtype == object else v) for k, v in features.items()}
+        if self.long_text.windows:
+            return self._windows_dataset(features, batch_size, training, seed, input_context)
+        columns = {k: (v.astype(str) if v.dtype == object else v) for k, v in features.items() if k not in CUT_KEYS}
         if self.packing:
             return self._packed_dataset(features, columns, batch_size, training, seed, input_context)
         return length_bucketed_dataset(
@@ -245,7 +325,24 @@ class ClassificationTask(FinetuningTask):
             bucket_width=self.bucket_width,
             group_by_length=self.group_by_length,
             sequence_keys=ENCODER_INPUT_NAMES,
-            transform=self.tokenizer.pack_fn(self.seq_length),
+            transform=self._pack_fn(),
+        )
+
+    def _windows_dataset(self, features, batch_size, training, seed, input_context):
+        """Batches of `batch_size` documents, [documents, windows, seq_length], the windows axis cut to the
+        batch's most windows (bucket width 1; with --bucket_width=0, every batch has all the window slots)."""
+        columns = {k: features[k] for k in ENCODER_INPUT_NAMES + self.label_keys if k in features}
+        return length_bucketed_dataset(
+            columns,
+            features[NUM_WINDOWS_KEY],
+            batch_size,
+            features["input_mask"].shape[1],
+            training,
+            seed=seed,
+            input_context=input_context,
+            bucket_width=1 if self.bucket_width else 0,
+            group_by_length=self.group_by_length,
+            sequence_keys=ENCODER_INPUT_NAMES,
         )
 
     def _packed_dataset(self, features, columns, batch_size, training, seed, input_context):
@@ -259,7 +356,7 @@ class ClassificationTask(FinetuningTask):
         # and teacher logits.
         slot_keys = tuple(k for k in columns if k not in ("text_a", "text_b"))
         return packed_rows.gather_packed_batches(
-            tables, columns, self.seq_length, transform=self.tokenizer.pack_fn(self.seq_length), slot_keys=slot_keys
+            tables, columns, self.seq_length, transform=self._pack_fn(), slot_keys=slot_keys
         )
 
     def packed_lengths(self, features: dict) -> np.ndarray:
@@ -273,7 +370,7 @@ class ClassificationTask(FinetuningTask):
         if cached_texts is features["text_a"]:
             return cached_lengths
         texts = {k: features[k].astype(str) for k in ("text_a", "text_b") if k in features}
-        pack = self.tokenizer.pack_fn(self.seq_length)
+        pack = self._pack_fn()
         dataset = tf.data.Dataset.from_tensor_slices(texts).batch(1024)
         dataset = dataset.map(lambda e: tf.reduce_sum(pack(e)["input_mask"], axis=1), num_parallel_calls=2)
         lengths = np.concatenate([batch.numpy() for batch in prefetching.without_autotuning(dataset)]).astype(np.int64)

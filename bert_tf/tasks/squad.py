@@ -81,6 +81,7 @@ class SquadTask(FinetuningTask):
     @classmethod
     def from_config(cls, config: SquadConfig, tokenizer, labels, reader) -> SquadTask:
         config.refuse_packing()
+        config.refuse_long_text()
         return cls(
             tokenizer,
             config.max_seq_length,

@@ -74,6 +74,7 @@ class TaggingTask(FinetuningTask):
 
     @classmethod
     def from_config(cls, config, tokenizer, labels, reader) -> TaggingTask:
+        config.refuse_long_text()
         return cls(tokenizer, config.max_seq_length, labels, packing=config.packing, **config.head_and_batch_options())
 
     @classmethod

@@ -14,6 +14,7 @@ import dataclasses
 
 from bert_tf.errors import JobArgumentError, check_int
 from bert_tf.tasks import registry
+from bert_tf.tasks.long_text import LongTextConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +34,8 @@ class FinetuningTaskConfig:
       packing: rows of max_seq_length tokens filled with whole examples in random order, each computed as if
         alone (`bert_tf.data.packed_rows`), instead of one example a row; classification, sentence pairs,
         regression and tagging (not SQuAD). A batch then holds train_batch_size examples on average.
+      long_text_config: texts longer than the window (`bert_tf.tasks.long_text`: --long_text, --window_stride,
+        --window_pooling, --max_windows); truncation by default.
     """
 
     task: str
@@ -41,6 +44,7 @@ class FinetuningTaskConfig:
     bucket_width: int = 16
     group_by_length: bool = False
     packing: bool = False
+    long_text_config: LongTextConfig = LongTextConfig()
 
     def __post_init__(self):
         if self.task not in registry.task_names():
@@ -51,6 +55,10 @@ class FinetuningTaskConfig:
             raise JobArgumentError(f"--dropout_rate must be in [0, 1), got {self.dropout_rate}.")
         if self.packing and self.group_by_length:
             raise JobArgumentError("--packing and --group_by_length are two orders of the batches: give one.")
+        self.long_text_config.check_window(self.max_seq_length)
+        if self.long_text_config.windows and self.packing:
+            # A document's windows are rows of their own, pooled together; packed rows hold whole examples.
+            raise JobArgumentError("--long_text=windows does not combine with --packing yet; give --nopacking.")
 
     def refuse_packing(self) -> None:
         """A task that computes one example a row refuses `--packing`, naming the flag."""
@@ -58,6 +66,14 @@ class FinetuningTaskConfig:
             raise JobArgumentError(
                 f"--packing is supported for classification, sentence pairs, regression and tagging, "
                 f"not --task={self.task}."
+            )
+
+    def refuse_long_text(self) -> None:
+        """A task that keeps its own windows (SQuAD) or tags words refuses --long_text other than truncate."""
+        if self.long_text_config.long_text != "truncate":
+            raise JobArgumentError(
+                f"--long_text={self.long_text_config.long_text} is supported for classification and regression "
+                f"of single texts, not --task={self.task}."
             )
 
     def head_and_batch_options(self) -> dict:

@@ -77,14 +77,26 @@ class TaskTokenizer:
     def tokens(self, ids: Sequence[int]) -> list[str]:
         return [self.vocab[i] for i in ids]
 
-    def pack_fn(self, seq_length: int):
+    def pack_fn(self, seq_length: int, head_tail: bool = False):
         """A tf.data map function: {"text_a", optional "text_b": string [batch]} -> encoder inputs.
 
         With a bool "has_text_b" [batch] as well, rows where it is False are
         packed as single texts (a file mixing texts and pairs). The other keys
-        of the element pass through unchanged.
+        of the element pass through unchanged. `head_tail` (single texts): a text longer than
+        `seq_length` - 2 pieces keeps its first and last pieces (`bert_tf.tasks.long_text.head_tail_split`)
+        instead of its first.
         """
+        from bert_tf.tasks.long_text import head_tail_split
+
         tokenizer = self.tokenizer
+        head, tail = head_tail_split(seq_length - 2)
+
+        def head_and_tail(pieces):
+            lengths = pieces.row_lengths()[:, tf.newaxis]
+            positions = tf.ragged.range(pieces.row_lengths())
+            keep = (positions < head) | (positions >= lengths - tail) | (lengths <= head + tail)
+            return tf.ragged.boolean_mask(pieces, keep)
+
         cls_id, sep_id, pad_id = self.cls_id, self.sep_id, self.pad_id
 
         def pack_segments(segments):
@@ -103,6 +115,8 @@ class TaskTokenizer:
         def pack(element):
             element = dict(element)
             segments = [tokenizer(element.pop("text_a"))]
+            if head_tail:
+                segments[0] = head_and_tail(segments[0])
             if "text_b" in element:
                 segments.append(tokenizer(element.pop("text_b")))
             packed = pack_segments(segments)

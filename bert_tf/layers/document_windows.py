@@ -1,0 +1,57 @@
+"""A document read in windows: its windows as rows of one batch, and the windows' logits pooled per document."""
+
+import keras
+from keras import ops
+
+WINDOW_POOLINGS = ("mean", "max")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class WindowRows(keras.layers.Layer):
+    """[documents, windows, seq_length] -> [documents * windows, seq_length]: each window a row of the encoder."""
+
+    def call(self, windows):
+        return ops.reshape(windows, (-1, ops.shape(windows)[-1]))
+
+    def compute_output_shape(self, input_shape):
+        rows = None if None in input_shape[:2] else input_shape[0] * input_shape[1]
+        return (rows, input_shape[-1])
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class WindowPooling(keras.layers.Layer):
+    """The logits of a document from those of its windows: their mean or their (per-class) maximum.
+
+    Args:
+      pooling: "mean" or "max".
+
+    Call args:
+      window_logits: [documents * windows, classes], the windows in `WindowRows`' order.
+      input_mask: [documents, windows, seq_length]; a window whose first position ([CLS]) is masked is a padding
+        slot and does not count.
+
+    Returns:
+      float32 [documents, classes]; a document without windows (a padding row) gets zeros.
+    """
+
+    def __init__(self, pooling: str = "mean", **kwargs):
+        super().__init__(**kwargs)
+        if pooling not in WINDOW_POOLINGS:
+            raise ValueError(f"pooling must be one of {WINDOW_POOLINGS}, got {pooling!r}.")
+        self.pooling = pooling
+
+    def call(self, window_logits, input_mask):
+        shape = ops.shape(input_mask)
+        logits = ops.reshape(ops.cast(window_logits, "float32"), (shape[0], shape[1], -1))
+        real = ops.cast(input_mask[:, :, 0] > 0, "float32")[:, :, None]  # [documents, windows, 1]
+        count = ops.sum(real, axis=1)
+        if self.pooling == "mean":
+            return ops.sum(logits * real, axis=1) / ops.maximum(count, 1.0)
+        largest = ops.max(ops.where(real > 0, logits, ops.full_like(logits, -1e9)), axis=1)
+        return ops.where(count > 0, largest, ops.zeros_like(largest))
+
+    def compute_output_shape(self, window_logits_shape, input_mask_shape):
+        return (input_mask_shape[0], window_logits_shape[-1])
+
+    def get_config(self):
+        return {**super().get_config(), "pooling": self.pooling}

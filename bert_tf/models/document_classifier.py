@@ -1,0 +1,57 @@
+"""`DocumentClassifier`: classification or regression of a document read in windows."""
+
+import keras
+
+from bert_tf.layers.document_windows import WindowPooling, WindowRows
+from bert_tf.layers.heads import ClassificationHead
+from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES, BertEncoder
+from bert_tf.models.task_model import TaskModel
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class DocumentClassifier(TaskModel):
+    """`BertClassifier`'s head on each window of a document, the windows' logits pooled into the document's.
+
+    Every window is encoded as its own sequence (`[CLS] pieces [SEP]`), gets logits from the same
+    classification layer as `BertClassifier`'s (the same weights: the attributes `encoder` and `classifier`),
+    and `WindowPooling` takes their mean or maximum over the document's real windows, so the loss is the
+    document's (`bert_tf.tasks.long_text`).
+
+    Args:
+      encoder: a `BertEncoder`.
+      num_classes: number of classes; 1 for regression.
+      dropout_rate: dropout before the output layer; defaults to the encoder's hidden dropout.
+      pooling: "mean" or "max" of the windows' logits.
+
+    Inputs: the encoder's names, int32 [documents, windows, seq_length]; padding window slots have an all-zero
+    `input_mask`. Output: float32 logits [documents, num_classes].
+    """
+
+    def __init__(self, encoder: BertEncoder, num_classes: int, dropout_rate=None, pooling: str = "mean", **kwargs):
+        if dropout_rate is None:
+            dropout_rate = encoder.config.hidden_dropout_prob
+        head = ClassificationHead(
+            num_classes,
+            dropout_rate=dropout_rate,
+            initializer_range=encoder.config.initializer_range,
+            dtype=encoder.dtype_policy,
+            name="classifier",
+        )
+        inputs = {name: keras.Input(shape=(None, None), dtype="int32", name=name) for name in ENCODER_INPUT_NAMES}
+        to_rows = WindowRows(name="window_rows")
+        pooled = encoder({name: to_rows(value) for name, value in inputs.items()})["pooled_output"]
+        logits = WindowPooling(pooling, name="window_pooling")(head(pooled), inputs["input_mask"])
+        super().__init__(inputs=inputs, outputs=logits, **kwargs)
+        self.encoder = encoder
+        self.classifier = head
+        self.num_classes = num_classes
+        self.dropout_rate = dropout_rate
+        self.pooling = pooling
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "num_classes": self.num_classes,
+            "dropout_rate": self.dropout_rate,
+            "pooling": self.pooling,
+        }

@@ -1,0 +1,224 @@
+"""Texts longer than the window (`bert_tf.tasks.long_text`): window maths, pooling, the cut report, the flags,
+and a document whose label sits only in its last window, learned with windows and missed with truncation."""
+
+import csv
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+
+from bert_tf.errors import JobArgumentError
+from bert_tf.tasks import long_text
+from tests.fixtures.finetune import synthetic
+from tests.helpers.absl_flags import run_main
+from tests.helpers.jobs import finetune
+
+# max_seq_length 16: a window holds 14 pieces.
+COMMON = dict(
+    max_seq_length=16, train_batch_size=16, learning_rate=1e-3, warmup_proportion=0.1, steps_per_loop=40, seed=1
+)
+
+
+def test_window_starts_cover_the_text_and_end_at_its_end():
+    assert long_text.window_starts(0, 14, 7) == [0]
+    assert long_text.window_starts(14, 14, 7) == [0]
+    assert long_text.window_starts(15, 14, 7) == [0, 1]
+    assert long_text.window_starts(40, 14, 14) == [0, 14, 26]
+    assert long_text.window_starts(40, 14, 10) == [0, 10, 20, 26]
+    for n, stride in [(1, 3), (57, 5), (100, 14), (29, 1)]:
+        starts = long_text.window_starts(n, 14, stride)
+        assert long_text.covered_pieces(starts, 14, n) == n
+        assert all(b - a <= stride for a, b in zip(starts, starts[1:]))
+
+
+def test_capped_windows_keep_first_and_last_spread_evenly():
+    starts = list(range(0, 200, 10))  # 20 windows
+    kept = long_text.capped_starts(starts, 5)
+    assert kept == [0, 50, 100, 140, 190]
+    assert long_text.capped_starts(starts[:3], 5) == starts[:3]
+    # 5 windows of 14 pieces read 70 of 204 pieces.
+    assert long_text.covered_pieces(kept, 14, 204) == 70
+
+
+def test_head_tail_split_follows_sun_et_al():
+    assert long_text.head_tail_split(510) == (128, 382)
+    assert long_text.head_tail_split(126) == (31, 95)
+    assert long_text.head_tail_split(14) == (3, 11)
+
+
+def test_cut_report_counts_long_empty_and_one_piece_texts():
+    report = long_text.cut_report([0, 1, 14, 20, 30], [0, 1, 14, 14, 14], window=14)
+    assert report == {
+        "texts": 5,
+        "texts_longer_than_window": 2,
+        "dropped_piece_share_of_long_texts": round((6 + 16) / 50, 4),
+        "empty_texts": 1,
+        "one_piece_texts": 1,
+    }
+    lines = long_text.describe_cut(report, "eval", "truncate", 14)
+    assert len(lines) == 1 and "2 of 5 texts" in lines[0] and "44.0%" in lines[0]
+    most = long_text.cut_report([30, 30, 1], [14, 14, 1], window=14, capped=[False, False, False])
+    assert most["texts_over_max_windows"] == 0
+    assert "--long_text=windows" in long_text.describe_cut(most, "train", "truncate", 14)[1]
+    assert len(long_text.describe_cut(most, "train", "windows", 14)) == 1
+
+
+def test_config_refuses_bad_values_naming_the_flag():
+    from bert_tf.tasks.task_config import FinetuningTaskConfig
+
+    with pytest.raises(JobArgumentError, match="--window_stride"):
+        long_text.LongTextConfig(long_text="windows", window_stride=0)
+    with pytest.raises(JobArgumentError, match="--window_stride=15"):
+        FinetuningTaskConfig("classification", 16, long_text_config=long_text.LongTextConfig(window_stride=15))
+    with pytest.raises(JobArgumentError, match="--long_text=windows.*--packing"):
+        FinetuningTaskConfig("classification", 16, packing=True, long_text_config=long_text.LongTextConfig("windows"))
+    with pytest.raises(JobArgumentError, match="--window_pooling"):
+        long_text.LongTextConfig(window_pooling="median")
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max"])
+def test_window_pooling_ignores_padding_slots(pooling):
+    from bert_tf.layers import WindowPooling
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(2 * 3, 4)).astype("float32")
+    mask = np.ones((2, 3, 5), "int32")
+    mask[1, 1:] = 0  # document 1 has one window
+    pooled = np.asarray(WindowPooling(pooling)(logits, mask))
+    windows = logits.reshape(2, 3, 4)
+    reduce = np.mean if pooling == "mean" else np.max
+    np.testing.assert_allclose(pooled[0], reduce(windows[0], axis=0), rtol=1e-6)
+    np.testing.assert_allclose(pooled[1], windows[1, 0], rtol=1e-6)
+    assert WindowPooling.from_config(WindowPooling(pooling).get_config()).pooling == pooling
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return synthetic.make_model_dir(str(tmp_path_factory.mktemp("long_text") / "model"))
+
+
+def test_windows_features_and_cut_report(model_dir):
+    from bert_tf.data.examples import TextExample
+    from bert_tf.tasks.classification import ClassificationTask
+    from bert_tf.tasks.task_tokenizer import TaskTokenizer
+
+    tokenizer = TaskTokenizer(os.path.join(model_dir, "vocab.txt"))
+    texts = ["", "good", " ".join(["the"] * 30), " ".join(["the"] * 200)]
+    examples = [TextExample(guid=str(i), text_a=t, label="pos") for i, t in enumerate(texts)]
+    config = long_text.LongTextConfig("windows", window_stride=7, max_windows=8)
+    task = ClassificationTask(tokenizer, 16, ["neg", "pos"], long_text=config, bucket_width=0)
+    features = task.featurize(examples, training=False)
+    # 30 pieces: starts 0, 7, 14 and 16 (the last ends at the end); 200 pieces need 28 windows, 8 kept.
+    assert features["num_windows"].tolist() == [1, 1, 4, 8]
+    assert features["input_word_ids"].shape == (4, 8, 16)
+    assert features["input_mask"][0, 0].sum() == 2 and features["input_mask"][0, 1:].sum() == 0  # [CLS] [SEP]
+    assert features["input_mask"][1, 0].sum() == 3
+    # A batch counts documents; --bucket_width=0: every batch has all the window slots (one static shape).
+    assert [tuple(b["input_word_ids"].shape) for b in task.dataset(features, 2, training=False)] == [(2, 8, 16)] * 2
+    task.bucket_width = 16  # otherwise the windows axis is cut to the batch's most windows
+    assert sorted(b["input_mask"].shape[1] for b in task.dataset(features, 2, training=False)) == [1, 8]
+    report = task.cut_report(features)
+    assert report["texts_longer_than_window"] == 2 and report["empty_texts"] == 1 and report["one_piece_texts"] == 1
+    assert report["texts_over_max_windows"] == 1
+    assert report["dropped_piece_share_of_long_texts"] == round((200 - 8 * 14) / 230, 4)
+    truncated = ClassificationTask(tokenizer, 16, ["neg", "pos"]).featurize(examples, training=False)
+    assert truncated["num_pieces"].tolist() == [0, 1, 30, 200]
+    report = ClassificationTask(tokenizer, 16, ["neg", "pos"]).cut_report(truncated)
+    assert report["dropped_piece_share_of_long_texts"] == round((16 + 186) / 230, 4)
+
+
+def last_window_rows(n: int, seed: int) -> list:
+    """(text, label): 30 to 50 filler words, then 3 sentiment words of the label's polarity among the last 8
+    words: never in the first 14 pieces (one word is one piece in the tiny vocabulary)."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        label = rng.choice(["pos", "neg"])
+        words = [rng.choice(synthetic.FILLER) for _ in range(rng.randint(30, 50))]
+        for _ in range(3):
+            sentiment = rng.choice(synthetic.POSITIVE if label == "pos" else synthetic.NEGATIVE)
+            words.insert(len(words) - rng.randint(0, 5), sentiment)
+        rows.append((" ".join(words), label))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def long_data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("long_data")
+    header = ["sentence", "label"]
+    return {
+        "train_file": synthetic.write_tsv(str(root / "train.tsv"), header, last_window_rows(256, 1)),
+        "eval_file": synthetic.write_tsv(str(root / "dev.tsv"), header, last_window_rows(100, 2)),
+        "predict_file": synthetic.write_tsv(
+            str(root / "test.tsv"), ["sentence"], [(t,) for t, _ in last_window_rows(20, 3)]
+        ),
+    }
+
+
+def _run(tmp_path, model_dir, long_data, name, **options):
+    output_dir = str(tmp_path / name)
+    results = finetune(
+        "classification",
+        output_dir,
+        text_a_column="sentence",
+        model_dir=model_dir,
+        num_train_steps=200,
+        do_train=True,
+        do_eval=True,
+        do_predict=True,
+        **long_data,
+        **COMMON,
+        **options,
+    )
+    with open(os.path.join(output_dir, "eval_results.json")) as f:
+        assert json.load(f)["texts_longer_than_window"] == results["texts_longer_than_window"]
+    return output_dir, results
+
+
+def test_label_in_the_last_window_is_learned_with_windows_and_missed_with_truncate(tmp_path, model_dir, long_data):
+    _, truncated = _run(tmp_path, model_dir, long_data, "truncate")
+    # Every document is longer than the window; truncation reads 14 of about 50 pieces, never the label's.
+    assert truncated["texts_longer_than_window"] == 100 and truncated["dropped_piece_share_of_long_texts"] > 0.6
+    assert truncated["accuracy"] <= 0.7  # chance: the first 14 pieces say nothing about the label
+
+    config = long_text.LongTextConfig("windows", window_pooling="mean")
+    output_dir, windowed = _run(tmp_path, model_dir, long_data, "windows", long_text_config=config)
+    assert windowed["accuracy"] >= 0.95
+    assert windowed["texts_longer_than_window"] == 100 and windowed["dropped_piece_share_of_long_texts"] == 0.0
+    with open(os.path.join(output_dir, "predictions.tsv")) as f:
+        rows = list(csv.reader(f, delimiter="\t"))
+    assert len(rows) == 21  # one row per document
+    with open(os.path.join(output_dir, "task_config.json")) as f:
+        assert json.load(f)["long_text"]["long_text"] == "windows"
+
+    # The directory evaluates again with only --output_dir: its recorded windows and pooling.
+    import experiments.finetune as job
+
+    again = [f"--output_dir={output_dir}", f"--eval_file={long_data['eval_file']}", "--do_eval"]
+    assert run_main(job, again) == 0
+    with open(os.path.join(output_dir, "eval_results.json")) as f:
+        assert json.load(f)["accuracy"] == pytest.approx(windowed["accuracy"])
+
+
+def test_flags_exit_2_naming_the_flag(tmp_path, capfd, model_dir, long_data):
+    import experiments.finetune as job
+
+    common = [
+        f"--model_dir={model_dir}",
+        f"--train_file={long_data['train_file']}",
+        "--text_a_column=sentence",
+        "--do_train",
+        "--max_seq_length=16",
+        "--task=classification",
+    ]
+    for extra, named in [
+        (["--long_text=windows", "--window_stride=0"], "--window_stride"),
+        (["--long_text=windows", "--window_stride=15"], "--window_stride=15"),
+        (["--long_text=windows", "--packing"], "--packing"),
+    ]:
+        status = run_main(job, [*common, f"--output_dir={tmp_path / 'out'}", *extra])
+        err = capfd.readouterr().err
+        assert status == 2 and named in err, err
+        assert not os.path.exists(tmp_path / "out")
