@@ -178,13 +178,15 @@ def darts_trie(keys: list[bytes], values: list[int]) -> np.ndarray:
     used[0] = True  # the root
     bases = [0] * len(blocks)
     taken = set()
-    first_free = 1
+    first_free, top = 1, 1  # the first free unit; the unit after the last used one
     for index, block in enumerate(blocks):
         labels = np.array([0] if isinstance(block, int) else [b for b, _ in block])
-        base = first_free ^ int(labels[0])
+        # A block of many labels (UTF-8 continuation bytes) opens a fresh run of 256 units, whose free units
+        # the small blocks fill later; a small one takes the first free units that fit.
+        base = -(-top // 256) * 256 if len(labels) > 4 else first_free ^ int(labels[0])
         while True:
             slots = base ^ labels
-            if slots.max() >= len(used):
+            while slots.max() >= len(used):
                 used = np.concatenate([used, np.zeros(len(used), bool)])
             if base not in taken and not used[slots].any():  # one block a base: no child read as another's
                 break
@@ -192,6 +194,7 @@ def darts_trie(keys: list[bytes], values: list[int]) -> np.ndarray:
         used[slots] = True
         bases[index] = base
         taken.add(base)
+        top = max(top, int(slots.max()) + 1)
         while used[first_free]:
             first_free += 1
     units = np.zeros(int(np.flatnonzero(used).max()) + 1, np.uint32)
