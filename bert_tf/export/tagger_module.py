@@ -60,11 +60,14 @@ class TaggerModule(tf.Module):
         # Every piece's (window, position) in the packed rows: [CLS] at 0, the pieces from 1.
         piece_window = tf.repeat(window, counts)
         piece_position = 1 + tf.repeat(start, counts) + tf.cast(tf.ragged.range(counts).flat_values, tf.int32)
-        ids = tf.scatter_nd(
-            tf.stack([piece_window, piece_position], axis=1),
-            tf.cast(pieces.flat_values, tf.int32) - self._pad,
-            [num_windows, self.seq_length],
-        ) + self._pad
+        ids = (
+            tf.scatter_nd(
+                tf.stack([piece_window, piece_position], axis=1),
+                tf.cast(pieces.flat_values, tf.int32) - self._pad,
+                [num_windows, self.seq_length],
+            )
+            + self._pad
+        )
         lengths = tf.math.unsorted_segment_sum(counts, window, num_windows)
         position = tf.range(self.seq_length)[tf.newaxis, :]
         ids = tf.where(position == 0, self._cls, ids)
