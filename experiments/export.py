@@ -36,7 +36,10 @@ SavedModel with the preprocessing inside. Its `serving_default` signature takes
 
 A server needs TF Text's ops registered (`import tensorflow_text` in Python;
 they are listed in classifier/assets.extra/required_ops.txt, and checked at
-export). With --litert=float32 (or dynamic_int8, or full_int8 calibrated on
+export). A fine-tuned tagging directory gets `tagger/`: `serving_default` takes a sentence
+(`text`, words split on whitespace) and returns `words`, their `tags` and
+`scores`, and `num_words`, tagged as `experiments.finetune --do_predict` tags.
+With --litert=float32 (or dynamic_int8, or full_int8 calibrated on
 --calibration_examples texts of --train_file) the classifier is also written
 as litert/classifier.tflite, raw text in, the tokenizer inside, for the LiteRT
 interpreter with TF Text's ops (bert_tf.export.litert):
@@ -200,6 +203,8 @@ def main(argv):
     print(f"preprocess: {paths['preprocess']}")
     if "classifier" in paths:
         print(f"classifier: {paths['classifier']}")
+    if "tagger" in paths:
+        print(f"tagger:     {paths['tagger']}")
     if "litert" in paths:
         print(f"litert:     {paths['litert']}")
     if paths["verified"]:

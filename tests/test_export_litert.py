@@ -228,3 +228,50 @@ def test_the_module_docstring_example_runs():
     report = io.StringIO()
     result = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE).run(test, out=report.write)
     assert result.attempted >= 5 and result.failed == 0, report.getvalue()
+
+
+def test_a_distilled_student_exports_to_litert(tmp_path, capsys):
+    """The directory `experiments.distill` writes (checkpoints and the student's weights file) exports like a
+    fine-tuned one: the float32 LiteRT student reproduces its servable classifier."""
+    from tests.fixtures.finetune import synthetic
+    from tests.helpers.jobs import distill, finetune
+
+    train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["sentence", "label"], synthetic.sentiment_rows(64, 1))
+    schedule = dict(max_seq_length=16, train_batch_size=16, learning_rate=1e-3, steps_per_loop=10, seed=1)
+    teacher = str(tmp_path / "teacher")
+    finetune(
+        "classification",
+        teacher,
+        model_dir=synthetic.make_model_dir(str(tmp_path / "model")),
+        train_file=train,
+        text_a_column="sentence",
+        num_train_steps=10,
+        do_train=True,
+        **schedule,
+    )
+    student = str(tmp_path / "student")
+    distill(
+        student,
+        teacher_dir=teacher,
+        student_num_layers=1,
+        train_file=train,
+        text_a_column="sentence",
+        num_train_steps=10,
+        learning_rate=1e-3,
+        steps_per_loop=10,
+        seed=1,
+    )
+    export_dir = tmp_path / "export"
+    with temporary_flags(
+        export_cli.define_flags,
+        ["export", "--max_seq_length=16", f"--model_dir={student}", f"--export_dir={export_dir}", "--litert=float32"],
+    ):
+        export_cli.main(["export"])
+    assert "LiteRT float32 classifier.tflite" in capsys.readouterr().out
+    texts = [row[0] for row in synthetic.sentiment_rows(8, 2)]
+    got = litert.run(litert.interpreter(export_dir / "litert" / "classifier.tflite").get_signature_runner(), texts)
+    expected = _saved_model_outputs(str(export_dir / "classifier"), texts)
+    assert np.max(np.abs(got["scores"] - expected["scores"])) <= litert.FLOAT32_TOLERANCE
+    np.testing.assert_array_equal(got["label_id"], expected["label_id"])
+    # The student's one layer, not the teacher's two: the file holds one layer's attention kernels.
+    assert json.load(open(os.path.join(student, "distillation.json")))["student_config"]["num_hidden_layers"] == 1

@@ -9,6 +9,8 @@ Layout of `export_model_dir(model_dir, export_dir)`:
       classifier/   (a fine-tuned classification or regression directory only) SavedModel: `serving_default`
                     text -> scores, classes, label, label_id (`bert_tf.export.classifier_module`)
         assets.extra/task_config.json, assets.extra/required_ops.txt (the TF Text ops a server must register)
+      tagger/       (a fine-tuned tagging directory only) SavedModel: `serving_default` text -> words, tags,
+                    scores, num_words (`bert_tf.export.tagger_module`); assets.extra/ as for classifier/
       litert/       (with `litert=LiteRTConfig(...)`) classifier.tflite: the same classifier for LiteRT, text in
                     (`bert_tf.export.litert`); required_ops.txt (what a mobile build links), task_config.json
 
@@ -37,6 +39,8 @@ from bert_tf.models import BertEncoder, BertPretrainer
 ENCODER_SUBDIR = "encoder"
 PREPROCESS_SUBDIR = "preprocess"
 CLASSIFIER_SUBDIR = "classifier"
+TAGGER_SUBDIR = "tagger"
+TAGGING_TASK = "token_classification"
 REQUIRED_OPS_NAME = "required_ops.txt"
 EXTRA_ASSETS_DIR = "assets.extra"  # TF Serving's place for files that are not graph assets
 
@@ -321,14 +325,17 @@ def export_model_dir(
     classifier_tasks = _classifier_tasks()
     if litert is not None:
         _check_litert(task_config, classifier_tasks, model_dir, quantize)
+    tagger = None
     if task_config and task_config.get("task") in classifier_tasks:
         classifier = _restore_classifier(config, task_config, checkpoint, model_dir, use_weights_file)
+    elif task_config and task_config.get("task") == TAGGING_TASK and not quantize:
+        tagger = _restore_tagger(config, task_config, checkpoint, model_dir, use_weights_file)
     elif task_config:
         logging.warning(
             "%s is a fine-tuned %s model: only its encoder is exported (a servable model is written for %s).",
             model_dir,
             task_config.get("task"),
-            ", ".join(classifier_tasks),
+            ", ".join(classifier_tasks + [TAGGING_TASK]),
         )
     if quantize:
         from bert_tf.distillation.inference import inference_form
@@ -352,6 +359,10 @@ def export_model_dir(
                     classifier, task_config, vocab_file, lower_case, os.path.join(tmp_dir, CLASSIFIER_SUBDIR), verify
                 )
             )
+        if tagger is not None:
+            checked.append(
+                _save_tagger(tagger, task_config, vocab_file, lower_case, os.path.join(tmp_dir, TAGGER_SUBDIR), verify)
+            )
         if litert is not None:
             from bert_tf.export import litert as litert_lib
 
@@ -367,6 +378,8 @@ def export_model_dir(
     }
     if classifier is not None:
         paths["classifier"] = os.path.join(export_dir, CLASSIFIER_SUBDIR)
+    if tagger is not None:
+        paths["tagger"] = os.path.join(export_dir, TAGGER_SUBDIR)
     if litert is not None:
         paths["litert"] = os.path.join(export_dir, "litert", "classifier.tflite")
     paths["verified"] = "; ".join(checked) if verify else None
@@ -426,6 +439,47 @@ def _restore_classifier(config, task_config: dict, checkpoint: str, model_dir: s
     else:
         restore(classifier, checkpoint)
     return classifier
+
+
+def _restore_tagger(config, task_config: dict, checkpoint: str, model_dir: str, use_weights_file: bool):
+    """The fine-tuned `BertTokenClassifier` of a tagging `model_dir` with its weights."""
+    from bert_tf.checkpoints import weights_file
+    from bert_tf.models import BertTokenClassifier
+
+    tagger = BertTokenClassifier(BertEncoder(config), num_labels=len(task_config["label_list"]))
+    if use_weights_file:
+        weights_file.load_weights_file(tagger, model_dir)
+    else:
+        restore(tagger, checkpoint)
+    return tagger
+
+
+def _save_tagger(tagger, task_config, vocab_file, lower_case, path, verify) -> str:
+    """Writes the servable tagger SavedModel to `path`; returns one line of what was checked."""
+    from bert_tf.export.classifier_module import custom_ops
+    from bert_tf.export.tagger_module import TaggerModule
+    from bert_tf.tokenization import BertTokenizer
+
+    tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
+    module = TaggerModule(tagger, tokenizer, task_config["label_list"], int(task_config["max_seq_length"]))
+    with _without_capture_rename_notes():
+        module.save(path)
+    ops = custom_ops(path)
+    extra_dir = os.path.join(path, EXTRA_ASSETS_DIR)
+    os.makedirs(extra_dir, exist_ok=True)
+    file_io.write_json(os.path.join(extra_dir, "task_config.json"), task_config)
+    file_io.write_text(os.path.join(extra_dir, REQUIRED_OPS_NAME), "".join(f"{op}\n" for op in ops))
+    what = "tagger serving_default(text)"
+    if not verify:
+        return what
+    texts = tf.constant(VERIFY_TEXTS)
+    got = tf.saved_model.load(path).signatures["serving_default"](text=texts)
+    expected = module.tag(texts)
+    same = all(np.array_equal(got[k].numpy(), expected[k].numpy()) for k in ("words", "tags", "num_words"))
+    diff = float(np.max(np.abs(got["scores"].numpy() - expected["scores"].numpy())))
+    if not same or diff > VERIFY_TOLERANCE:
+        raise ValueError(f"The tagger SavedModel written to {path} does not reproduce the Keras model.")
+    return f"{what} on {len(VERIFY_TEXTS)} texts reproduces the Keras model (max |diff| of the scores {diff:.1e})"
 
 
 def _save_classifier(classifier, task_config, vocab_file, lower_case, path, verify) -> str:
