@@ -53,8 +53,8 @@ def define_flags():
     flags.DEFINE_integer(
         "bucket_width",
         16,
-        "Run lines in batches of similar length padded to multiples of this (outputs unchanged); 0: pad every "
-        "batch to --max_seq_length.",
+        "With --nopacking: run lines in batches of similar length padded to multiples of this (outputs "
+        "unchanged); 0: pad every batch to --max_seq_length.",
     )
     job_flags.define_packing_flag()
     flags.DEFINE_integer("max_seq_length", 128, "Packed sequence length; longer inputs are truncated.")

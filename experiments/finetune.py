@@ -27,23 +27,23 @@ The flags follow google-research/bert's `run_classifier.py` and
         --eval_file=dev.conll --model_dir=models/bert_base_cased --do_lower_case=false \\
         --output_dir=runs/ner --do_train --do_eval
 
-Differences from `run_classifier.py`: each batch is padded to the smallest
-multiple of --bucket_width (16) that holds its longest sequence, instead of to
---max_seq_length (the same outputs to float rounding; far less padding on real
-text; at most max_seq_length / bucket_width compiled shapes); --bucket_width=0
-pads every batch to --max_seq_length and changes nothing else. Training batches
-are random, drawn epoch by epoch from --seed (the examples past the last full
-batch of an epoch sit that epoch out), with or without buckets, so a resumed
-run sees the same batches and a padded run trains on the same batches as a
-bucketed one (tests/test_finetune_buckets.py: without dropout, to the same
-weights). --group_by_length makes batches of near-equal lengths instead
-(HuggingFace's opt-in of that name): less padding, but slower learning on small
-data (benchmarks/RESULTS.md, finetune_accuracy). --packing instead fills
-rows of --max_seq_length tokens with whole examples in the random order, each
-computed as if alone (the same predictions as one example a row, to float
-rounding; tests/test_finetune_packing.py), in batches of one static shape.
-SQuAD keeps fixed windows and
-an example-by-example shuffle. Adam corrects its moments' bias and uses
+Differences from `run_classifier.py`: batches are packed rows. The training
+examples are drawn in a random order, epoch by epoch from --seed, and rows of
+--max_seq_length tokens are filled with as many whole examples as fit; each
+example is computed as if alone (a block-diagonal mask, its own positions and
+[CLS]: the same predictions as one example a row, to float rounding;
+tests/test_finetune_packing.py), a batch holds --train_batch_size examples on
+average, and every batch has one static shape. Evaluation and prediction pack
+the examples in input order. A resumed run sees the same batches.
+--nopacking gives batches of one example a row, in the same kind of random
+order, each padded to the smallest multiple of --bucket_width (16) that holds
+its longest sequence (--bucket_width=0: to --max_seq_length, changing nothing
+else; tests/test_finetune_buckets.py). --group_by_length makes such batches of
+near-equal lengths instead (HuggingFace's opt-in of that name): slower learning
+on small data (benchmarks/RESULTS.md, finetune_accuracy). SQuAD, and
+--group_by_length or --num_microbatches>1, take one example a row (logged);
+SQuAD keeps fixed windows and an example-by-example shuffle. The job logs the
+share of real tokens of its batches. Adam corrects its moments' bias and uses
 epsilon 1e-8, as PyTorch's AdamW; --noadam_bias_correction --adam_epsilon=1e-6
 gives the original BERT's update. Labels or tags of the evaluation data that the training data
 never had count as errors, and a warning and eval_results.json say how many.
@@ -153,8 +153,9 @@ def define_flags():
     flags.DEFINE_integer(
         "bucket_width",
         16,
-        "Pad each batch to the smallest multiple of this that holds its longest sequence (at most "
-        "max_seq_length / bucket_width compiled shapes); 0 = off, every batch at --max_seq_length. Ignored by squad.",
+        "Batches of one example a row (--nopacking, --group_by_length, --num_microbatches>1): pad each to the "
+        "smallest multiple of this that holds its longest sequence (at most max_seq_length / bucket_width "
+        "compiled shapes); 0 = off, every batch at --max_seq_length. Packed rows and squad's windows: unused.",
     )
     flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
     flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
@@ -175,8 +176,8 @@ def define_flags():
     flags.DEFINE_boolean(
         "group_by_length",
         False,
-        "Training batches of near-equal lengths (sorted inside chunks of 50 batches, as HuggingFace's "
-        "group_by_length) instead of random ones: less padding, but slower learning on small data.",
+        "Training batches of one example a row, of near-equal lengths (sorted inside chunks of 50 batches, as "
+        "HuggingFace's group_by_length), instead of packed rows in random order: slower learning on small data.",
     )
     job_flags.define_packing_flag()
     flags.DEFINE_integer(

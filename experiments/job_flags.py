@@ -68,14 +68,16 @@ def define_init_from_flag() -> None:
 
 
 def define_packing_flag() -> None:
-    """Defines --packing (`FinetuningTaskConfig.packing`, `FeatureExtractionConfig.packing`)."""
+    """Defines --packing (`FinetuningTaskConfig.packing`, `FeatureExtractionConfig.packing`): unset (None) is
+    the job's default, packed where it can be."""
     flags.DEFINE_bool(
         "packing",
-        False,
+        None,
         "Fill rows of --max_seq_length tokens with whole examples (in random order when training), each computed "
         "as if alone (a block-diagonal mask, its own positions and [CLS]), instead of one example a row; a "
-        "batch holds the batch size in examples on average. Fine-tuning: classification, pairs, regression and "
-        "tagging (not squad).",
+        "batch holds the batch size in examples on average. The default where the job can (fine-tuning: not "
+        "squad, --group_by_length or --num_microbatches>1, which then take one example a row and log why; "
+        "giving --packing with them is refused); --nopacking: one example a row, padded to its batch's length.",
     )
 
 

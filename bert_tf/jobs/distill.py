@@ -243,8 +243,12 @@ def run_distillation(
     _check_output_dir(output_dir, settings)
 
     # Everything is read and checked before TensorFlow starts and before anything is written.
-    task = FinetuningTaskConfig(
-        task_type, max_seq_length=max_seq_length, dropout_rate=config.dropout_rate, bucket_width=config.bucket_width
+    task = FinetuningTaskConfig(  # one example a row: the teacher's and student's batches are padded ones
+        task_type,
+        max_seq_length=max_seq_length,
+        dropout_rate=config.dropout_rate,
+        bucket_width=config.bucket_width,
+        packing=False,
     )
     reader = finetuning_inputs.task_reader(task, data)
     task_object = finetuning_inputs.build_task(

@@ -179,7 +179,7 @@ def run_frontier(output_dir: str, config: FrontierConfig, data, training_config=
     task_type = teacher.task_config["task"]
     metric = registry.task_class(task_type).headline_metric(task_type)
     max_seq_length = config.max_seq_length or teacher.task_config.get("max_seq_length") or 128
-    task = FinetuningTaskConfig(task_type, max_seq_length=max_seq_length)
+    task = FinetuningTaskConfig(task_type, max_seq_length=max_seq_length, packing=False)  # the students' batches
     reader = finetuning_inputs.task_reader(task, data)
     task_object = finetuning_inputs.build_task(
         task, finetuning_inputs.task_tokenizer(teacher.source), teacher.task_config.get("label_list"), reader

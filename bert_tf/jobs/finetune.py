@@ -99,9 +99,8 @@ def run_finetuning(
         raise JobArgumentError("At least one of --do_train, --do_eval and --do_predict must be set.")
     if training_config.eval_every_steps and not (do_train and do_eval):
         raise JobArgumentError("--eval_every_steps needs --do_train and --do_eval (with --eval_file or --tfds_name).")
-    if task.packing and do_train and training_config.num_microbatches > 1:
-        # Microbatches split a batch's rows, whose number of examples varies with packing.
-        raise JobArgumentError("--packing does not combine with --num_microbatches; give one of them.")
+    # Packed rows unless the task or an option rules them out (logged); an explicit --packing there is refused.
+    task = task.resolve_packing(training_config.num_microbatches if do_train else 1)
     check_data_sources(data, do_train, do_eval, do_predict)
     if do_predict and not overwrite_predictions:
         finetuning_files.check_no_earlier_predictions(output_dir)

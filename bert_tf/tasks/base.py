@@ -51,6 +51,9 @@ class FinetuningTask(abc.ABC):
     config_class = FinetuningTaskConfig
     #: a fine-tuned directory of this task exports as a servable text classifier (`bert_tf.export`).
     exports_as_classifier: bool = False
+    #: `from_config` builds a task of packed rows when the config's `packing` is True (its default resolves
+    #: to it: `FinetuningTaskConfig.resolve_packing`); False: one example a row, `--packing` refused.
+    packs_rows: bool = False
 
     @classmethod
     @abc.abstractmethod

@@ -51,6 +51,7 @@ class ClassificationTask(FinetuningTask):
     names = ("classification", "sentence_pair_classification", "regression")
     label_keys = ("label",)
     exports_as_classifier = True
+    packs_rows = True
 
     @classmethod
     def examples_reader(cls, config, data) -> TextExamplesReader:

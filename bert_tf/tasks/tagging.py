@@ -66,6 +66,7 @@ class TaggingTask(FinetuningTask):
     name = "token_classification"
     names = (name,)
     label_keys = ("label_ids",)
+    packs_rows = True
 
     @classmethod
     def examples_reader(cls, config, data) -> ConllExamplesReader:

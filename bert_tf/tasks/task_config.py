@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from absl import logging
+
 from bert_tf.errors import JobArgumentError, check_int
 from bert_tf.tasks import registry
 
@@ -31,8 +33,11 @@ class FinetuningTaskConfig:
       group_by_length: training batches of near-equal lengths instead of random ones (less padding, slower
         learning on small data; `bert_tf.data.length_buckets`).
       packing: rows of max_seq_length tokens filled with whole examples in random order, each computed as if
-        alone (`bert_tf.data.packed_rows`), instead of one example a row; classification, sentence pairs,
-        regression and tagging (not SQuAD). A batch then holds train_batch_size examples on average.
+        alone (`bert_tf.data.packed_rows`), instead of one example a row; a batch then holds train_batch_size
+        examples on average. None (the default): packed wherever the task's plug-in packs rows
+        (`FinetuningTask.packs_rows`: classification, sentence pairs, regression, tagging) and no option rules
+        it out (group_by_length, num_microbatches > 1); `resolve_packing` decides and logs why not. True:
+        packed, and an option or task that cannot be is refused; False: one example a row.
     """
 
     task: str
@@ -40,7 +45,7 @@ class FinetuningTaskConfig:
     dropout_rate: float | None = None
     bucket_width: int = 16
     group_by_length: bool = False
-    packing: bool = False
+    packing: bool | None = None
 
     def __post_init__(self):
         if self.task not in registry.task_names():
@@ -52,13 +57,32 @@ class FinetuningTaskConfig:
         if self.packing and self.group_by_length:
             raise JobArgumentError("--packing and --group_by_length are two orders of the batches: give one.")
 
-    def refuse_packing(self) -> None:
-        """A task that computes one example a row refuses `--packing`, naming the flag."""
-        if self.packing:
-            raise JobArgumentError(
-                f"--packing is supported for classification, sentence pairs, regression and tagging, "
-                f"not --task={self.task}."
-            )
+    def resolve_packing(self, num_microbatches: int = 1) -> FinetuningTaskConfig:
+        """This config with `packing` True or False (unchanged if it is one already; see the attribute).
+
+        The default (None) packs unless the task's plug-in computes one example a row (SQuAD's windows),
+        `group_by_length` orders the batches instead, or `num_microbatches` > 1 splits a batch's rows (whose
+        examples vary in number); the reason is logged. An explicit `packing=True` there is refused.
+
+        Raises:
+          JobArgumentError: `packing=True` where it cannot be, naming the flags.
+        """
+        reasons = []
+        if not registry.task_class(self.task).packs_rows:
+            reasons.append(f"--task={self.task} computes one example a row")
+        if num_microbatches > 1:
+            reasons.append("--num_microbatches splits each batch's rows")
+        if self.group_by_length:
+            reasons.append("--group_by_length orders the batches by length")
+        if self.packing is None:
+            if reasons:
+                logging.info("Batches of one example a row, not packed rows: %s.", "; ".join(reasons))
+            else:
+                logging.info("Batches of packed rows (--nopacking: one example a row, padded).")
+            return dataclasses.replace(self, packing=not reasons)
+        if self.packing and reasons:
+            raise JobArgumentError(f"--packing is not possible here: {'; '.join(reasons)}; leave it out.")
+        return self
 
     def head_and_batch_options(self) -> dict:
         """The keyword arguments of the common options that the classification and tagging plug-ins take."""
