@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from absl import logging
-
 from bert_tf.errors import JobArgumentError, check_int
 from bert_tf.tasks import registry
 
@@ -36,7 +34,7 @@ class FinetuningTaskConfig:
         alone (`bert_tf.data.packed_rows`), instead of one example a row; a batch then holds train_batch_size
         examples on average. None (the default): packed wherever the task's plug-in packs rows
         (`FinetuningTask.packs_rows`: classification, sentence pairs, regression, tagging) and no option rules
-        it out (group_by_length, num_microbatches > 1); `resolve_packing` decides and logs why not. True:
+        it out (group_by_length, num_microbatches > 1): `resolve_packing` decides, `packing_note` says why. True:
         packed, and an option or task that cannot be is refused; False: one example a row.
     """
 
@@ -60,13 +58,23 @@ class FinetuningTaskConfig:
     def resolve_packing(self, num_microbatches: int = 1) -> FinetuningTaskConfig:
         """This config with `packing` True or False (unchanged if it is one already; see the attribute).
 
-        The default (None) packs unless the task's plug-in computes one example a row (SQuAD's windows),
-        `group_by_length` orders the batches instead, or `num_microbatches` > 1 splits a batch's rows (whose
-        examples vary in number); the reason is logged. An explicit `packing=True` there is refused.
+        The default (None) packs unless `unpacked_reasons` gives a reason; an explicit `packing=True` with a
+        reason is refused.
 
         Raises:
           JobArgumentError: `packing=True` where it cannot be, naming the flags.
         """
+        reasons = self.unpacked_reasons(num_microbatches)
+        if self.packing is None:
+            return dataclasses.replace(self, packing=not reasons)
+        if self.packing and reasons:
+            raise JobArgumentError(f"--packing is not possible here: {'; '.join(reasons)}; leave it out.")
+        return self
+
+    def unpacked_reasons(self, num_microbatches: int = 1) -> list:
+        """Why this config's batches cannot be packed rows (empty: they can): the task's plug-in computes one
+        example a row (SQuAD's windows), `group_by_length` orders the batches instead, or `num_microbatches` > 1
+        splits a batch's rows (whose examples vary in number)."""
         reasons = []
         if not registry.task_class(self.task).packs_rows:
             reasons.append(f"--task={self.task} computes one example a row")
@@ -74,15 +82,16 @@ class FinetuningTaskConfig:
             reasons.append("--num_microbatches splits each batch's rows")
         if self.group_by_length:
             reasons.append("--group_by_length orders the batches by length")
-        if self.packing is None:
-            if reasons:
-                logging.info("Batches of one example a row, not packed rows: %s.", "; ".join(reasons))
-            else:
-                logging.info("Batches of packed rows (--nopacking: one example a row, padded).")
-            return dataclasses.replace(self, packing=not reasons)
-        if self.packing and reasons:
-            raise JobArgumentError(f"--packing is not possible here: {'; '.join(reasons)}; leave it out.")
-        return self
+        return reasons
+
+    def packing_note(self, num_microbatches: int = 1) -> str:
+        """One line for the job's log: the batches `resolve_packing` gives this config, and why."""
+        resolved = self.resolve_packing(num_microbatches)
+        if resolved.packing:
+            return "Batches of packed rows (--nopacking: one example a row, padded)."
+        if self.packing is False:
+            return "Batches of one example a row (--nopacking)."
+        return f"Batches of one example a row, not packed rows: {'; '.join(self.unpacked_reasons(num_microbatches))}."
 
     def head_and_batch_options(self) -> dict:
         """The keyword arguments of the common options that the classification and tagging plug-ins take."""
