@@ -15,9 +15,12 @@ with `experiments.convert --from=hf`) fine-tuned with google-research/bert's rec
 both at `--max_seq_length` WordPieces (128).
 
 Contenders, each seed a fresh process:
-- ours: `python -m experiments.finetune` with its defaults (random batches, each padded to its bucket of 16;
-  Adam with bias correction and epsilon 1e-8, as PyTorch's AdamW);
-- ours, grouped: the same with `--group_by_length` (batches of near-equal lengths);
+- ours: `python -m experiments.finetune` with its defaults (packed rows: whole examples in random order filling
+  rows of --max_seq_length, each computed as if alone; Adam with bias correction and epsilon 1e-8, as PyTorch's
+  AdamW);
+- ours, unpacked: the same with `--nopacking` (random batches of one example a row, each padded to its bucket
+  of 16);
+- ours, grouped: the same with `--group_by_length` (batches of one example a row, of near-equal lengths);
 - ours, original: the same as ours with the original BERT's update, `--noadam_bias_correction --adam_epsilon=1e-6`;
 - hf: transformers' `BertForSequenceClassification` / `BertForTokenClassification.from_pretrained` on the
   same files, PyTorch eager, in its own virtual environment under --peer_dir (created from PyPI on first use):
@@ -52,7 +55,8 @@ TASKS = {
 }
 # name -> (label, extra flags of experiments.finetune); "hf" is the peer.
 OURS = {
-    "ours": ("bert_tf, default (random batches)", []),
+    "ours": ("bert_tf, default (packed rows, random order)", []),
+    "unpacked": ("bert_tf, --nopacking (random batches, each padded)", ["--nopacking"]),
     "grouped": ("bert_tf, --group_by_length", ["--group_by_length"]),
     "original": (
         "bert_tf, --noadam_bias_correction --adam_epsilon=1e-6",

@@ -1,8 +1,9 @@
 r"""Fine-tuning throughput on real text: all-MiniLM-L6-v2 on the bundled reviews, ours vs the peers users pick.
 
-    python benchmarks/finetune_throughput.py                      # ours, buckets off and on
+    python benchmarks/finetune_throughput.py                      # ours: packed (the default), random, grouped
     python benchmarks/finetune_throughput.py --peers              # + HF/PyTorch (2 ways), keras-hub; interleaved
     python benchmarks/finetune_throughput.py --peers --rounds=2 --timed_steps=30
+    python benchmarks/finetune_throughput.py --bfloat16           # + the default in mixed_bfloat16 (native only)
 
 What is measured: fine-tuning steps of a sentence classifier (2 classes) on the converted all-MiniLM-L6-v2
 (6 layers, H=384, installed by scripts/setup.sh) over `data/fine_foods_train.tsv`, the bundled reviews with
@@ -16,14 +17,16 @@ every contender; with `--rounds=N` the contender list runs N times in turn (A B 
 the total over the rounds. "real tokens" is the share of the timed batches' positions that are not padding.
 
 Contenders:
-- ours, padded: `bert_tf.training.train` (the loop `experiments.finetune` runs) on `ClassificationTask`'s
-  tf.data pipeline (in-graph WordPiece and packing) with `bucket_width=0`: the bucketed row's batches (since
-  0487cb9; before, examples shuffled one by one), every batch at 128.
-- ours, bucketed: the same with `bucket_width=16` (the default): batches grouped by length inside chunks of
-  50 batches, each padded to the smallest multiple of 16 holding its longest review.
-- ours, packed rows: the same loop on `ClassificationTask(packing=True)`'s batches (`bert_tf.data.packed_rows`):
-  rows of 128 tokens filled with whole reviews in random order, as many rows as hold 32 reviews on average;
+- ours, the default: `bert_tf.training.train` (the loop `experiments.finetune` runs) on `ClassificationTask`'s
+  tf.data pipeline (in-graph WordPiece) of packed rows (`bert_tf.data.packed_rows`): rows of 128 tokens filled
+  with whole reviews in random order, as many rows as hold 32 reviews on average, every batch of one shape;
   its sequences are the reviews its timed batches hold (not steps x 32).
+- ours, --nopacking: the same loop on batches of one review a row, random, each padded to the smallest
+  multiple of 16 holding its longest review (`bucket_width=16`).
+- ours, --group_by_length: the same with batches of near-equal lengths (sorted inside chunks of 50 batches).
+- ours, --nopacking --bucket_width=0: random batches, every one padded to 128.
+- with --bfloat16, on a CPU with AVX-512 BF16 or AMX (`bert_tf.cpu_features`; elsewhere bfloat16 is emulated and
+  the row is left out, saying so): the default in `mixed_bfloat16`.
 - --peers, each in its own venv under --peer_dir (created from PyPI on first use, see benchmarks/_common.py):
   HuggingFace transformers `BertForSequenceClassification.from_pretrained` on the same installed weights, on
   PyTorch (eager), as its users run it: tokenized beforehand (`BertTokenizerFast`, truncation at 128), a
@@ -64,10 +67,12 @@ TRAIN_TSV = os.path.join(_common.ROOT, "data", "fine_foods_train.tsv")
 
 # (label, venv: None = ours, child kind, extra child flags)
 OURS = [
-    ("ours, padded to 128", None, "ours", ["--bucket_width=0"]),
-    ("ours, length buckets of 16", None, "ours", ["--bucket_width=16"]),
-    ("ours, packed rows (--packing)", None, "ours", ["--packing"]),
+    ("ours, default (packed rows, random order)", None, "ours", ["--order=packed"]),
+    ("ours, --nopacking (random batches, buckets of 16)", None, "ours", ["--order=random", "--bucket_width=16"]),
+    ("ours, --group_by_length (buckets of 16)", None, "ours", ["--order=grouped", "--bucket_width=16"]),
+    ("ours, --nopacking --bucket_width=0 (padded to 128)", None, "ours", ["--order=random", "--bucket_width=0"]),
 ]
+BFLOAT16 = ("ours, default in mixed_bfloat16", None, "ours", ["--order=packed", "--mixed_precision=mixed_bfloat16"])
 PEERS = [
     ("HF torch, DataCollatorWithPadding, random batches", "hf_torch", "hf", ["--hf_order=random"]),
     ("HF torch, group_by_length", "hf_torch", "hf", ["--hf_order=group_by_length"]),
@@ -129,8 +134,10 @@ def child_ours(args):
         args.max_seq_length,
         ["0", "1"],
         bucket_width=args.bucket_width,
-        packing=args.packing,
+        group_by_length=args.order == "grouped",
+        packing=args.order == "packed",
     )
+    training.set_precision_policy(args.mixed_precision)
     texts, labels = read_reviews(TRAIN_TSV, args.num_examples)
     features = task.featurize(
         [TextExample(f"r{i}", t, None, str(y)) for i, (t, y) in enumerate(zip(texts, labels))], training=True
@@ -354,7 +361,11 @@ def main():
     parser.add_argument("--no-write", dest="write", action="store_false", help="do not update RESULTS.md")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--bucket_width", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--packing", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--order", choices=["packed", "random", "grouped"], default="packed", help=argparse.SUPPRESS)
+    parser.add_argument("--mixed_precision", default="float32", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--bfloat16", action="store_true", help="also the default in mixed_bfloat16, on CPUs that compute it natively"
+    )
     parser.add_argument("--hf_order", default="random", help=argparse.SUPPRESS)
     parser.add_argument("--model_dir", help=argparse.SUPPRESS)
     parser.add_argument("--hf_dir", help=argparse.SUPPRESS)
@@ -372,6 +383,14 @@ def main():
     model_dir = convert_minilm(args.work_dir)
     hf_dir = minilm_source_dir()
     contenders = list(OURS)
+    if args.bfloat16:
+        from bert_tf import cpu_features
+
+        warning = cpu_features.form_cost_warning("bfloat16")
+        if warning is None:
+            contenders.append(BFLOAT16)
+        else:
+            print(f"--bfloat16: not measured: {warning}", flush=True)
     pythons = {None: sys.executable}
     if args.peers:
         keep = set(filter(None, args.only_peers.split(","))) or {"hf_torch", "keras_hub"}

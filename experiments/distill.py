@@ -87,7 +87,7 @@ def define_flags():
         notes={"do_eval": "The student's and the teacher's, side by side."},
         defaults={"do_eval": (True, "On by default here: a student is read beside its teacher.")},
     )
-    job_flags.define_packing_flag()
+    job_flags.define_packing_flag(default=False)
 
 
 def define_data_and_schedule_flags():

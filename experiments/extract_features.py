@@ -59,7 +59,7 @@ def define_flags():
         "max_seq_length",
         "batch_size",
         "jit_compile",
-        notes={"bucket_width": "Lines run in batches of similar length (outputs unchanged)."},
+        notes={"bucket_width": "With --nopacking: lines run in batches of similar length (outputs unchanged)."},
     )
 
 

@@ -27,28 +27,28 @@ The flags follow google-research/bert's `run_classifier.py` and
         --eval_file=dev.conll --model_dir=models/bert_base_cased --do_lower_case=false \\
         --output_dir=runs/ner --do_train --do_eval
 
-Differences from `run_classifier.py`: each batch is padded to the smallest
-multiple of --bucket_width (16) that holds its longest sequence, instead of to
---max_seq_length (the same outputs to float rounding; far less padding on real
-text; at most max_seq_length / bucket_width compiled shapes); --bucket_width=0
-pads every batch to --max_seq_length and changes nothing else. Training batches
-are random, drawn epoch by epoch from --seed (the examples past the last full
-batch of an epoch sit that epoch out), with or without buckets, so a resumed
-run sees the same batches and a padded run trains on the same batches as a
-bucketed one (tests/test_finetune_buckets.py: without dropout, to the same
-weights). --group_by_length makes batches of near-equal lengths instead
-(HuggingFace's opt-in of that name): less padding, but slower learning on small
-data (benchmarks/RESULTS.md, finetune_accuracy). --packing instead fills
-rows of --max_seq_length tokens with whole examples in the random order, each
-computed as if alone (the same predictions as one example a row, to float
-rounding; tests/test_finetune_packing.py), in batches of one static shape.
---long_text says what a text longer than the window becomes: truncate (the
-first pieces, the default), head_tail (its first and last pieces) or windows
-(every window of a document, their logits pooled by --window_pooling into the
-document's before the loss; docs/finetuning.md, "Long documents"); the log and
-eval_results.json say how many texts were cut and by how much.
-SQuAD keeps fixed windows and
-an example-by-example shuffle. Adam corrects its moments' bias and uses
+Differences from `run_classifier.py`: batches are packed rows. The training
+examples are drawn in a random order, epoch by epoch from --seed, and rows of
+--max_seq_length tokens are filled with as many whole examples as fit; each
+example is computed as if alone (a block-diagonal mask, its own positions and
+[CLS]: the same predictions as one example a row, to float rounding;
+tests/test_finetune_packing.py), a batch holds --train_batch_size examples on
+average, and every batch has one static shape. Evaluation and prediction pack
+the examples in input order. A resumed run sees the same batches.
+--nopacking gives batches of one example a row, in the same kind of random
+order, each padded to the smallest multiple of --bucket_width (16) that holds
+its longest sequence (--bucket_width=0: to --max_seq_length, changing nothing
+else; tests/test_finetune_buckets.py). --group_by_length makes such batches of
+near-equal lengths instead (HuggingFace's opt-in of that name): slower learning
+on small data (benchmarks/RESULTS.md, finetune_accuracy). SQuAD, and
+--group_by_length or --num_microbatches>1, take one example a row (logged);
+SQuAD keeps fixed windows and an example-by-example shuffle. The job logs the
+share of real tokens of its batches. --long_text says what a text longer than
+the window becomes: truncate (the first pieces, the default), head_tail (its
+first and last pieces) or windows (every window of a document, their logits
+pooled by --window_pooling into the document's before the loss;
+docs/finetuning.md, "Long documents"); the log and eval_results.json say how
+many texts were cut and by how much. Adam corrects its moments' bias and uses
 epsilon 1e-8, as PyTorch's AdamW; --noadam_bias_correction --adam_epsilon=1e-6
 gives the original BERT's update. Labels or tags of the evaluation data that the training data
 never had count as errors, and a warning and eval_results.json say how many.
@@ -108,7 +108,10 @@ def define_flags():
     flags.DEFINE_boolean(
         "overwrite_predictions", False, "Replace the predictions.* of an earlier --do_predict in --output_dir."
     )
-    job_flags.define("max_seq_length", "bucket_width", notes={"bucket_width": "Ignored by squad."})
+    job_flags.define("max_seq_length", "bucket_width", notes={
+            "bucket_width": "Here for batches of one example a row (--nopacking, --group_by_length, "
+            "--num_microbatches>1); packed rows and squad's windows do not use it."
+        })
     job_flags.define(*job_flags.FINETUNING_SCHEDULE_FLAGS, schedule=DEFAULT_SCHEDULE)
     job_flags.define_num_microbatches_flag()
     job_flags.define_adam_flags(DEFAULT_SCHEDULE)

@@ -325,43 +325,20 @@ def define_init_from_flag() -> None:
     )
 
 
-def define_packing_flag(default: bool = False) -> None:
+def define_packing_flag(default: bool | None = None) -> None:
     """Defines --packing (`FinetuningTaskConfig.packing`, `FeatureExtractionConfig.packing`,
-    `HubClassifierConfig.packing`, `bert_tf.jobs.keras_fit`'s `packing`); `default`: the program's."""
+    `HubClassifierConfig.packing`, `bert_tf.jobs.keras_fit`'s, `DistillationConfig.packing`,
+    `ProbeLayersConfig.packing`). `default`: the program's; None (unset) lets the job pack where it can."""
     flags.DEFINE_bool(
         "packing",
         default,
         "Fill rows of --max_seq_length tokens with whole examples (in random order when training), each computed "
         "as if alone (a block-diagonal mask, its own positions and [CLS]), instead of one example a row; a "
-        "batch holds the batch size in examples on average. Fine-tuning: classification, pairs, regression and "
-        "tagging (not squad).",
+        "batch holds the batch size in examples on average. Fine-tuning packs by default where it can (not "
+        "squad, --group_by_length, --num_microbatches>1 or --long_text=windows, which then take one example a "
+        "row and log why; giving --packing with them is refused); --nopacking: one example a row, padded to its "
+        "batch's length.",
     )
-
-
-def define_long_text_flags() -> None:
-    """Defines --long_text, --window_stride, --window_pooling and --max_windows (`LongTextConfig`'s fields, with
-    its defaults and `FLAG_HELP`)."""
-    from bert_tf.tasks.long_text import FLAG_HELP, LONG_TEXT_MODES, WINDOW_POOLINGS, LongTextConfig
-
-    default = LongTextConfig()
-    flags.DEFINE_enum("long_text", default.long_text, list(LONG_TEXT_MODES), FLAG_HELP["long_text"])
-    flags.DEFINE_integer("window_stride", default.window_stride, FLAG_HELP["window_stride"])
-    flags.DEFINE_enum("window_pooling", default.window_pooling, list(WINDOW_POOLINGS), FLAG_HELP["window_pooling"])
-    flags.DEFINE_integer("max_windows", default.max_windows, FLAG_HELP["max_windows"])
-
-
-def long_text_config(recorded: dict | None = None):
-    """The `LongTextConfig` of the parsed flags; a flag not given takes `recorded`'s value (an earlier run's)."""
-    from bert_tf.tasks.long_text import LongTextConfig
-
-    recorded = recorded or {}
-    values = {
-        field.name: recorded[field.name]
-        for field in dataclasses.fields(LongTextConfig)
-        if field.name in recorded and not FLAGS[field.name].present
-    }
-    return config_from_flags(LongTextConfig, **values)
-
 
 def define_num_microbatches_flag() -> None:
     """Defines --num_microbatches (`TrainingConfig.num_microbatches`), which both training jobs take."""

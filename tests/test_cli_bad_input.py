@@ -395,6 +395,12 @@ ROWS = [
                 "dir",
             ),
             (
+                "packing_with_microbatches",
+                ["--train_file={train_tsv}", "--model_dir={model_dir}", "--packing", "--num_microbatches=2"],
+                "--packing",
+                "dir",
+            ),
+            (
                 "binary_garbage",
                 ["--train_file={garbage}", "--file_format=tsv", "--model_dir={model_dir}"],
                 "garbage.bin",

@@ -154,8 +154,8 @@ def test_a_run_failing_midway_leaves_no_output_and_no_temporary_file(setup, tmp_
 def test_packed_rows_give_the_features_of_one_line_a_row(setup, pooling):
     model_dir, input_file, root = setup
     arguments = dict(model_dir=model_dir, layers=[-1, 0], max_seq_length=SEQ, batch_size=3, pooling=pooling)
-    jobs.extract_features(input_file, str(root / "alone.npy"), **arguments)
-    jobs.extract_features(input_file, str(root / "packed.npy"), packing=True, **arguments)
+    jobs.extract_features(input_file, str(root / "alone.npy"), packing=False, **arguments)
+    jobs.extract_features(input_file, str(root / "packed.npy"), **arguments)  # the default: packed rows
     alone, packed = np.load(root / "alone.npy"), np.load(root / "packed.npy")
     assert packed.shape == alone.shape and np.abs(alone).max() > 0.1
     np.testing.assert_allclose(packed, alone, atol=2e-5)

@@ -1,4 +1,4 @@
-"""Length-bucketed fine-tuning batches: the same predictions as padding to max_seq_length, and exact resumes."""
+"""Length-bucketed batches (--nopacking): the same predictions as padding to max_seq_length, and exact resumes."""
 
 import csv
 import os
@@ -179,7 +179,8 @@ def test_job_evaluates_the_same_bucketed_or_padded(tmp_path, caplog):
     rows = [(_long(t, rng), y) for t, y in synthetic.sentiment_rows(70, 1)]
     train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["text_a", "label"], rows[:50])
     dev = synthetic.write_tsv(str(tmp_path / "dev.tsv"), ["text_a", "label"], rows[50:])
-    common = dict(eval_file=dev, max_seq_length=MAX_SEQ_LENGTH, eval_batch_size=6, do_eval=True, seed=1)
+    # --nopacking: batches of one example a row, which the buckets pad (the default packs rows).
+    common = dict(eval_file=dev, max_seq_length=MAX_SEQ_LENGTH, eval_batch_size=6, do_eval=True, seed=1, packing=False)
     output_dir = str(tmp_path / "out")
     bucketed = finetune(
         "classification",
@@ -260,6 +261,7 @@ def test_training_bucketed_or_padded_reaches_the_same_weights(task_name, tmp_pat
             learning_rate=3e-3,
             do_train=True,
             bucket_width=width,
+            packing=False,  # one example a row (the default packs rows)
             seed=1,
         )
         assert os.path.exists(os.path.join(output_dir, "ckpt-12.index")), sorted(os.listdir(output_dir))

@@ -49,6 +49,9 @@ def test_train_eval_predict_from_flags(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "***** Eval results *****" in result.stdout and "accuracy = " in result.stdout
+    # The default batches are packed rows; the log gives their share of real tokens, and the precision.
+    assert "Packed rows, training (epoch 1)" in result.stderr and "of the tokens are real" in result.stderr
+    assert "Precision float32 (--mixed_precision)" in result.stderr
     with open(os.path.join(output_dir, "eval_results.json")) as f:
         results = json.load(f)
     assert results["num_examples"] == 20 and results["global_step"] == 4
@@ -81,3 +84,19 @@ def test_bad_input_is_one_clear_line(tmp_path):
     assert result.returncode == 2
     assert "finetune: error:" in result.stderr and "train.tsv: no text_a column 'text'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_explicit_packing_where_it_cannot_apply_exits_2_naming_the_flag(tmp_path):
+    """SQuAD's default is one window a row (logged); --packing given with it is refused before any work."""
+    model_dir = synthetic.make_model_dir(str(tmp_path / "model"))
+    result = run_cli(
+        "--task=squad",
+        "--packing",
+        f"--train_file={tmp_path / 'train.json'}",
+        f"--model_dir={model_dir}",
+        f"--output_dir={tmp_path / 'out'}",
+        "--do_train",
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "finetune: error: --packing" in result.stderr and "--task=squad" in result.stderr
+    assert "Traceback" not in result.stderr and not os.path.exists(tmp_path / "out")

@@ -135,7 +135,8 @@ def _checkpoint_values(path):
 KILL_ARGUMENTS = dict(
     task="classification",
     max_seq_length=16,
-    # Length buckets of 4 (batches of 8, 12 or 16 pieces): resuming must restore the bucketed order exactly.
+    # With --nopacking, length buckets of 4 (batches of 8, 12 or 16 pieces): resuming must restore the bucketed
+    # order exactly; by default, packed rows: it must restore the packed order.
     bucket_width=4,
     train_batch_size=16,
     learning_rate=1e-3,
@@ -150,31 +151,41 @@ KILL_ARGUMENTS = dict(
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
-    """The model, data and final checkpoint of a fine-tuning run that nothing interrupts."""
+    """packing -> the arguments and final checkpoint of a fine-tuning run that nothing interrupts (run once)."""
     tmp = tmp_path_factory.mktemp("finetune_kill")
-    arguments = dict(
+    common = dict(
         KILL_ARGUMENTS,
         model_dir=synthetic.make_model_dir(str(tmp / "model")),
         train_file=synthetic.write_tsv(str(tmp / "train.tsv"), ["text_a", "label"], synthetic.sentiment_rows(96, 1)),
     )
-    finetune(**dict(arguments, output_dir=str(tmp / "uninterrupted")))
-    return arguments, _checkpoint_values(str(tmp / "uninterrupted" / "ckpt-12"))
+    runs = {}
+
+    def run(packing):
+        if packing not in runs:
+            arguments = common if packing is None else dict(common, packing=packing)  # None: the default
+            output_dir = tmp / f"uninterrupted_{packing}"
+            finetune(**dict(arguments, output_dir=str(output_dir)))
+            runs[packing] = arguments, _checkpoint_values(str(output_dir / "ckpt-12"))
+        return runs[packing]
+
+    return run
 
 
 @pytest.mark.parametrize(
-    "kill",
+    "packing, kill",
     [
         # Deterministic: inside step 8, between its forward pass and its update (after the step-6 checkpoint).
-        ["--kill_in_step=8"],
+        (None, ["--kill_in_step=8"]),
         # An arbitrary moment after the inner loop ending at step 6, fixed by the seed: wherever it lands
         # (in a step, in the step-12 checkpoint write, after it), resuming must give the same weights.
-        ["--kill_at_step=6", "--kill_at_random_moment=5"],
+        (None, ["--kill_at_step=6", "--kill_at_random_moment=5"]),
+        (False, ["--kill_in_step=8"]),
     ],
-    ids=["in_step_8", "random_moment_seed_5"],
+    ids=["packed_in_step_8", "packed_random_moment_seed_5", "nopacking_in_step_8"],
 )
-def test_killed_finetuning_resumes_to_the_same_weights(uninterrupted, tmp_path, kill):
+def test_killed_finetuning_resumes_to_the_same_weights(uninterrupted, tmp_path, packing, kill):
     """Killed (in a subprocess), resumed: the weights of an uninterrupted run, bit for bit."""
-    arguments, reference = uninterrupted
+    arguments, reference = uninterrupted(packing)
     killed_dir = tmp_path / "killed"
     helper = os.path.join(REPO, "tests", "helpers", "training_run.py")
     killed = subprocess.Popen(
@@ -198,6 +209,7 @@ def test_killed_finetuning_resumes_to_the_same_weights(uninterrupted, tmp_path, 
             killed.kill()
             killed.wait(timeout=60)
     assert killed.returncode == -signal.SIGKILL, log[-3000:]
+    assert ("Packed rows, training" in log) == (packing is None), log[-3000:]  # the path the test names
     assert os.path.exists(killed_dir / "ckpt-6.index")
     if kill == ["--kill_in_step=8"]:
         assert not os.path.exists(killed_dir / "ckpt-12.index") and "step 9/12" not in log

@@ -1,4 +1,4 @@
-"""Packed fine-tuning batches (`--packing`): the predictions of one example a row, random order, exact resumes."""
+"""Packed fine-tuning batches (the default): the predictions of one example a row, random order, exact resumes."""
 
 import csv
 import os
@@ -16,6 +16,7 @@ from bert_tf.models import BertClassifier, BertEncoder, BertTokenClassifier
 from bert_tf.tasks.base import FEATURE_INDEX_KEY
 from bert_tf.tasks.classification import ClassificationTask
 from bert_tf.tasks.inference import predict_outputs
+from bert_tf.tasks.squad import SquadConfig
 from bert_tf.tasks.tagging import TaggingTask
 from bert_tf.tasks.task_config import FinetuningTaskConfig
 from bert_tf.tasks.task_tokenizer import TaskTokenizer
@@ -212,13 +213,28 @@ def test_packed_loss_is_the_mean_over_the_batchs_examples(tokenizer):
     np.testing.assert_allclose(float(result["accuracy"]), 2 / 3, rtol=1e-6)
 
 
-def test_packing_is_refused_where_it_is_not_supported(tmp_path):
-    with pytest.raises(JobArgumentError, match="--packing does not combine with --num_microbatches"):
+def test_packing_is_the_default_where_it_can_be_and_refused_where_it_cannot(tmp_path):
+    assert FinetuningTaskConfig("classification").resolve_packing().packing is True
+    assert FinetuningTaskConfig("token_classification").resolve_packing().packing is True
+    assert FinetuningTaskConfig("classification", packing=False).resolve_packing().packing is False
+    assert FinetuningTaskConfig("classification").packing_note().startswith("Batches of packed rows")
+    assert FinetuningTaskConfig("classification", packing=False).packing_note().endswith("(--nopacking).")
+    # The default gives way, with the reason for the log, to a task or option that takes one example a row.
+    for config, microbatches, reason in [
+        (SquadConfig("squad"), 1, "--task=squad"),
+        (FinetuningTaskConfig("classification", group_by_length=True), 1, "--group_by_length"),
+        (FinetuningTaskConfig("classification"), 2, "--num_microbatches"),
+    ]:
+        assert config.resolve_packing(microbatches).packing is False
+        note = config.packing_note(microbatches)
+        assert note.startswith("Batches of one example a row, not packed rows: " + reason), note
+    # Given explicitly, it is refused there, naming the flags.
+    with pytest.raises(JobArgumentError, match="--packing .*--num_microbatches"):
         finetune("classification", str(tmp_path), packing=True, num_microbatches=2, do_train=True, train_file="x.tsv")
-    with pytest.raises(JobArgumentError, match="--packing"):
+    with pytest.raises(JobArgumentError, match="--packing.*--group_by_length"):
         FinetuningTaskConfig("classification", packing=True, group_by_length=True)
-    with pytest.raises(JobArgumentError, match="--packing"):
-        FinetuningTaskConfig("squad", packing=True).refuse_packing()
+    with pytest.raises(JobArgumentError, match="--packing .*--task=squad"):
+        SquadConfig("squad", packing=True).resolve_packing()
 
 
 def _checkpoint_values(path):
@@ -230,7 +246,7 @@ def _checkpoint_values(path):
     }
 
 
-def test_job_trains_packed_resumes_exactly_and_evaluates_the_same_packed_or_not(tmp_path, caplog):
+def test_job_trains_packed_by_default_resumes_exactly_and_evaluates_the_same_packed_or_not(tmp_path, caplog):
     caplog.set_level("INFO", logger="absl")
     model_dir = synthetic.make_model_dir(str(tmp_path / "model"))
     rng = random.Random(3)
@@ -248,14 +264,14 @@ def test_job_trains_packed_resumes_exactly_and_evaluates_the_same_packed_or_not(
         num_train_steps=6,
         learning_rate=1e-3,
         do_train=True,
-        packing=True,
         save_checkpoints_steps=3,
         deterministic=True,
         **common,
     )
     logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Packed rows")]
-    assert any(m.startswith("Packed rows, training") for m in logged), logged
+    assert any(m.startswith("Packed rows, training") and "of the tokens are real" in m for m in logged), logged
     assert any(m.startswith("Packed rows, inference") for m in logged), logged
+    assert not any(r.getMessage().startswith("Length buckets") for r in caplog.records)
 
     def predictions():
         with open(os.path.join(output_dir, "eval_predictions.tsv"), encoding="utf-8") as f:
@@ -278,7 +294,6 @@ def test_job_trains_packed_resumes_exactly_and_evaluates_the_same_packed_or_not(
         num_train_steps=6,
         learning_rate=1e-3,
         do_train=True,
-        packing=True,
         save_checkpoints_steps=3,
         deterministic=True,
         max_seq_length=MAX_SEQ_LENGTH,
@@ -300,7 +315,7 @@ def test_job_trains_packed_resumes_exactly_and_evaluates_the_same_packed_or_not(
     )
 
 
-def test_job_trains_a_packed_tagger_that_evaluates_the_same_packed_or_not(tmp_path):
+def test_job_trains_a_packed_tagger_by_default_that_evaluates_the_same_packed_or_not(tmp_path):
     model_dir = synthetic.make_model_dir(str(tmp_path / "model"))
     train = synthetic.write_conll(str(tmp_path / "train.conll"), synthetic.tagging_sentences(40, 1))
     dev = synthetic.write_conll(str(tmp_path / "dev.conll"), synthetic.tagging_sentences(12, 2))
@@ -315,7 +330,6 @@ def test_job_trains_a_packed_tagger_that_evaluates_the_same_packed_or_not(tmp_pa
         num_train_steps=4,
         learning_rate=1e-3,
         do_train=True,
-        packing=True,
         **common,
     )
     with open(os.path.join(output_dir, "eval_predictions.txt"), encoding="utf-8") as f:

@@ -105,7 +105,7 @@ class FeatureExtractionConfig:
       bucket_width: batches are padded to multiples of it (outputs unchanged); 0: to max_seq_length.
       packing: run rows of max_seq_length tokens filled with whole lines, each computed as if alone
         (`bert_tf.data.packed_rows`; outputs unchanged to float rounding), `batch_size` lines a batch on
-        average, instead of length buckets.
+        average (the default; None means it too); False: one line a row in length buckets.
     """
 
     input_file: str
@@ -116,9 +116,11 @@ class FeatureExtractionConfig:
     max_seq_length: int = 128
     batch_size: int = 32
     bucket_width: int = DEFAULT_BUCKET_WIDTH
-    packing: bool = False
+    packing: bool | None = True
 
     def __post_init__(self):
+        if self.packing is None:  # the --packing flag left unset: the default
+            object.__setattr__(self, "packing", True)
         if not self.input_file:
             raise JobArgumentError("--input_file is required.")
         object.__setattr__(self, "layers", check_layer_specs(self.layers))

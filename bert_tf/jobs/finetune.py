@@ -89,8 +89,10 @@ def run_finetuning(
       JobArgumentError (a ValueError): inconsistent arguments, naming the flag.
       NonFiniteMetricError: the evaluation gave a NaN or infinite metric (a failed run, not bad input).
     """
+    import tensorflow as tf
+
     from bert_tf import training
-    from bert_tf.training import distribution
+    from bert_tf.training import distribution, precision
 
     if training_config is None:
         training_config = training.TrainingConfig(**DEFAULT_SCHEDULE)
@@ -99,9 +101,10 @@ def run_finetuning(
         raise JobArgumentError("At least one of --do_train, --do_eval and --do_predict must be set.")
     if training_config.eval_every_steps and not (do_train and do_eval):
         raise JobArgumentError("--eval_every_steps needs --do_train and --do_eval (with --eval_file or --tfds_name).")
-    if task.packing and do_train and training_config.num_microbatches > 1:
-        # Microbatches split a batch's rows, whose number of examples varies with packing.
-        raise JobArgumentError("--packing does not combine with --num_microbatches; give one of them.")
+    # Packed rows unless the task or an option rules them out (logged); an explicit --packing there is refused.
+    num_microbatches = training_config.num_microbatches if do_train else 1
+    packing_note = task.packing_note(num_microbatches)
+    task = task.resolve_packing(num_microbatches)
     check_data_sources(data, do_train, do_eval, do_predict)
     if do_predict and not overwrite_predictions:
         finetuning_files.check_no_earlier_predictions(output_dir)
@@ -119,6 +122,10 @@ def run_finetuning(
             training.check_microbatches(
                 training_config.num_microbatches, data.train_batch_size, strategy.num_replicas_in_sync
             )
+        # Logged once every check passed (bad input is one line on stderr and nothing else).
+        on_cpu = not (tf.config.list_logical_devices("GPU") or distribution.is_tpu_strategy(strategy))
+        logging.info("%s %s", packing_note, precision.precision_note(runtime.mixed_precision, on_cpu=on_cpu))
+        if do_train:
             if is_chief:
                 # Written first, so a run stopped during training can be evaluated or resumed as it is.
                 finetuning_files.write_finetuned_model_files(

@@ -67,8 +67,11 @@ def task_reader(task: FinetuningTaskConfig, data: FinetuningDataConfig) -> Examp
 
 
 def build_task(task: FinetuningTaskConfig, tokenizer, labels, reader: ExamplesReader):
-    """The `FinetuningTask` plug-in for `task`, with the model's tokenizer and the resolved labels."""
-    return task_class_for(task).from_config(task, tokenizer, labels, reader)
+    """The `FinetuningTask` plug-in for `task`, with the model's tokenizer and the resolved labels.
+
+    A config whose `packing` is still the default (None) is resolved first (`resolve_packing`).
+    """
+    return task_class_for(task).from_config(task.resolve_packing(), tokenizer, labels, reader)
 
 
 def task_tokenizer(source: ResolvedModel):

@@ -54,6 +54,9 @@ class FinetuningTask(abc.ABC):
     exports_as_classifier: bool = False
     #: the `BertEncoder` output its model's `head` reads ("" for a task without a head to distill).
     head_input: str = ""
+    #: `from_config` builds a task of packed rows when the config's `packing` is True (its default resolves
+    #: to it: `FinetuningTaskConfig.resolve_packing`); False: one example a row, `--packing` refused.
+    packs_rows: bool = False
 
     @classmethod
     @abc.abstractmethod

@@ -66,6 +66,7 @@ class ClassificationTask(FinetuningTask):
     label_keys = ("label",)
     exports_as_classifier = True
     head_input = "pooled_output"
+    packs_rows = True
 
     @classmethod
     def examples_reader(cls, config, data) -> TextExamplesReader:

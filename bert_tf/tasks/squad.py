@@ -80,7 +80,6 @@ class SquadTask(FinetuningTask):
 
     @classmethod
     def from_config(cls, config: SquadConfig, tokenizer, labels, reader) -> SquadTask:
-        config.refuse_packing()
         config.refuse_long_text()
         return cls(
             tokenizer,

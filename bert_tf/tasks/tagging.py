@@ -67,6 +67,7 @@ class TaggingTask(FinetuningTask):
     names = (name,)
     label_keys = ("label_ids",)
     head_input = "sequence_output"
+    packs_rows = True
 
     @classmethod
     def examples_reader(cls, config, data) -> ConllExamplesReader:

@@ -32,10 +32,13 @@ class FinetuningTaskConfig:
       group_by_length: training batches of near-equal lengths instead of random ones (less padding, slower
         learning on small data; `bert_tf.data.length_buckets`).
       packing: rows of max_seq_length tokens filled with whole examples in random order, each computed as if
-        alone (`bert_tf.data.packed_rows`), instead of one example a row; classification, sentence pairs,
-        regression and tagging (not SQuAD). A batch then holds train_batch_size examples on average.
+        alone (`bert_tf.data.packed_rows`), instead of one example a row; a batch then holds train_batch_size
+        examples on average. None (the default): packed wherever the task's plug-in packs rows
+        (`FinetuningTask.packs_rows`: classification, sentence pairs, regression, tagging) and no option rules
+        it out (group_by_length, num_microbatches > 1): `resolve_packing` decides, `packing_note` says why. True:
+        packed, and an option or task that cannot be is refused; False: one example a row.
       long_text_config: texts longer than the window (`bert_tf.tasks.long_text`: --long_text, --window_stride,
-        --window_pooling, --max_windows); truncation by default.
+        --window_pooling, --max_windows); truncation by default. Windows are rows of their own (not packed).
     """
 
     task: str
@@ -43,7 +46,7 @@ class FinetuningTaskConfig:
     dropout_rate: float | None = None
     bucket_width: int = 16
     group_by_length: bool = False
-    packing: bool = False
+    packing: bool | None = None
     long_text_config: LongTextConfig = LongTextConfig()
 
     def __post_init__(self):
@@ -58,15 +61,47 @@ class FinetuningTaskConfig:
         self.long_text_config.check_window(self.max_seq_length)
         if self.long_text_config.windows and self.packing:
             # A document's windows are rows of their own, pooled together; packed rows hold whole examples.
-            raise JobArgumentError("--long_text=windows does not combine with --packing yet; give --nopacking.")
+            raise JobArgumentError("--long_text=windows does not combine with --packing yet; leave --packing out.")
 
-    def refuse_packing(self) -> None:
-        """A task that computes one example a row refuses `--packing`, naming the flag."""
-        if self.packing:
-            raise JobArgumentError(
-                f"--packing is supported for classification, sentence pairs, regression and tagging, "
-                f"not --task={self.task}."
-            )
+    def resolve_packing(self, num_microbatches: int = 1) -> FinetuningTaskConfig:
+        """This config with `packing` True or False (unchanged if it is one already; see the attribute).
+
+        The default (None) packs unless `unpacked_reasons` gives a reason; an explicit `packing=True` with a
+        reason is refused.
+
+        Raises:
+          JobArgumentError: `packing=True` where it cannot be, naming the flags.
+        """
+        reasons = self.unpacked_reasons(num_microbatches)
+        if self.packing is None:
+            return dataclasses.replace(self, packing=not reasons)
+        if self.packing and reasons:
+            raise JobArgumentError(f"--packing is not possible here: {'; '.join(reasons)}; leave it out.")
+        return self
+
+    def unpacked_reasons(self, num_microbatches: int = 1) -> list:
+        """Why this config's batches cannot be packed rows (empty: they can): the task's plug-in computes one
+        example a row (SQuAD's windows), `group_by_length` orders the batches instead, or `num_microbatches` > 1
+        splits a batch's rows (whose examples vary in number)."""
+        reasons = []
+        if not registry.task_class(self.task).packs_rows:
+            reasons.append(f"--task={self.task} computes one example a row")
+        if num_microbatches > 1:
+            reasons.append("--num_microbatches splits each batch's rows")
+        if self.group_by_length:
+            reasons.append("--group_by_length orders the batches by length")
+        if self.long_text_config.windows:
+            reasons.append("--long_text=windows reads a document's windows as rows of their own")
+        return reasons
+
+    def packing_note(self, num_microbatches: int = 1) -> str:
+        """One line for the job's log: the batches `resolve_packing` gives this config, and why."""
+        resolved = self.resolve_packing(num_microbatches)
+        if resolved.packing:
+            return "Batches of packed rows (--nopacking: one example a row, padded)."
+        if self.packing is False:
+            return "Batches of one example a row (--nopacking)."
+        return f"Batches of one example a row, not packed rows: {'; '.join(self.unpacked_reasons(num_microbatches))}."
 
     def refuse_long_text(self) -> None:
         """A task that keeps its own windows (SQuAD) or tags words refuses --long_text other than truncate."""

@@ -23,6 +23,31 @@ def set_precision_policy(name: str) -> None:
     keras.mixed_precision.set_global_policy(name)
 
 
+def precision_note(name: str, on_cpu: bool = True, flags: frozenset[str] | None = None) -> str:
+    """One line for a job's log: the policy `name` and, on a CPU, whether this one computes bfloat16 natively.
+
+    bfloat16 is fast only with AVX-512 BF16 or AMX (`bert_tf.cpu_features.FAST_BFLOAT16_FLAGS`); elsewhere it
+    is emulated and slower than float32, so float32 stays the default. `flags`: the CPU's (default: this one's).
+
+    >>> precision_note("float32", flags=frozenset({"avx2"}))
+    'Precision float32 (--mixed_precision); this CPU (AVX2) has no native bfloat16 (AVX-512 BF16 or AMX), so float32 is its fast choice.'
+    """  # noqa: E501
+    from bert_tf import cpu_features
+
+    note = f"Precision {name} (--mixed_precision)"
+    if not on_cpu:
+        return note + "."
+    flags = cpu_features.cpu_flags() if flags is None else flags
+    level = cpu_features.instruction_set_level(flags)
+    if flags is None:
+        return note + "; this CPU's features are unknown."
+    if any(flag in flags for flag in cpu_features.FAST_BFLOAT16_FLAGS):
+        return note + f"; this CPU ({level}) computes bfloat16 natively: mixed_bfloat16 may be faster."
+    if name == "mixed_bfloat16":
+        return note + f"; this CPU ({level}) emulates bfloat16 (no AVX-512 BF16 or AMX): slower than float32."
+    return note + f"; this CPU ({level}) has no native bfloat16 (AVX-512 BF16 or AMX), so float32 is its fast choice."
+
+
 def needs_loss_scaling(model: keras.Model) -> bool:
     """Whether the model computes in float16 (and so needs loss scaling)."""
     return model.dtype_policy.compute_dtype == "float16"
