@@ -108,10 +108,14 @@ def define_flags():
     flags.DEFINE_boolean(
         "overwrite_predictions", False, "Replace the predictions.* of an earlier --do_predict in --output_dir."
     )
-    job_flags.define("max_seq_length", "bucket_width", notes={
+    job_flags.define(
+        "max_seq_length",
+        "bucket_width",
+        notes={
             "bucket_width": "Here for batches of one example a row (--nopacking, --group_by_length, "
             "--num_microbatches>1); packed rows and squad's windows do not use it."
-        })
+        },
+    )
     job_flags.define(*job_flags.FINETUNING_SCHEDULE_FLAGS, schedule=DEFAULT_SCHEDULE)
     job_flags.define_num_microbatches_flag()
     job_flags.define_adam_flags(DEFAULT_SCHEDULE)

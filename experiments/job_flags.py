@@ -340,6 +340,7 @@ def define_packing_flag(default: bool | None = None) -> None:
         "batch's length.",
     )
 
+
 def define_num_microbatches_flag() -> None:
     """Defines --num_microbatches (`TrainingConfig.num_microbatches`), which both training jobs take."""
     flags.DEFINE_integer(
