@@ -166,7 +166,9 @@ def _distil_students(output_dir, config: FrontierConfig, data, training_config, 
 def _evaluation_data(teacher: Teacher, config: FrontierConfig, data) -> _EvaluationData:
     task_type = teacher.task_type
     max_seq_length = teacher.max_seq_length(config.max_seq_length)
-    reader, task_object = teacher.task(FinetuningTaskConfig(task_type, max_seq_length=max_seq_length), data)
+    # One example a row, as the frontier's students and its timed forms read them.
+    task_config = FinetuningTaskConfig(task_type, max_seq_length=max_seq_length, packing=False)
+    reader, task_object = teacher.task(task_config, data)
     examples = reader.read("eval", data.eval_file)
     features = task_object.featurize(examples, training=False)
     metric = registry.task_class(task_type).headline_metric(task_type)
