@@ -75,7 +75,7 @@ def parse_args(argv=None):
 def read_examples(task_config: dict, path: str, phase: str) -> list:
     """The `TextExample`s of `path`, read with the columns fine-tuning recorded."""
     from bert_tf.data.finetuning_data import TextExamplesReader
-    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+    from bert_tf.jobs.finetuning.config import FinetuningDataConfig
 
     settings = ("text_a_column", "text_b_column", "label_column", "file_format", "has_header")
     recorded = {k: v for k, v in (task_config.get("data") or {}).items() if k in settings}

@@ -92,7 +92,7 @@ def define_flags():
 
 def define_data_and_schedule_flags():
     """experiments.finetune's data, task and schedule flags (shared with experiments.distill_frontier)."""
-    from bert_tf.jobs.finetuning_config import DEFAULT_SCHEDULE
+    from bert_tf.jobs.finetuning.config import DEFAULT_SCHEDULE
 
     job_flags.define(
         *job_flags.FINETUNING_DATA_FLAGS,

@@ -81,7 +81,7 @@ FLAGS = flags.FLAGS
 
 def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none)."""
-    from bert_tf.jobs.finetuning_config import DEFAULT_SCHEDULE
+    from bert_tf.jobs.finetuning.config import DEFAULT_SCHEDULE
     from bert_tf.tasks.registry import task_names
 
     job_flags.define_runtime_flags()
@@ -186,7 +186,7 @@ def _task_config(overrides: dict):
 @cli.main_function("finetune", bad_input=(ValueError, FileNotFoundError, FileExistsError))
 def main(argv):
     del argv  # Checked by cli.main_function.
-    from bert_tf.jobs.finetune import run_finetuning
+    from bert_tf.jobs.finetuning.job import run_finetuning
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
     cli.require_flags("output_dir")

@@ -42,7 +42,7 @@ class SharedFlag(NamedTuple):
 
 
 _MODEL = "bert_tf.checkpoints.model_source:ModelSource"
-_DATA = "bert_tf.jobs.finetuning_config:FinetuningDataConfig"
+_DATA = "bert_tf.jobs.finetuning.config:FinetuningDataConfig"
 _TASK = "bert_tf.tasks.task_config:FinetuningTaskConfig"
 _SCHEDULE = "bert_tf.training.config:TrainingConfig"  # the job's DEFAULT_SCHEDULE wins (`define(schedule=...)`)
 _INSTANCES = "bert_tf.pretraining_data.instances:InstanceConfig"
@@ -341,6 +341,31 @@ def define_packing_flag(default: bool | None = None) -> None:
     )
 
 
+def define_long_text_flags() -> None:
+    """Defines --long_text, --window_stride, --window_pooling and --max_windows (`LongTextConfig`'s fields, with
+    its defaults and `FLAG_HELP`)."""
+    from bert_tf.tasks.long_text import FLAG_HELP, LONG_TEXT_MODES, WINDOW_POOLINGS, LongTextConfig
+
+    default = LongTextConfig()
+    flags.DEFINE_enum("long_text", default.long_text, list(LONG_TEXT_MODES), FLAG_HELP["long_text"])
+    flags.DEFINE_integer("window_stride", default.window_stride, FLAG_HELP["window_stride"])
+    flags.DEFINE_enum("window_pooling", default.window_pooling, list(WINDOW_POOLINGS), FLAG_HELP["window_pooling"])
+    flags.DEFINE_integer("max_windows", default.max_windows, FLAG_HELP["max_windows"])
+
+
+def long_text_config(recorded: dict | None = None):
+    """The `LongTextConfig` of the parsed flags; a flag not given takes `recorded`'s value (an earlier run's)."""
+    from bert_tf.tasks.long_text import LongTextConfig
+
+    recorded = recorded or {}
+    values = {
+        field.name: recorded[field.name]
+        for field in dataclasses.fields(LongTextConfig)
+        if field.name in recorded and not FLAGS[field.name].present
+    }
+    return config_from_flags(LongTextConfig, **values)
+
+
 def define_num_microbatches_flag() -> None:
     """Defines --num_microbatches (`TrainingConfig.num_microbatches`), which both training jobs take."""
     flags.DEFINE_integer(
@@ -385,7 +410,7 @@ def column(value):
 
 def finetuning_data_config(**overrides):
     """The `FinetuningDataConfig` of the parsed data flags (columns as `column` reads them), or `overrides`."""
-    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+    from bert_tf.jobs.finetuning.config import FinetuningDataConfig
 
     values = {name: column(FLAGS[name].value) for name in ("text_a_column", "text_b_column", "label_column")}
     return config_from_flags(FinetuningDataConfig, **{**values, **overrides})

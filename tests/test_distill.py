@@ -646,7 +646,7 @@ def test_teacher_logits_file_is_read_only_when_it_has_a_row_per_feature(tmp_path
 
 def test_teacher_logits_key_changes_with_what_the_teacher_labels(teacher, tmp_path):
     from bert_tf.jobs import distillation as job
-    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+    from bert_tf.jobs.finetuning.config import FinetuningDataConfig
 
     train_file = tmp_path / "train.tsv"
     shutil.copy(teacher["train_file"], train_file)

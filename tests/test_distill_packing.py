@@ -47,7 +47,7 @@ def _teacher_and_features(teacher, packing: bool):
     """(task plug-in, frozen teacher model, training features) as the distillation builds them."""
     from bert_tf.jobs.distillation import DistillationConfig
     from bert_tf.jobs.distillation.teacher import load_teacher_model, read_teacher
-    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+    from bert_tf.jobs.finetuning.config import FinetuningDataConfig
     from bert_tf.tasks.task_config import FinetuningTaskConfig
 
     loaded = read_teacher(DistillationConfig(teacher_dir=teacher["teacher_dir"], packing=packing))
@@ -184,7 +184,7 @@ def test_packed_tagging_teacher_labels_each_token_as_unpacked_and_its_student_tr
 
     from bert_tf.jobs.distillation import DistillationConfig, teacher_logits
     from bert_tf.jobs.distillation.teacher import load_teacher_model, read_teacher
-    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+    from bert_tf.jobs.finetuning.config import FinetuningDataConfig
     from bert_tf.tasks.task_config import FinetuningTaskConfig
 
     train = synthetic.write_conll(str(tmp_path / "train.conll"), synthetic.tagging_sentences(64, 1))

@@ -80,7 +80,7 @@ def test_mirrored_strategy_over_two_replicas(tmp_path):
 
 
 def test_mixed_bfloat16_and_xla(tmp_path, monkeypatch):
-    from bert_tf.jobs import finetuning_phases
+    from bert_tf.jobs.finetuning import phases as finetuning_phases
 
     model_dir = synthetic.make_model_dir(str(tmp_path / "model"))
     train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["text_a", "label"], synthetic.sentiment_rows(320, 1))

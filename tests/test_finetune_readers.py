@@ -213,7 +213,7 @@ def test_tokenizer_word_pieces_align_with_the_text(tmp_path):
 
 def test_a_reader_names_the_default_columns_it_used():
     from bert_tf.data.finetuning_data import TextExamplesReader
-    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+    from bert_tf.jobs.finetuning.config import FinetuningDataConfig
 
     single = TextExamplesReader("classification", FinetuningDataConfig(text_a_column="review"), pairs=False)
     assert single.columns_used() == {"text_a_column": "review", "text_b_column": None, "label_column": "label"}

@@ -1,6 +1,6 @@
 """The fine-tuning job's training line: steps, epochs and batches that add up."""
 
-from bert_tf.jobs.finetuning_phases import training_summary
+from bert_tf.jobs.finetuning.phases import training_summary
 from bert_tf.training import TrainingConfig
 
 

@@ -65,7 +65,7 @@ def test_the_model_directory_is_a_fine_tuned_classifiers(tmp_path):
 
     from bert_tf.checkpoints import load_task_model
     from bert_tf.checkpoints.hub_classifier import classifier_from_hub_weights
-    from bert_tf.jobs.finetuning_files import write_classifier_model_dir
+    from bert_tf.jobs.finetuning.files import write_classifier_model_dir
     from bert_tf.tasks.classification import ClassificationTask
 
     encoder, kernel, bias = _source()

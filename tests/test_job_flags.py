@@ -6,7 +6,7 @@ import pytest
 from absl import flags
 
 from bert_tf.jobs import DEFAULT_SEED
-from bert_tf.jobs.finetuning_config import DEFAULT_SCHEDULE, FinetuningDataConfig
+from bert_tf.jobs.finetuning.config import DEFAULT_SCHEDULE, FinetuningDataConfig
 from bert_tf.tasks.task_config import FinetuningTaskConfig
 from bert_tf.training.config import TrainingConfig
 from experiments import job_flags

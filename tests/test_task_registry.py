@@ -105,8 +105,8 @@ def test_an_unknown_task_exits_2_listing_the_registered_names(tmp_path, capsys):
 
 def test_a_task_gets_its_own_config_class(tmp_path, model_dir):
     from bert_tf.checkpoints.model_source import ModelSource
-    from bert_tf.jobs.finetune import run_finetuning
-    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+    from bert_tf.jobs.finetuning.config import FinetuningDataConfig
+    from bert_tf.jobs.finetuning.job import run_finetuning
     from bert_tf.tasks import FinetuningTaskConfig, SquadConfig
 
     squad = write_lines(tmp_path / "squad.json", [])

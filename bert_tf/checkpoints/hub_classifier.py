@@ -6,7 +6,7 @@ variables (in the order `bert_tf.export.EncoderModule` saved them: the Keras `Be
 variables) plus that unit. `classifier_from_hub_weights` puts them into a `BertClassifier` with two classes:
 `sigmoid(z)` is `softmax([0, z])[1]`, so a head whose first class has a zero kernel and bias gives exactly
 the same probabilities. The result is written as `experiments.finetune` writes a classifier
-(`bert_tf.jobs.finetuning_files.write_classifier_model_dir`), so `experiments.distill --teacher_dir`,
+(`bert_tf.jobs.finetuning.files.write_classifier_model_dir`), so `experiments.distill --teacher_dir`,
 `experiments.export` and `load_task_model` take it.
 
     model = classifier_from_hub_weights(config, encoder_weights, kernel, bias, dropout_rate=0.1)

@@ -34,7 +34,7 @@ from bert_tf.errors import JobArgumentError, check_int
 
 CONFIG_NAME = "bert_config.json"
 VOCAB_NAME = "vocab.txt"
-#: A fine-tuned model directory's record of its task (`bert_tf.jobs.finetune`): labels, lengths, data columns.
+#: A fine-tuned model directory's record of its task (`bert_tf.jobs.finetuning.job`): labels, lengths, data columns.
 TASK_CONFIG_NAME = "task_config.json"
 #: Where a job's encoder weights come from (`ModelSource.init_from`).
 INIT_FROM = ("checkpoint", "random")

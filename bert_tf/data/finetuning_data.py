@@ -3,7 +3,7 @@
     reader = TextExamplesReader("classification", data_config, pairs=False)
     train_examples = reader.read("train", data_config.train_file)
 
-`data_config` is a `bert_tf.jobs.finetuning_config.FinetuningDataConfig` (or anything with its fields). Each task
+`data_config` is a `bert_tf.jobs.finetuning.config.FinetuningDataConfig` (or anything with its fields). Each task
 plug-in (`bert_tf.tasks`) returns one of these from its `examples_reader`: `TextExamplesReader` (TSV/CSV/JSONL
 or TFDS text), `ConllExamplesReader` (CoNLL columns), `SquadExamplesReader` (SQuAD JSON). The parsing itself is
 in `finetuning_readers`; a reader binds it to the columns and splits of the job and checks that they fit the

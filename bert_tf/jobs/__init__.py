@@ -3,9 +3,8 @@
     from bert_tf.checkpoints.model_source import ModelSource
     from bert_tf.jobs import FinetuningDataConfig, FinetuningTaskConfig, run_finetuning
 
-Modules: `finetune` (`run_finetuning`: train, evaluate and predict with a task plug-in of `bert_tf.tasks`; its
-pieces, shared with the distillation jobs, in `finetuning_config`, `finetuning_inputs`, `finetuning_phases` and
-`finetuning_files`),
+Packages and modules: `finetuning` (`run_finetuning`: train, evaluate and predict with a task plug-in of
+`bert_tf.tasks`; its pieces, shared with the distillation jobs, in `config`, `inputs`, `phases` and `files`),
 `pretrain` (`run_pretraining`: masked LM + next sentence prediction from TFRecords), `distillation`
 (`run_distillation`: a fine-tuned teacher trains a smaller student; `run_frontier`: students, int8 and bfloat16
 forms, accuracy against speed), `extract_features` (`run_feature_extraction`: activations of chosen layers, per
@@ -24,9 +23,9 @@ from bert_tf.lazy_namespace import lazy_names
 DEFAULT_SEED = 42  # every job's default --seed: one default, so runs of different jobs are reproducible alike
 
 _LAZY = {
-    "run_finetuning": "bert_tf.jobs.finetune",
+    "run_finetuning": "bert_tf.jobs.finetuning.job",
     "FinetuningTaskConfig": "bert_tf.tasks.task_config",
-    "FinetuningDataConfig": "bert_tf.jobs.finetuning_config",
+    "FinetuningDataConfig": "bert_tf.jobs.finetuning.config",
     "run_pretraining": "bert_tf.jobs.pretrain",
     "resolve_bert_config": "bert_tf.jobs.pretrain",
     "PretrainingDataConfig": "bert_tf.jobs.pretrain",

@@ -8,7 +8,13 @@ WINDOW_POOLINGS = ("mean", "max")
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class WindowRows(keras.layers.Layer):
-    """[documents, windows, seq_length] -> [documents * windows, seq_length]: each window a row of the encoder."""
+    """[documents, windows, seq_length] -> [documents * windows, seq_length]: each window a row of the encoder.
+
+    >>> import numpy as np
+    >>> rows = WindowRows()(np.arange(24, dtype="int32").reshape(2, 3, 4))
+    >>> tuple(rows.shape)
+    (6, 4)
+    """
 
     def call(self, windows):
         return ops.reshape(windows, (-1, ops.shape(windows)[-1]))
@@ -32,6 +38,14 @@ class WindowPooling(keras.layers.Layer):
 
     Returns:
       float32 [documents, classes]; a document without windows (a padding row) gets zeros.
+
+    >>> import numpy as np
+    >>> mask = np.array([[[1, 1], [1, 0]], [[1, 1], [0, 0]]], "int32")  # the second document: one window
+    >>> logits = np.array([[1.0, 0.0], [3.0, 2.0], [5.0, 4.0], [9.0, 9.0]], "float32")
+    >>> np.asarray(WindowPooling("mean")(logits, mask)).tolist()
+    [[2.0, 1.0], [5.0, 4.0]]
+    >>> np.asarray(WindowPooling("max")(logits, mask)).tolist()
+    [[3.0, 2.0], [5.0, 4.0]]
     """
 
     def __init__(self, pooling: str = "mean", **kwargs):

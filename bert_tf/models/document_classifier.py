@@ -25,6 +25,18 @@ class DocumentClassifier(TaskModel):
 
     Inputs: the encoder's names, int32 [documents, windows, seq_length]; padding window slots have an all-zero
     `input_mask`. Output: float32 logits [documents, num_classes].
+
+    >>> import numpy as np
+    >>> from bert_tf import BertConfig, BertEncoder
+    >>> from bert_tf.models import DocumentClassifier
+    >>> config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+    ...                     num_attention_heads=2, intermediate_size=64)
+    >>> model = DocumentClassifier(BertEncoder(config), num_classes=3, pooling="max")
+    >>> word_ids = np.array([[[2, 17, 42, 3], [2, 8, 3, 0]]], "int32")  # one document, two windows
+    >>> logits = model({"input_word_ids": word_ids, "input_mask": np.int32(word_ids > 0),
+    ...                 "input_type_ids": np.zeros_like(word_ids)})
+    >>> tuple(logits.shape)
+    (1, 3)
     """
 
     def __init__(self, encoder: BertEncoder, num_classes: int, dropout_rate=None, pooling: str = "mean", **kwargs):

@@ -8,7 +8,7 @@ A plug-in is a `FinetuningTask` (`base`) registered under its `--task` names (`r
 class (`task_config.FinetuningTaskConfig` or a subclass): `classification` (single sentences, pairs,
 regression), `tagging` (token classification), `squad` (+ `squad_features`, `squad_postprocessing`); with
 `metrics` and `inference`. Adding a task is one new module (docs/finetuning.md, "Adding a task").
-The job that runs them is `bert_tf.jobs.finetune`; the examples they featurize (`bert_tf.data.examples`) and the
+The job that runs them is `bert_tf.jobs.finetuning.job`; the examples they featurize (`bert_tf.data.examples`) and the
 readers that make them (`bert_tf.data.finetuning_readers`) are in `bert_tf.data`, below the tasks. Imported on
 first use, so that `bert_tf.tasks.metrics` does not load TensorFlow.
 """

@@ -4,7 +4,7 @@ A task owns, for its family of data: the output model on top of a
 `BertEncoder`, the loss, featurization of examples into model inputs, the
 tf.data pipeline, post-processing of the model's outputs into predictions,
 the metrics, and the prediction files. The training loop and the job
-(`bert_tf.jobs.finetune`) are shared by every task.
+(`bert_tf.jobs.finetuning.job`) are shared by every task.
 
 Every dataset element is a dict with the encoder inputs, the task's label
 features (`label_keys`, training and evaluation) and `feature_index` (int32,
@@ -33,7 +33,7 @@ LABEL_WEIGHT_KEY = "label_weight"
 class FinetuningTask(abc.ABC):
     """Base class of the fine-tuning task plug-ins (classification, tagging, SQuAD).
 
-    A plug-in is the data side of a task for `bert_tf.jobs.finetune`: featurization, the tf.data pipeline,
+    A plug-in is the data side of a task for `bert_tf.jobs.finetuning.job`: featurization, the tf.data pipeline,
     the loss, metrics and prediction files, and which task model (a `bert_tf.models.TaskModel`) to build.
 
     A subclass registers itself with `bert_tf.tasks.registry.register_task` under its `names` (the values of

@@ -87,8 +87,8 @@ def write_tiny_classifier_dir(path, label_list, sentence_pair=False, seed=0):
 
     from bert_tf import file_io
     from bert_tf.checkpoints.model_dir import write_model_dir
-    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
-    from bert_tf.jobs.finetuning_files import task_record
+    from bert_tf.jobs.finetuning.config import FinetuningDataConfig
+    from bert_tf.jobs.finetuning.files import task_record
     from bert_tf.models import BertClassifier, BertEncoder
     from bert_tf.tasks.classification import ClassificationTask
 

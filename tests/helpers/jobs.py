@@ -43,11 +43,11 @@ def pretrain(output_dir, **arguments):
 
 
 def finetune(task, output_dir, **arguments):
-    """`bert_tf.jobs.finetune.run_finetuning` with the flags of `experiments.finetune` as keywords."""
+    """`bert_tf.jobs.finetuning.job.run_finetuning` with the flags of `experiments.finetune` as keywords."""
     from bert_tf.checkpoints.model_source import ModelSource
     from bert_tf.jobs import DEFAULT_SEED
-    from bert_tf.jobs.finetune import run_finetuning
-    from bert_tf.jobs.finetuning_config import DEFAULT_SCHEDULE, FinetuningDataConfig
+    from bert_tf.jobs.finetuning.config import DEFAULT_SCHEDULE, FinetuningDataConfig
+    from bert_tf.jobs.finetuning.job import run_finetuning
     from bert_tf.tasks import registry
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
@@ -63,7 +63,7 @@ def finetune(task, output_dir, **arguments):
 def distill(output_dir, **arguments):
     """`bert_tf.jobs.distillation.run_distillation` with the flags of `experiments.distill` as keywords."""
     from bert_tf.jobs import distillation as job
-    from bert_tf.jobs.finetuning_config import DEFAULT_SCHEDULE, FinetuningDataConfig
+    from bert_tf.jobs.finetuning.config import DEFAULT_SCHEDULE, FinetuningDataConfig
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
     arguments = dict(arguments)

@@ -10,7 +10,7 @@ mixed_float16, `name:jit+float16` for both), evaluates it on
 `synthetic_eval_dataset_fn`, and saves each run's weights and metrics to `<out>.<run>.npz`;
 `--clipping_out` then also runs the `clipping` check. `clipping` checks the global-norm clipping of
 `AdamWeightDecay` across two mirrored replicas. `pretrain` calls `bert_tf.jobs.pretrain.run_pretraining`
-`finetune` `bert_tf.jobs.finetune.run_finetuning` and `distill` `bert_tf.jobs.distillation.run_distillation`
+`finetune` `bert_tf.jobs.finetuning.job.run_finetuning` and `distill` `bert_tf.jobs.distillation.run_distillation`
 with the JSON arguments (the flags, sorted into the
 jobs' configs by `tests.helpers.jobs`). All three can SIGKILL themselves at a point that does not
 depend on the machine's speed: after the inner loop that ends at `--kill_at_step`, or inside training

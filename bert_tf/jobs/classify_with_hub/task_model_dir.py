@@ -22,7 +22,7 @@ def write_task_model_dir(model, export_dir, output_dir, written_labels, texts, t
 
     from bert_tf.checkpoints.hub_classifier import classifier_from_hub_weights
     from bert_tf.config import BertConfig
-    from bert_tf.jobs.finetuning_files import write_classifier_model_dir
+    from bert_tf.jobs.finetuning.files import write_classifier_model_dir
 
     extra = os.path.join(export_dir, "encoder", "assets.extra")
     config = BertConfig.from_json_file(os.path.join(extra, "bert_config.json"))

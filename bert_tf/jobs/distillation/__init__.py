@@ -3,7 +3,7 @@
 `experiments.distill_frontier`).
 
     from bert_tf.jobs.distillation import DistillationConfig, StudentConfig, run_distillation
-    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+    from bert_tf.jobs.finetuning.config import FinetuningDataConfig
     from bert_tf.training import TrainingConfig
 
     results = run_distillation(

@@ -13,9 +13,9 @@ from bert_tf.data.examples import TextExample
 from bert_tf.data.finetuning_data import ExamplesReader
 from bert_tf.distillation.augmentation import augmented_examples
 from bert_tf.errors import DataError, JobArgumentError, check_utf8
-from bert_tf.jobs import finetuning_inputs
 from bert_tf.jobs.distillation.config import DistillationConfig
-from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+from bert_tf.jobs.finetuning import inputs as finetuning_inputs
+from bert_tf.jobs.finetuning.config import FinetuningDataConfig
 
 
 def check_unlabeled_file(config: DistillationConfig) -> None:

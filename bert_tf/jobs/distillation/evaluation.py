@@ -7,8 +7,8 @@ import os
 from absl import logging
 
 from bert_tf import checkpoints, file_io
-from bert_tf.jobs import finetuning_phases
 from bert_tf.jobs.distillation.config import DISTILLATION_RESULTS_NAME
+from bert_tf.jobs.finetuning import phases as finetuning_phases
 
 
 def write_student(output_dir: str, student_model) -> None:

@@ -218,7 +218,7 @@ def _in_form(model, form):
 
 
 def _evaluate(task_object, model, examples, features, batch_size) -> dict:
-    from bert_tf.jobs.finetuning_phases import predict
+    from bert_tf.jobs.finetuning.phases import predict
 
     predictions = predict(task_object, model, examples, features, batch_size, None, False)
     return task_object.evaluate(examples, predictions)

@@ -7,13 +7,14 @@ import os
 from typing import TYPE_CHECKING
 
 from bert_tf.checkpoints.model_source import check_compatible
-from bert_tf.jobs import DEFAULT_SEED, finetuning_inputs
+from bert_tf.jobs import DEFAULT_SEED
 from bert_tf.jobs.distillation import data as distillation_data
 from bert_tf.jobs.distillation import evaluation, settings, stages, teacher_logits
 from bert_tf.jobs.distillation.config import DistillationConfig, StudentConfig
 from bert_tf.jobs.distillation.route import resolve_student
 from bert_tf.jobs.distillation.teacher import check_sentence_pair, load_teacher_model, read_teacher
-from bert_tf.jobs.finetuning_config import DEFAULT_SCHEDULE, FinetuningDataConfig, check_data_sources
+from bert_tf.jobs.finetuning import inputs as finetuning_inputs
+from bert_tf.jobs.finetuning.config import DEFAULT_SCHEDULE, FinetuningDataConfig, check_data_sources
 from bert_tf.tasks.task_config import FinetuningTaskConfig
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from bert_tf.errors import JobArgumentError
 from bert_tf.jobs.distillation.config import DISTILLATION_CONFIG_NAME, DistillationConfig, StudentConfig
 from bert_tf.jobs.distillation.route import Student
 from bert_tf.jobs.distillation.teacher import Teacher
-from bert_tf.jobs.finetuning_files import task_record
+from bert_tf.jobs.finetuning.files import task_record
 
 
 def on_route(trained_intermediates: dict | None, student: Student) -> dict:

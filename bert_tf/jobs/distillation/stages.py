@@ -13,9 +13,9 @@ import os
 from absl import logging
 
 from bert_tf import checkpoints
-from bert_tf.jobs import finetuning_phases
 from bert_tf.jobs.distillation.config import DistillationConfig
 from bert_tf.jobs.distillation.route import Student, intermediate_dir_name
+from bert_tf.jobs.finetuning import phases as finetuning_phases
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,9 +8,10 @@ import os
 from bert_tf import checkpoints
 from bert_tf.checkpoints.model_source import TASK_CONFIG_NAME, ModelSource, ResolvedModel, read_task_config
 from bert_tf.errors import JobArgumentError
-from bert_tf.jobs import finetuning_inputs, finetuning_phases
 from bert_tf.jobs.distillation.config import DistillationConfig
-from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+from bert_tf.jobs.finetuning import inputs as finetuning_inputs
+from bert_tf.jobs.finetuning import phases as finetuning_phases
+from bert_tf.jobs.finetuning.config import FinetuningDataConfig
 from bert_tf.tasks import registry
 from bert_tf.tasks.task_config import FinetuningTaskConfig
 

@@ -15,7 +15,7 @@ from absl import logging
 
 from bert_tf import file_io
 from bert_tf.jobs.distillation.config import DistillationConfig
-from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+from bert_tf.jobs.finetuning.config import FinetuningDataConfig
 
 TEACHER_LOGITS_KEY = "teacher_logits"
 # In a student's directory: the teacher's logits on the training data, kept for a resumed run.

@@ -7,7 +7,7 @@ BERT paper's Table 7 and the probing literature, and writes `report.md`, `report
 
 * rows: `layer_0` (the embeddings) to `layer_<L>` separately, `second_to_last`, `last`, `mean_last_four`,
   `concat_last_four` (the last min(4, L) Transformer layers), `scalar_mix` (a learned softmax mix of all
-  layers), and as a reference `fine_tuned` (the whole encoder fine-tuned with `bert_tf.jobs.finetune.run_finetuning`
+  layers), and as a reference `fine_tuned` (the whole encoder fine-tuned with `bert_tf.jobs.finetuning.run_finetuning`
   on the same training file, scored on the test file);
 * controls: the same architecture randomly initialised (same probes, same rows), and a non-contextual
   baseline (each word's most frequent training tag, the most frequent tag for unseen words; the majority

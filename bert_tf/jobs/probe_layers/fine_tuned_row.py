@@ -1,6 +1,6 @@
 """The fine-tuned reference row of `bert_tf.jobs.probe_layers`: the whole encoder fine-tuned on the same data.
 
-It runs `bert_tf.jobs.finetune.run_finetuning` in a child process (`bert_tf.jobs.probe_layers.child_processes`), with
+It runs `bert_tf.jobs.finetuning.run_finetuning` in a child process (`bert_tf.jobs.probe_layers.child_processes`), with
 BERT's schedule (10% warm-up, then linear decay) for `finetune_epochs`, at least `finetune_min_steps` steps.
 """
 
@@ -26,8 +26,8 @@ def fine_tuned_accuracy(task, files, num_train_steps, config, output_dir) -> flo
     from bert_tf.tensorflow_startup import load_tensorflow_lean
 
     load_tensorflow_lean()  # this child needs none of jax, scikit-learn, matplotlib
-    from bert_tf.jobs.finetune import run_finetuning
-    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+    from bert_tf.jobs.finetuning.config import FinetuningDataConfig
+    from bert_tf.jobs.finetuning.job import run_finetuning
     from bert_tf.tasks.task_config import FinetuningTaskConfig
     from bert_tf.training import RuntimeConfig, TrainingConfig
 

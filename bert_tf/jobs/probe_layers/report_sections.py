@@ -34,7 +34,7 @@ def recipe(config: ProbeLayersConfig, num_train_items: dict) -> dict:
         "sentence_mean": "mean over real tokens ([CLS] and [SEP] included)",
         "sentence_cls": "the [CLS] position",
         "fine_tuned": (
-            f"bert_tf.jobs.finetune.run_finetuning, {config.finetune_epochs:g} epoch(s) and at least "
+            f"bert_tf.jobs.finetuning.job.run_finetuning, {config.finetune_epochs:g} epoch(s) and at least "
             f"{config.finetune_min_steps} steps ({fine_tuned_steps()}), peak learning rate "
             f"{config.finetune_learning_rate:g}, batch {config.finetune_batch_size} (as {config.finetune_microbatches} "
             "micro-batches), 10% warm-up then linear decay"

@@ -1,6 +1,6 @@
 """The files a fine-tuning job writes besides checkpoints: the model directory's and the guard of predictions.
 
-    from bert_tf.jobs.finetuning_files import task_record
+    from bert_tf.jobs.finetuning.files import task_record
     record = task_record(task, do_lower_case=True, data=data_config)   # task_config.json's content
 
 A fine-tuned `output_dir` holds `bert_config.json`, `vocab.txt` and `task_config.json` (`task_record`), so it
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from bert_tf import file_io
 from bert_tf.checkpoints.model_source import TASK_CONFIG_NAME, ResolvedModel
 from bert_tf.errors import JobArgumentError
-from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+from bert_tf.jobs.finetuning.config import FinetuningDataConfig
 
 # The data settings a later evaluation or prediction in the same output_dir reuses (`read_task_config`).
 RECORDED_DATA_SETTINGS = (

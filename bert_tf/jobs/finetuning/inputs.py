@@ -1,6 +1,6 @@
 """What a fine-tuning job reads and checks before TensorFlow starts: the model, the task plug-in and the data.
 
-    from bert_tf.jobs.finetuning_inputs import build_task, task_reader, task_tokenizer
+    from bert_tf.jobs.finetuning.inputs import build_task, task_reader, task_tokenizer
     reader = task_reader(task_config, data_config)
     task = build_task(task_config, task_tokenizer(resolved_model), labels, reader)
     features = task.featurize(reader.read("eval", data_config.eval_file), training=False)
@@ -20,7 +20,7 @@ from bert_tf import checkpoints
 from bert_tf.checkpoints.model_source import ModelSource, ResolvedModel, check_resumable, read_task_config
 from bert_tf.data.finetuning_data import ExamplesReader
 from bert_tf.errors import JobArgumentError
-from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+from bert_tf.jobs.finetuning.config import FinetuningDataConfig
 from bert_tf.tasks import registry
 from bert_tf.tasks.task_config import FinetuningTaskConfig
 

@@ -1,6 +1,6 @@
 """The fine-tuning job's data config and default schedule, and the checks of the data flags against the phases.
 
-    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+    from bert_tf.jobs.finetuning.config import FinetuningDataConfig
     data = FinetuningDataConfig(train_file="train.tsv", eval_file="dev.tsv", text_a_column="sentence")
 
 The task's own options are its `bert_tf.tasks.FinetuningTaskConfig` (or a plug-in's subclass of it); the

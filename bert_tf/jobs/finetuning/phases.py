@@ -1,9 +1,9 @@
 """The phases of a fine-tuning job once its inputs are read: train, restore, evaluate and predict.
 
-    from bert_tf.jobs.finetuning_phases import predict
+    from bert_tf.jobs.finetuning.phases import predict
     predictions = predict(task, model, examples, features, batch_size=32, strategy=None, jit_compile=False)
 
-Shared by `bert_tf.jobs.finetune` and the distillation jobs; every function takes the `FinetuningTask` plug-in
+Shared by `bert_tf.jobs.finetuning.job` and the distillation jobs; every function takes the `FinetuningTask` plug-in
 (or the `FinetuningInputs` holding it), so none names a task. Loads TensorFlow when called.
 """
 
@@ -18,7 +18,7 @@ from absl import logging
 from bert_tf import checkpoints, file_io
 from bert_tf.checkpoints.model_source import ResolvedModel
 from bert_tf.errors import JobArgumentError, NonFiniteMetricError
-from bert_tf.jobs.finetuning_inputs import FinetuningInputs
+from bert_tf.jobs.finetuning.inputs import FinetuningInputs
 
 if TYPE_CHECKING:  # bert_tf.training loads TensorFlow; this module does not, until a job runs.
     from bert_tf.training import RuntimeConfig, TrainingConfig

@@ -1,8 +1,8 @@
 """`run_finetuning`: the fine-tuning job (train, evaluate, predict) behind `experiments.finetune`.
 
     from bert_tf.checkpoints.model_source import ModelSource
-    from bert_tf.jobs.finetune import run_finetuning
-    from bert_tf.jobs.finetuning_config import FinetuningDataConfig
+    from bert_tf.jobs.finetuning.job import run_finetuning
+    from bert_tf.jobs.finetuning.config import FinetuningDataConfig
     from bert_tf.tasks import FinetuningTaskConfig
     from bert_tf.training import TrainingConfig
 
@@ -29,9 +29,9 @@ directory, so an interrupted job resumes where it stopped. `output_dir` then als
 
 Outputs: `eval_results.json` (also logged and returned), `eval_predictions.*` for the evaluation data and
 `predictions.*` for the prediction data (TSV for classification, CoNLL text for tagging, JSON for SQuAD).
-The pieces live by concern: `finetuning_config` (data config, default schedule), `finetuning_inputs` (model,
-plug-in and data, read before TensorFlow starts), `finetuning_phases` (train, evaluate, predict) and
-`finetuning_files` (the model directory's files).
+The pieces live by concern in this package: `config` (data config, default schedule), `inputs` (model,
+plug-in and data, read before TensorFlow starts), `phases` (train, evaluate, predict) and `files` (the model
+directory's files).
 """
 
 from __future__ import annotations
@@ -45,9 +45,11 @@ from absl import logging
 from bert_tf import checkpoints
 from bert_tf.checkpoints.model_source import ModelSource
 from bert_tf.errors import JobArgumentError
-from bert_tf.jobs import DEFAULT_SEED, finetuning_files, finetuning_phases
-from bert_tf.jobs.finetuning_config import DEFAULT_SCHEDULE, FinetuningDataConfig, check_data_sources
-from bert_tf.jobs.finetuning_inputs import read_inputs
+from bert_tf.jobs import DEFAULT_SEED
+from bert_tf.jobs.finetuning import files as finetuning_files
+from bert_tf.jobs.finetuning import phases as finetuning_phases
+from bert_tf.jobs.finetuning.config import DEFAULT_SCHEDULE, FinetuningDataConfig, check_data_sources
+from bert_tf.jobs.finetuning.inputs import read_inputs
 from bert_tf.tasks.task_config import FinetuningTaskConfig
 
 if TYPE_CHECKING:  # bert_tf.training loads TensorFlow; this module does not, until a job runs.
