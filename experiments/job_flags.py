@@ -80,6 +80,9 @@ SHARED_FLAGS = {
         "Seed of what is random: initialisation, dropout, data order and splits.",
         "bert_tf.jobs:DEFAULT_SEED",
     ),
+    "distribution_strategy": SharedFlag(
+        "enum", "tf.distribute strategy.", default="one_device", choices="bert_tf.training.distribution:STRATEGIES"
+    ),
     "jit_compile": SharedFlag(
         "bool",
         "XLA-compile the model's steps (training, evaluation, prediction, feature extraction).",
@@ -109,6 +112,10 @@ SHARED_FLAGS = {
     ),
     "dropout_rate": SharedFlag("float", "Dropout before the output layer (default: hidden_dropout_prob).", _TASK),
     # Pretraining data.
+    "vocab_size": SharedFlag("integer", "WordPiece vocabulary size, special tokens included.", default=30522),
+    "dupe_factor": SharedFlag(
+        "integer", "Times the corpus is written, each time with different masks (create_pretraining_data).", default=10
+    ),
     "max_predictions_per_seq": SharedFlag("integer", "Masked-LM predictions per sequence at most.", _INSTANCES),
     "masked_lm_prob": SharedFlag("float", "Share of the WordPieces masked.", _INSTANCES),
     "masking": SharedFlag(
@@ -286,10 +293,9 @@ def define(
 def define_runtime_flags() -> None:
     """Defines `RuntimeConfig`'s flags: --distribution_strategy, --num_gpus, --tpu, --jit_compile,
     --mixed_precision, --deterministic, --seed, --preemption_grace_seconds."""
-    from bert_tf.training.distribution import STRATEGIES
     from bert_tf.training.precision import PRECISION_POLICIES
 
-    flags.DEFINE_enum("distribution_strategy", "one_device", STRATEGIES, "tf.distribute strategy.")
+    define("distribution_strategy")
     flags.DEFINE_integer("num_gpus", None, "GPUs to use (default: all visible; 0: CPU).")
     flags.DEFINE_string("tpu", None, "TPU name, grpc://host:port or 'local' (with --distribution_strategy=tpu).")
     flags.DEFINE_enum(

@@ -236,12 +236,6 @@ PENDING_FLAG_DUPLICATES = {
         "Keras `fit` takes whole epochs, where the shared --num_train_epochs is a float; Keras' dtype policies",
         {"num_train_epochs", "mixed_precision"},
     ),
-    "experiments/demo/__init__.py": (
-        "the demo's small recipe, which it hands to the step programs (other defaults and choices); "
-        "experiments/demo/ is reworked in parallel (issue 56)",
-        {"output_dir", "max_seq_length", "max_predictions_per_seq", "vocab_size", "dupe_factor"}
-        | {"distribution_strategy", "finetune_epochs", "finetune_learning_rate"},
-    ),
 }
 
 

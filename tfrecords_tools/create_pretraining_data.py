@@ -120,7 +120,7 @@ def define_flags():
         "Random seed for data generation (the original's name and default). Any integer; a negative seed gives "
         "its own output (see bert_tf.pretraining_data.instances.chunk_seeds).",
     )
-    flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
+    job_flags.define("dupe_factor")
     flags.DEFINE_float(
         "short_seq_prob", 0.1, "Probability of creating sequences which are shorter than the maximum length."
     )

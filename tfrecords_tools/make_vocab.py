@@ -34,7 +34,7 @@ def define_flags():
             "do_lower_case": "Here: learn an uncased vocabulary.",
         },
     )
-    flags.DEFINE_integer("vocab_size", 30522, "Maximum vocabulary size, special tokens included.")
+    job_flags.define("vocab_size", notes={"vocab_size": "At most: a small corpus may give fewer pieces."})
     flags.DEFINE_integer("num_unused", 0, "Placeholder tokens [unused0].. after the special tokens.")
     flags.DEFINE_integer("min_count", 10, "Lowest piece count the learner's threshold search tries.")
     flags.DEFINE_integer("max_unique_chars", 1000, "Alphabet size; words with rarer characters are ignored.")

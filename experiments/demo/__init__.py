@@ -74,7 +74,36 @@ DEFAULTS = DemoConfig()
 def define_flags():
     """Defines this job's flags (at run time, so importing the module defines none); defaults: `DemoConfig`'s."""
     d = DEFAULTS
-    flags.DEFINE_string("output_dir", d.output_dir, "Where the demo writes everything it builds.")
+    job_flags.define(
+        "output_dir",
+        "vocab_size",
+        "max_seq_length",
+        "max_predictions_per_seq",
+        "dupe_factor",
+        "distribution_strategy",
+        notes={
+            "output_dir": "Everything the demo builds.",
+            "distribution_strategy": "Here pretraining's on this host: one_device or mirrored (all its GPUs); "
+            "multi-worker and TPU pretraining: run experiments.pretrain itself.",
+        },
+        defaults={
+            "output_dir": (d.output_dir, f"Default here: {d.output_dir}."),
+            "vocab_size": (d.vocab_size, f"Default here: {d.vocab_size:,}, for the bundled corpus of about 1M words."),
+            "max_seq_length": (
+                d.max_seq_length,
+                f"Here pretraining's and the small encoders' fine-tuning's; default {d.max_seq_length} keeps the "
+                "run short on a CPU (a review averages about 90 WordPieces).",
+            ),
+            "max_predictions_per_seq": (
+                d.max_predictions_per_seq,
+                f"Default here: {d.max_predictions_per_seq}, 15% of the shorter sequences.",
+            ),
+            "dupe_factor": (
+                d.dupe_factor,
+                f"Default here: {d.dupe_factor}, a short run sees each sequence about once.",
+            ),
+        },
+    )
     flags.DEFINE_bool("restart", False, "Delete --output_dir first instead of reusing finished steps.")
     flags.DEFINE_list(
         "tours",
@@ -84,7 +113,6 @@ def define_flags():
         "more; a run without them prints the command that adds them, which reuses every finished step.",
     )
     # Pretraining from scratch.
-    flags.DEFINE_integer("vocab_size", d.vocab_size, "Size of the learned WordPiece vocabulary.")
     flags.DEFINE_integer(
         "vocab_input_words",
         d.vocab_input_words,
@@ -92,16 +120,6 @@ def define_flags():
     )
     flags.DEFINE_integer("num_layers", d.num_layers, "Transformer layers of the BERT pretrained from scratch.")
     flags.DEFINE_integer("hidden_size", d.hidden_size, "Its hidden size (heads = hidden_size / 64).")
-    flags.DEFINE_integer(
-        "max_seq_length",
-        d.max_seq_length,
-        "Sequence length for pretraining and for fine-tuning the small "
-        "encoders (64 keeps the run short on a CPU; a review averages about 90 WordPieces).",
-    )
-    flags.DEFINE_integer("max_predictions_per_seq", d.max_predictions_per_seq, "Masked positions per sequence.")
-    flags.DEFINE_integer(
-        "dupe_factor", d.dupe_factor, "Times the corpus is masked differently (create_pretraining_data)."
-    )
     flags.DEFINE_integer("pretrain_steps", d.pretrain_steps, "Pretraining steps.")
     flags.DEFINE_integer("pretrain_batch_size", d.pretrain_batch_size, "Pretraining batch size.")
     flags.DEFINE_float(
@@ -115,13 +133,6 @@ def define_flags():
         "Dropout while pretraining. Off by default, as in short-budget recipes (Cramming, Geiping & "
         "Goldstein 2022): the model sees each sequence about once, so dropout only slows it down. "
         "The exported encoder fine-tunes with BERT's 0.1.",
-    )
-    flags.DEFINE_enum(
-        "distribution_strategy",
-        d.distribution_strategy,
-        ["one_device", "mirrored"],
-        "tf.distribute strategy of pretraining on this host (`mirrored`: all its GPUs). Multi-worker "
-        "and TPU pretraining: run experiments.pretrain itself.",
     )
     # Real published weights.
     flags.DEFINE_string(
@@ -150,10 +161,10 @@ def define_flags():
         "each computed as if alone; almost no padding); --noreal_weights_packing: one review a row.",
     )
     # Fine-tuning the small encoders.
-    flags.DEFINE_integer("finetune_epochs", d.finetune_epochs, "Fine-tuning epochs of the small encoders.")
+    flags.DEFINE_integer("small_encoder_epochs", d.small_encoder_epochs, "Fine-tuning epochs of the small encoders.")
     flags.DEFINE_float(
-        "finetune_learning_rate",
-        d.finetune_learning_rate,
+        "small_encoder_learning_rate",
+        d.small_encoder_learning_rate,
         "Their constant Adam learning rate (Keras' default, which the notebook uses).",
     )
     flags.DEFINE_bool(
@@ -286,8 +297,8 @@ def main(argv):
             Recipe(
                 "random_init",
                 "8a. fine-tune a randomly initialised small encoder through hub.KerasLayer",
-                config.finetune_epochs,
-                config.finetune_learning_rate,
+                config.small_encoder_epochs,
+                config.small_encoder_learning_rate,
             )
         )
     if config.finetune_from_scratch:
@@ -295,8 +306,8 @@ def main(argv):
             Recipe(
                 "from_scratch",
                 "8b. the same, from the small encoder pretrained in step 3",
-                config.finetune_epochs,
-                config.finetune_learning_rate,
+                config.small_encoder_epochs,
+                config.small_encoder_learning_rate,
             )
         )
     for recipe in recipes:

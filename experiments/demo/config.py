@@ -27,7 +27,7 @@ _POSITIVE = (
     "dupe_factor",
     "real_weights_seq_length",
     "real_weights_epochs",
-    "finetune_epochs",
+    "small_encoder_epochs",
     "distill_student_layers",
     "distill_seq_length",
     "distill_speed_examples",
@@ -64,8 +64,8 @@ class DemoConfig:
     real_weights_learning_rate: float = 1e-4
     real_weights_packing: bool = True
     # The small encoders.
-    finetune_epochs: int = 2
-    finetune_learning_rate: float = 1e-3
+    small_encoder_epochs: int = 2
+    small_encoder_learning_rate: float = 1e-3
     finetune_from_scratch: bool = True
     compare_random_init: bool = True
     # The distillation tour.
@@ -96,13 +96,18 @@ class DemoConfig:
         for name in _NOT_NEGATIVE:
             if getattr(self, name) < 0:
                 raise errors.BadInputError(f"--{name} must be 0 or more, got {getattr(self, name)}.")
-        for name in ("pretrain_learning_rate", "real_weights_learning_rate", "finetune_learning_rate"):
+        for name in ("pretrain_learning_rate", "real_weights_learning_rate", "small_encoder_learning_rate"):
             if not getattr(self, name) > 0:
                 raise errors.BadInputError(f"--{name} must be positive, got {getattr(self, name)}.")
         if not self.distill_epochs > 0:
             raise errors.BadInputError(f"--distill_epochs must be positive, got {self.distill_epochs}.")
         if not 0 <= self.pretrain_dropout < 1:
             raise errors.BadInputError(f"--pretrain_dropout must be in [0, 1), got {self.pretrain_dropout}.")
+        if self.distribution_strategy not in ("one_device", "mirrored"):
+            raise errors.BadInputError(
+                f"--distribution_strategy={self.distribution_strategy}: the demo pretrains on this host "
+                "(one_device or mirrored); run experiments.pretrain for multi-worker or TPU pretraining."
+            )
         if self.real_weights_dir and not os.path.isdir(self.real_weights_dir):
             raise errors.BadInputError(f"--real_weights_dir: directory not found: {self.real_weights_dir}")
 

@@ -91,18 +91,12 @@ def run_finetuning(
       JobArgumentError (a ValueError): inconsistent arguments, naming the flag.
       NonFiniteMetricError: the evaluation gave a NaN or infinite metric (a failed run, not bad input).
     """
-    import tensorflow as tf
-
     from bert_tf import training
-    from bert_tf.training import distribution, precision
 
     if training_config is None:
         training_config = training.TrainingConfig(**DEFAULT_SCHEDULE)
     runtime = runtime if runtime is not None else training.RuntimeConfig(seed=DEFAULT_SEED)
-    if not (do_train or do_eval or do_predict):
-        raise JobArgumentError("At least one of --do_train, --do_eval and --do_predict must be set.")
-    if training_config.eval_every_steps and not (do_train and do_eval):
-        raise JobArgumentError("--eval_every_steps needs --do_train and --do_eval (with --eval_file or --tfds_name).")
+    _check_phases(training_config, do_train, do_eval, do_predict)
     # Packed rows unless the task or an option rules them out (logged); an explicit --packing there is refused.
     num_microbatches = training_config.num_microbatches if do_train else 1
     packing_note = task.packing_note(num_microbatches)
@@ -115,52 +109,82 @@ def run_finetuning(
     with training.training_runtime(runtime, batch_sizes=batch_sizes, always_seed=True) as strategy:
         # Nothing is written to output_dir before every check passed.
         inputs = read_inputs(os.path.abspath(output_dir), task, model, data, do_train, do_eval, do_predict)
-        is_chief = training.is_chief(strategy)
-        if getattr(inputs.task_object, "bucket_width", 0) and distribution.is_tpu_strategy(strategy):
-            # TPUs compile for static shapes; a batch of unknown length does not fit them.
-            logging.info("--bucket_width is off on TPU: every batch is padded to --max_seq_length.")
-            inputs.task_object.bucket_width = 0
+        _fit_to_strategy(inputs, strategy, training_config, data, do_train)
+        logging.info("%s %s", packing_note, _precision_note(runtime, strategy))
         if do_train:
-            training.check_microbatches(
-                training_config.num_microbatches, data.train_batch_size, strategy.num_replicas_in_sync
-            )
-        # Logged once every check passed (bad input is one line on stderr and nothing else).
-        on_cpu = not (tf.config.list_logical_devices("GPU") or distribution.is_tpu_strategy(strategy))
-        logging.info("%s %s", packing_note, precision.precision_note(runtime.mixed_precision, on_cpu=on_cpu))
-        if do_train:
-            if is_chief:
-                # Written first, so a run stopped during training can be evaluated or resumed as it is.
-                finetuning_files.write_finetuned_model_files(
-                    inputs.output_dir,
-                    inputs.source,
-                    inputs.task_object,
-                    dataclasses.replace(data, **inputs.columns_used),
-                )
-            trained, step = finetuning_phases.train_task(
-                inputs, strategy, training_config, data.train_batch_size, data.eval_batch_size, runtime
-            )
-            if is_chief:
-                # The backend-neutral copy of the trained weights (bert_tf/checkpoints/weights_file.py).
-                from bert_tf.checkpoints import weights_file
-
-                weights_file.write_weights_file(
-                    inputs.output_dir, trained, checkpoint=checkpoints.latest_checkpoint(inputs.output_dir)
-                )
+            trained, step = _train(inputs, strategy, training_config, data, runtime)
         else:
             trained, step = finetuning_phases.restore_finetuned(
                 inputs.task_object, inputs.source, strategy, inputs.output_dir
             )
+        if not training.is_chief(strategy):
+            return {}
+        return _evaluate_and_predict(inputs, trained, step, strategy, data, runtime, do_eval, do_predict)
 
-        results = {}
-        if not is_chief:
-            return results
-        eval_strategy = finetuning_phases.evaluation_strategy(strategy)
-        if do_eval:
-            results = finetuning_phases.evaluate(
-                inputs, trained, step, data.eval_batch_size, eval_strategy, runtime.jit_compile
-            )
-        if do_predict:
-            finetuning_phases.predict_and_write(
-                inputs, trained, data.predict_batch_size or data.eval_batch_size, eval_strategy, runtime.jit_compile
-            )
-        return results
+
+def _check_phases(training_config: TrainingConfig, do_train: bool, do_eval: bool, do_predict: bool) -> None:
+    if not (do_train or do_eval or do_predict):
+        raise JobArgumentError("At least one of --do_train, --do_eval and --do_predict must be set.")
+    if training_config.eval_every_steps and not (do_train and do_eval):
+        raise JobArgumentError("--eval_every_steps needs --do_train and --do_eval (with --eval_file or --tfds_name).")
+
+
+def _fit_to_strategy(inputs, strategy, training_config: TrainingConfig, data: FinetuningDataConfig, do_train):
+    """TPUs take static shapes only (no length buckets); micro-batches must split each replica's batch."""
+    from bert_tf import training
+    from bert_tf.training import distribution
+
+    if getattr(inputs.task_object, "bucket_width", 0) and distribution.is_tpu_strategy(strategy):
+        logging.info("--bucket_width is off on TPU: every batch is padded to --max_seq_length.")
+        inputs.task_object.bucket_width = 0
+    if do_train:
+        training.check_microbatches(
+            training_config.num_microbatches, data.train_batch_size, strategy.num_replicas_in_sync
+        )
+
+
+def _precision_note(runtime: RuntimeConfig, strategy) -> str:
+    """The precision and whether this device computes it natively; logged once every check passed (bad input
+    is one line on stderr and nothing else)."""
+    import tensorflow as tf
+
+    from bert_tf.training import distribution, precision
+
+    on_cpu = not (tf.config.list_logical_devices("GPU") or distribution.is_tpu_strategy(strategy))
+    return precision.precision_note(runtime.mixed_precision, on_cpu=on_cpu)
+
+
+def _train(inputs, strategy, training_config: TrainingConfig, data: FinetuningDataConfig, runtime: RuntimeConfig):
+    """Trains (or resumes); the chief writes the model files first, so a stopped run can be evaluated or resumed,
+    and the backend-neutral weights file last."""
+    from bert_tf import training
+    from bert_tf.checkpoints import weights_file
+
+    is_chief = training.is_chief(strategy)
+    if is_chief:
+        finetuning_files.write_finetuned_model_files(
+            inputs.output_dir, inputs.source, inputs.task_object, dataclasses.replace(data, **inputs.columns_used)
+        )
+    trained, step = finetuning_phases.train_task(
+        inputs, strategy, training_config, data.train_batch_size, data.eval_batch_size, runtime
+    )
+    if is_chief:
+        weights_file.write_weights_file(
+            inputs.output_dir, trained, checkpoint=checkpoints.latest_checkpoint(inputs.output_dir)
+        )
+    return trained, step
+
+
+def _evaluate_and_predict(inputs, trained, step, strategy, data, runtime, do_eval, do_predict) -> dict:
+    """The chief's evaluation metrics (empty without `do_eval`) and, with `do_predict`, the written predictions."""
+    eval_strategy = finetuning_phases.evaluation_strategy(strategy)
+    results = {}
+    if do_eval:
+        results = finetuning_phases.evaluate(
+            inputs, trained, step, data.eval_batch_size, eval_strategy, runtime.jit_compile
+        )
+    if do_predict:
+        finetuning_phases.predict_and_write(
+            inputs, trained, data.predict_batch_size or data.eval_batch_size, eval_strategy, runtime.jit_compile
+        )
+    return results

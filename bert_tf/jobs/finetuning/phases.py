@@ -71,7 +71,6 @@ def train_task(
     The loop checkpoints into `inputs.output_dir` and resumes from it; with `training_config.eval_every_steps`
     and evaluation features, it also evaluates with the task's own metrics every so many steps.
     """
-    from bert_tf import training
     from bert_tf.checkpoints.model_dir import restore
     from bert_tf.training import train
 
@@ -95,23 +94,7 @@ def train_task(
 
     eval_fn = None
     if inputs.eval_features is not None and config.eval_every_steps:
-        is_chief, eval_strategy = training.is_chief(strategy), evaluation_strategy(strategy)
-
-        def eval_fn(model):
-            # The task's own metrics on its predictions, as the final evaluation computes them.
-            if not is_chief:
-                return {}
-            predictions = predict(
-                task_object,
-                model,
-                inputs.eval_examples,
-                inputs.eval_features,
-                eval_batch_size,
-                eval_strategy,
-                runtime.jit_compile,
-            )
-            return task_object.evaluate(inputs.eval_examples, predictions)
-
+        eval_fn = _periodic_eval_fn(inputs, strategy, eval_batch_size, runtime)
     # The loop checkpoints the task model's own items (TaskModel.checkpoint_items, holding "encoder"), so output_dir
     # is also a model directory for load_encoder().
     result = train(
@@ -127,6 +110,30 @@ def train_task(
         preemption=runtime.preemption_watcher(),
     )
     return result.model, result.step
+
+
+def _periodic_eval_fn(inputs: FinetuningInputs, strategy, eval_batch_size: int, runtime: RuntimeConfig):
+    """The loop's `eval_fn`: the task's own metrics on its predictions, as the final evaluation computes them
+    (the chief's; the other workers return no metrics)."""
+    from bert_tf import training
+
+    is_chief, eval_strategy = training.is_chief(strategy), evaluation_strategy(strategy)
+
+    def eval_fn(model):
+        if not is_chief:
+            return {}
+        predictions = predict(
+            inputs.task_object,
+            model,
+            inputs.eval_examples,
+            inputs.eval_features,
+            eval_batch_size,
+            eval_strategy,
+            runtime.jit_compile,
+        )
+        return inputs.task_object.evaluate(inputs.eval_examples, predictions)
+
+    return eval_fn
 
 
 def restore_finetuned(task_object, source: ResolvedModel, strategy, output_dir: str):
