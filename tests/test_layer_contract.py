@@ -41,6 +41,9 @@ HIDDEN_STATES = _RNG.normal(size=(2, 5, HIDDEN)).astype("float32")
 POOLED = _RNG.normal(size=(2, HIDDEN)).astype("float32")
 STACKED_LAYERS = _RNG.normal(size=(2, 3, HIDDEN)).astype("float32")
 POSITIONS = np.array([[1, 3], [0, 2]], "int32")
+# One document read in the two windows of BATCH: [documents, windows, seq_length].
+DOCUMENT = {name: value[None] for name, value in BATCH.items()}
+WINDOW_LOGITS = _RNG.normal(size=(2, 3)).astype("float32")
 
 
 def _embedding():
@@ -77,6 +80,8 @@ CASES = [
     Case("SpanHead", lambda: layers.SpanHead(), (HIDDEN_STATES,), "float32"),
     Case("NextSentenceHead", lambda: layers.NextSentenceHead(), (POOLED,), "float32"),
     Case("ScalarMix", lambda: layers.ScalarMix(num_layers=3), (STACKED_LAYERS,), "bfloat16"),
+    Case("WindowRows", lambda: layers.WindowRows(), (DOCUMENT["input_word_ids"],), "int32"),
+    Case("WindowPooling", lambda: layers.WindowPooling("max"), (WINDOW_LOGITS, DOCUMENT["input_mask"]), "float32"),
     # Its output matrix is the encoder's embedding, which get_config leaves out: saved within BertPretrainer.
     Case(
         "MaskedLMHead",
@@ -95,6 +100,12 @@ CASES = [
     ),
     Case(
         "BertClassifier", lambda: models.BertClassifier(models.BertEncoder(CONFIG), num_classes=3), (BATCH,), "float32"
+    ),
+    Case(
+        "DocumentClassifier",
+        lambda: models.DocumentClassifier(models.BertEncoder(CONFIG), num_classes=3),
+        (DOCUMENT,),
+        "float32",
     ),
     Case("BertSpanLabeler", lambda: models.BertSpanLabeler(models.BertEncoder(CONFIG)), (BATCH,), "float32"),
     Case(

@@ -75,6 +75,15 @@ def test_the_watcher_handles_sigterm_only_while_entered():
 
 
 def test_sigint_interrupts_before_a_sigterm_and_is_ignored_after_it():
+    # Python's own Ctrl-C handler, whatever an earlier test in this worker left installed.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _interrupt_then_preempt()
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+
+
+def _interrupt_then_preempt():
     watcher = PreemptionWatcher(grace_seconds=30)
     with watcher:
         with pytest.raises(KeyboardInterrupt):

@@ -19,7 +19,8 @@ def bucketed_datasets(preprocessing, texts, labels, test_texts, test_labels, bat
     """
     import tensorflow as tf
 
-    from bert_tf.data import length_buckets, prefetching
+    from bert_tf import prefetching
+    from bert_tf.data import length_buckets
 
     def lengths(values):
         batches = prefetching.without_autotuning(tf.data.Dataset.from_tensor_slices(values).batch(1024))
