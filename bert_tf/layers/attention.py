@@ -73,6 +73,28 @@ def _attention_over_lengths(query, key, value, attention_bias):
     )
 
 
+def _attention_over_blocks(query, key, value, attention_bias, implementation=None):
+    """JAX's fused attention under a per-query bias, such as packed examples' block-diagonal one.
+
+    The bias goes to `jax.nn.dot_product_attention` as a boolean mask (a position takes part where its bias is
+    0), which cuDNN reads as a [batch, 1, seq, seq] additive bias broadcast over heads (its own large negative
+    number); every query keeps at least one key (padding attends to padding), so no row is all masked. The
+    query is expected already scaled. Returns float [batch, seq, heads, head_size].
+
+    Args:
+      query, key, value: float [batch, seq, heads, head_size].
+      attention_bias: float [batch, 1, seq, seq], 0 where a query may attend a key and about -1e9 elsewhere.
+      implementation: "cudnn" or "xla"; None: cuDNN on a GPU, XLA elsewhere (what a CPU test compares).
+    """
+    import jax
+
+    if implementation is None:
+        implementation = "cudnn" if jax.devices()[0].platform == "gpu" else "xla"
+    return jax.nn.dot_product_attention(
+        query, key, value, mask=attention_bias == 0, scale=1.0, implementation=implementation
+    )
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class MultiHeadSelfAttention(keras.layers.Layer):
     """Scaled dot-product self-attention over all (non-padding) positions.
@@ -90,8 +112,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         (`bert_tf.layers.packed_examples.example_attention_bias`).
 
     On JAX with a GPU in half precision and without dropout on the probabilities, the layer takes cuDNN's
-    fused kernel with each row's length as its padding mask: padding must then come after the real tokens,
-    as BERT's input pipelines write it (`_attention_over_lengths`).
+    fused kernel: with a padding bias, each row's length is its padding mask, so padding must come after the
+    real tokens, as BERT's input pipelines write it (`_attention_over_lengths`); with a per-query bias, the
+    bias itself is the kernel's mask (`_attention_over_blocks`).
 
     Returns:
       float [batch, seq_length, hidden_size].
@@ -137,13 +160,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             layer.build((None, None, self.hidden_size))
         self.built = True
 
-    def _fused(self, training, attention_bias=None):
-        """Whether this call takes the fused kernel: no dropout on the probabilities, half precision, a GPU,
-        and a padding bias that lengths can say (a per-query bias takes the einsum path)."""
-        per_query = attention_bias is not None and attention_bias.shape[2] != 1
+    def _fused(self, training):
+        """Whether this call takes a fused kernel: no dropout on the probabilities, half precision, a GPU."""
         return (
-            not per_query
-            and (not training or self.dropout_rate == 0)
+            (not training or self.dropout_rate == 0)
             and self.compute_dtype in ("bfloat16", "float16")
             and fused_attention_available()
         )
@@ -167,8 +187,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         key = split_heads(self.key(rows))
         value = split_heads(self.value(rows))
 
-        if self._fused(training, attention_bias):
+        if self._fused(training) and attention_bias.shape[2] == 1:
             context = _attention_over_lengths(query, key, value, attention_bias)
+        elif self._fused(training):
+            context = _attention_over_blocks(query, key, value, attention_bias)
         else:
             scores = ops.einsum("bqhd,bkhd->bhqk", query, key)
             # Keras casts float call arguments to the compute dtype; the bias is 0 or about -1e9 in any of them.

@@ -1,11 +1,13 @@
 """`BertPretrainer`: the encoder with its masked-LM and next-sentence heads."""
 
+from __future__ import annotations
+
 import keras
 from keras import ops
 
 from bert_tf.layers.heads import NextSentenceHead
 from bert_tf.layers.masked_lm_head import MaskedLMHead
-from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES, BertEncoder, encoder_inputs
+from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES, EXAMPLE_IDS_KEY, BertEncoder, encoder_inputs
 from bert_tf.models.task_model import ENCODER_KEY, TaskModel
 
 MASKED_LM_KEY = "masked_lm"
@@ -20,13 +22,18 @@ class BertPretrainer(TaskModel):
 
     Args:
       encoder: a `BertEncoder`.
+      examples_per_row: None: one instance a row. A number k: packed rows, with the `input_example_ids` input
+        (0 for padding, 1..k for the row's instances, each contiguous from its own [CLS];
+        `BertEncoder.packed_outputs`): each instance attends to itself alone, its positions restart at 0, and
+        the sentence head reads its own [CLS]. `masked_lm_positions` stay row-level. Same weights either way.
 
     Inputs: the encoder's dict plus `masked_lm_positions` int32 [batch, num_predictions].
 
     Outputs: a dict with
       `mlm_logits`: float32 [batch, num_predictions, vocab_size];
       `sentence_logits`: float32 [batch, 2] from the 2-way sentence head: next-sentence prediction
-        (class 1 = "B is a random segment") or sentence order (class 1 = "A and B swapped"), by the records.
+        (class 1 = "B is a random segment") or sentence order (class 1 = "A and B swapped"), by the records;
+        packed: [batch, k, 2], one per slot (an empty slot's are to be masked: `pretraining_losses`).
 
     Example:
 
@@ -43,7 +50,7 @@ class BertPretrainer(TaskModel):
     ((1, 1, 100), (1, 2))
     """
 
-    def __init__(self, encoder: BertEncoder, **kwargs):
+    def __init__(self, encoder: BertEncoder, examples_per_row: int | None = None, **kwargs):
         config = encoder.config
         masked_lm = MaskedLMHead(
             encoder.token_embedding,
@@ -57,9 +64,13 @@ class BertPretrainer(TaskModel):
             initializer_range=config.initializer_range, dtype=encoder.dtype_policy, name="next_sentence"
         )
 
-        inputs = encoder_inputs()
+        inputs = encoder_inputs(packed=examples_per_row is not None)
         inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_lm_positions")
-        encoder_outputs = encoder({name: inputs[name] for name in ENCODER_INPUT_NAMES})
+        if examples_per_row is None:
+            encoder_outputs = encoder({name: inputs[name] for name in ENCODER_INPUT_NAMES})
+        else:
+            encoder_inputs_packed = {name: inputs[name] for name in ENCODER_INPUT_NAMES + (EXAMPLE_IDS_KEY,)}
+            encoder_outputs = encoder.packed_outputs(encoder_inputs_packed, examples_per_row)
         outputs = {
             "mlm_logits": masked_lm(encoder_outputs["sequence_output"], inputs["masked_lm_positions"]),
             "sentence_logits": next_sentence(encoder_outputs["pooled_output"]),
@@ -68,6 +79,10 @@ class BertPretrainer(TaskModel):
         self.encoder = encoder
         self.masked_lm = masked_lm
         self.next_sentence = next_sentence
+        self.examples_per_row = examples_per_row
+
+    def get_config(self):
+        return {**super().get_config(), "examples_per_row": self.examples_per_row}
 
     @property
     def checkpoint_items(self):
@@ -105,7 +120,7 @@ def pretraining_losses(features: dict, outputs: dict) -> dict:
         [batch, P] (0 for padding predictions), and the sentence label, if any:
         `next_sentence_labels` int [batch] (BERT's next-sentence prediction) or
         `sentence_order_labels` int [batch] (ALBERT's sentence order, 1 = swapped;
-        the same 2-way head predicts it). Without either (RoBERTa's full
+        the same 2-way head predicts it); for packed rows [batch, k], -1 in a row's empty slots. Without either (RoBERTa's full
         sentences), the loss is the masked LM's alone and the head's output is unused.
       outputs: `BertPretrainer` outputs.
 
@@ -113,6 +128,8 @@ def pretraining_losses(features: dict, outputs: dict) -> dict:
       A dict of float32 scalars: `loss` (= mlm_loss + the sentence loss), `mlm_loss`
       (weighted mean over real predictions), `mlm_accuracy`, and `nsp_loss`,
       `nsp_accuracy` or `sop_loss`, `sop_accuracy` (sentence-order accuracy) by the label.
+      Packed rows give the unpacked instances' figures: the sentence loss is the mean over filled slots,
+      the masked LM's the mean over the batch's real predictions either way.
     """
     weights = ops.cast(features["masked_lm_weights"], "float32")
     masked_lm_ids = ops.cast(features["masked_lm_ids"], "int32")
@@ -126,10 +143,16 @@ def pretraining_losses(features: dict, outputs: dict) -> dict:
     for label, prefix in SENTENCE_LABELS.items():
         if label not in features:
             continue
-        labels = ops.reshape(ops.cast(features[label], "int32"), (-1,))
         logits = ops.cast(outputs["sentence_logits"], "float32")
-        loss = ops.mean(keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True))
+        labels = ops.reshape(ops.cast(features[label], "int32"), (-1,))
+        logits = ops.reshape(logits, (-1, 2))  # packed [batch, k, 2]: one instance a slot
+        filled = ops.cast(ops.greater_equal(labels, 0), "float32")  # -1: a packed row's empty slot
+        labels = ops.maximum(labels, 0)
+        per_instance = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+        instances = ops.sum(filled)
+        loss = ops.sum(per_instance * filled) / instances
+        hits = ops.cast(ops.equal(ops.argmax(logits, axis=-1), labels), "float32")
         losses["loss"] = mlm_loss + loss
         losses[f"{prefix}_loss"] = loss
-        losses[f"{prefix}_accuracy"] = ops.mean(ops.cast(ops.equal(ops.argmax(logits, axis=-1), labels), "float32"))
+        losses[f"{prefix}_accuracy"] = ops.sum(hits * filled) / instances
     return losses
