@@ -5,8 +5,6 @@ import json
 import subprocess
 import sys
 
-import numpy as np
-
 from bert_tf import BertConfig, BertEncoder, BertPretrainer
 from tests.helpers import packed_pretraining_check, training_data
 
@@ -89,7 +87,11 @@ def test_fused_attention_over_packed_blocks_equals_the_einsum_path():
     CPU in bfloat16, is as close to float32 as the einsum path."""
     env = training_data.subprocess_env(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
     result = subprocess.run(
-        [sys.executable, "-c", _FUSED_BLOCKS], capture_output=True, text=True, env=env, timeout=300,
+        [sys.executable, "-c", _FUSED_BLOCKS],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
         cwd=str(training_data.ROOT),
     )
     assert result.returncode == 0, result.stderr[-3000:]

@@ -120,8 +120,8 @@ def pretraining_losses(features: dict, outputs: dict) -> dict:
         [batch, P] (0 for padding predictions), and the sentence label, if any:
         `next_sentence_labels` int [batch] (BERT's next-sentence prediction) or
         `sentence_order_labels` int [batch] (ALBERT's sentence order, 1 = swapped;
-        the same 2-way head predicts it); for packed rows [batch, k], -1 in a row's empty slots. Without either (RoBERTa's full
-        sentences), the loss is the masked LM's alone and the head's output is unused.
+        the same 2-way head predicts it); for packed rows [batch, k], -1 in a row's empty slots. Without
+        either (RoBERTa's full sentences), the loss is the masked LM's alone and the head's output is unused.
       outputs: `BertPretrainer` outputs.
 
     Returns:
