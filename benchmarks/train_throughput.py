@@ -74,7 +74,12 @@ SECTION = "train_throughput"
 
 # (label, venv: None = ours, child kind, extra child flags)
 OURS_TF = [("ours TF", None, "ours_tf", ["--xla=0"]), ("ours TF+XLA", None, "ours_tf", ["--xla=1"])]
-OURS_JAX = [("ours JAX (jit)", None, "ours_jax", [])]
+# The JAX child's rows (--layout): all tokens real, and with --packed_lengths, instances of real lengths.
+JAX_LAYOUTS = {
+    "full": "ours JAX (jit)",
+    "lengths": "ours JAX, real lengths, one a row",
+    "packed": "ours JAX, real lengths, packed <= {k} a row",
+}
 PEERS = [
     ("HF torch, logits at masked positions", "hf_torch", "hf", ["--hf_mode=masked"]),
     ("HF torch, labels at every position", "hf_torch", "hf", ["--hf_mode=labels"]),
@@ -221,6 +226,79 @@ def synthetic_batch(args, np, vocab: int = VOCAB):
     }
 
 
+def read_length_histogram(path: str) -> dict:
+    """{instance length: count} from a JSON such as benchmarks/pretraining_lengths_128.json."""
+    with open(path, encoding="utf-8") as f:
+        counts = json.load(f)["counts_by_length"]
+    return {int(length): int(count) for length, count in counts.items()}
+
+
+def greedy_rows(lengths, seq_length: int, max_examples: int, rows_wanted: int, open_rows: int = 64) -> list:
+    """The first `rows_wanted` rows of instance lengths, packed greedily in the order drawn: each instance goes to
+    the oldest open row with room for it and fewer than `max_examples` instances, else opens a new row; only the
+    `open_rows` newest rows take instances (a streaming packer's bounded window). Rows come in the order they were
+    opened, and only rows no later instance could still join are returned."""
+    rows, open_indices = [], []
+    for length in lengths:
+        for index in open_indices:
+            if sum(rows[index]) + length <= seq_length and len(rows[index]) < max_examples:
+                rows[index].append(length)
+                break
+        else:
+            rows.append([length])
+            open_indices = (open_indices + [len(rows) - 1])[-open_rows:]
+        if len(rows) >= rows_wanted + open_rows:
+            return rows[:rows_wanted]
+    raise ValueError(f"{len(lengths)} instances fill fewer than {rows_wanted} closed rows")
+
+
+def length_batch(args, np, vocab: int = VOCAB, packed: bool = False):
+    """(batch, instances, real tokens) of rows of instances whose lengths follow `--packed_lengths`.
+
+    Unpacked: one instance a row, padding after its tokens (the lengths path of the attention). Packed: rows
+    from `greedy_rows` with at most `--examples_per_row` instances, `input_example_ids` and one next-sentence
+    label a slot (-1: empty). Each instance: [CLS] first, its second half of type 1, round(15%) of its tokens
+    masked (at most `--predictions`); a packed row has `--predictions` + k prediction slots (0-weight padding).
+    """
+    rng = np.random.default_rng(0)
+    histogram = read_length_histogram(args.packed_lengths)
+    lengths = np.array(sorted(histogram))
+    weights = np.array([histogram[length] for length in lengths], "float64")
+    B, S, K = args.batch_size, args.max_seq_length, args.examples_per_row if packed else 1
+    drawn = rng.choice(lengths, size=(B + 64) * K, p=weights / weights.sum()).tolist()
+    rows = greedy_rows(drawn, S, K, B) if packed else [[length] for length in drawn[:B]]
+    P = args.predictions + (K if packed else 0)
+    low = min(1000, vocab // 2)
+    batch = {
+        "input_word_ids": rng.integers(low, vocab, (B, S)).astype("int32"),
+        "input_mask": np.zeros((B, S), "int32"),
+        "input_type_ids": np.zeros((B, S), "int32"),
+        "input_example_ids": np.zeros((B, S), "int32"),
+        "masked_lm_positions": np.zeros((B, P), "int32"),
+        "masked_lm_ids": rng.integers(low, vocab, (B, P)).astype("int32"),
+        "masked_lm_weights": np.zeros((B, P), "float32"),
+        "next_sentence_labels": np.full((B, K), -1, "int32"),
+    }
+    for r, row in enumerate(rows):
+        start, positions = 0, []
+        for slot, length in enumerate(row):
+            batch["input_word_ids"][r, start] = 101  # [CLS]
+            batch["input_mask"][r, start : start + length] = 1
+            batch["input_type_ids"][r, start + length // 2 : start + length] = 1
+            batch["input_example_ids"][r, start : start + length] = slot + 1
+            batch["next_sentence_labels"][r, slot] = rng.integers(0, 2)
+            count = min(args.predictions, max(1, round(0.15 * length)), length - 1)
+            positions += sorted(start + int(p) for p in rng.choice(np.arange(1, length), count, replace=False))
+            start += length
+        positions = positions[:P]
+        batch["masked_lm_positions"][r, : len(positions)] = positions
+        batch["masked_lm_weights"][r, : len(positions)] = 1.0
+    if not packed:
+        del batch["input_example_ids"]
+        batch["next_sentence_labels"] = batch["next_sentence_labels"][:, 0]
+    return batch, sum(len(row) for row in rows), int(batch["input_mask"].sum())
+
+
 def _time_steps(step, args, sync=lambda x: x):
     """Runs warm-up then timed steps; `step()` returns something `sync` waits on."""
     first = None
@@ -327,8 +405,14 @@ def child_ours_jax(args):
         config = model.encoder.config
     else:
         config = BertConfig.from_preset(args.preset, **preset_overrides)
-        model = BertPretrainer(BertEncoder(config))
-    batch = {k: jnp.asarray(v) for k, v in synthetic_batch(args, np, config.vocab_size).items()}
+        packed = args.layout == "packed"
+        model = BertPretrainer(BertEncoder(config), examples_per_row=args.examples_per_row if packed else None)
+    if args.layout == "full":
+        batch = synthetic_batch(args, np, config.vocab_size)
+        examples, real_tokens = args.batch_size, args.batch_size * args.max_seq_length
+    else:
+        batch, examples, real_tokens = length_batch(args, np, config.vocab_size, packed=args.layout == "packed")
+    batch = {k: jnp.asarray(v) for k, v in batch.items()}
     inputs = {name: batch[name] for name in model.input}
     # bert_tf.training.optimization's rule: no decay for LayerNorm and bias variables.
     decay = [not re.search("layer_norm|LayerNorm|bias", v.path) for v in model.trainable_variables]
@@ -373,6 +457,7 @@ def child_ours_jax(args):
         result["profile"] = kernel_time_summary(args.profile_dir, PROFILED_STEPS)
     result["versions"] = {"jax": jax.__version__, "keras": keras.__version__}
     result["device"] = str(jax.devices()[0].device_kind)
+    result["examples_per_step"], result["real_tokens_per_step"] = examples, real_tokens
     result["final_loss"] = float(step())
     result["tensorflow_imported"] = any(m.split(".")[0] == "tensorflow" for m in sys.modules)
     return result
@@ -634,6 +719,26 @@ def _have_module(name):
         return False
 
 
+def _check_packed_flags(parser, args) -> list:
+    """The JAX layouts to run: ["full"] without --packed_lengths, else --layouts, once the flags are checked."""
+    if not args.packed_lengths:
+        return ["full"]
+    try:
+        histogram = read_length_histogram(args.packed_lengths)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        parser.error(f"--packed_lengths={args.packed_lengths}: not a length histogram ({type(e).__name__}: {e})")
+    if not histogram or min(histogram) < 2 or max(histogram) > args.max_seq_length:
+        parser.error(f"--packed_lengths={args.packed_lengths}: lengths must lie in 2..--max_seq_length")
+    layouts = [layout.strip() for layout in args.layouts.split(",") if layout.strip()]
+    if not layouts or set(layouts) - set(JAX_LAYOUTS):
+        parser.error(f"--layouts={args.layouts}: a comma-separated subset of {','.join(JAX_LAYOUTS)}")
+    if args.examples_per_row < 1:
+        parser.error("--examples_per_row must be >= 1")
+    if args.model_dir:
+        parser.error("--packed_lengths builds --preset (not --model_dir)")
+    return layouts
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="bert_mini", choices=sorted(SHAPES))
@@ -665,6 +770,17 @@ def main():
     )
     parser.add_argument("--hidden_act", default="gelu", choices=("gelu", "gelu_new"), help="JAX: (--preset)")
     parser.add_argument("--profile_dir", default="", help="JAX: trace 3 more steps here and sum kernel time")
+    parser.add_argument(
+        "--packed_lengths",
+        default="",
+        help="JAX: a length histogram (benchmarks/pretraining_lengths_128.json): rows of instances of those lengths, "
+        "one a row (padding after) and packed, beside the all-real rows; sequences/s then counts instances",
+    )
+    parser.add_argument("--examples_per_row", type=int, default=3, help="JAX, --packed_lengths: instances a row")
+    parser.add_argument(
+        "--layouts", default="full,lengths,packed", help="JAX, --packed_lengths: which of full,lengths,packed to run"
+    )
+    parser.add_argument("--layout", default="full", choices=JAX_LAYOUTS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.warmup_steps < 1 or args.rounds < 1:
         parser.error("--warmup_steps and --rounds must be >= 1")
@@ -673,6 +789,7 @@ def main():
     if args.predictions >= args.max_seq_length:
         parser.error("--predictions must be below --max_seq_length")
 
+    layouts = _check_packed_flags(parser, args)
     if args.child:
         print("RESULT " + json.dumps(CHILDREN[args.child](args)), flush=True)
         return
@@ -683,7 +800,10 @@ def main():
     if "tensorflow" in backends and _have_module("tensorflow"):
         contenders += [c for c in OURS_TF if c[3][0].split("=")[1] in xla_modes]
     if "jax" in backends and _have_module("jax"):
-        contenders += OURS_JAX
+        contenders += [
+            (JAX_LAYOUTS[layout].format(k=args.examples_per_row), None, "ours_jax", [f"--layout={layout}"])
+            for layout in layouts
+        ]
     pythons = {None: sys.executable}
     if args.peers:
         keep = set(filter(None, args.only_peers.split(","))) or set(_common.PEER_VENVS)
@@ -712,6 +832,11 @@ def main():
     ]
     if args.profile_dir:
         common_flags.append(f"--profile_dir={os.path.abspath(args.profile_dir)}")
+    if args.packed_lengths:
+        common_flags += [
+            f"--packed_lengths={os.path.abspath(args.packed_lengths)}",
+            f"--examples_per_row={args.examples_per_row}",
+        ]
     if args.model_dir:
         if "tensorflow" in backends or args.peers:
             parser.error("--model_dir is for --backends=jax alone (the other contenders build --preset)")
@@ -735,9 +860,11 @@ def main():
             if "profile" in out:
                 print(f"[round {round_index + 1}] {label}: GPU kernel time {json.dumps(out['profile'])}", flush=True)
             results[label]["step_s"] += out["step_s"]
+            results[label]["examples_per_step"] = out.get("examples_per_step", args.batch_size)
+            results[label]["real_tokens_per_step"] = out.get("real_tokens_per_step")
             results[label]["first_step_s"].append(out["first_step_s"])
             versions.update(out.get("versions", {}))
-            rate = args.batch_size / statistics.median(out["step_s"])
+            rate = results[label]["examples_per_step"] / statistics.median(out["step_s"])
             print(
                 f"[round {round_index + 1}] {label}: {rate:.1f} sequences/s (median of {len(out['step_s'])} steps; "
                 f"first step {out['first_step_s']:.1f} s)",
@@ -754,14 +881,26 @@ def main():
     flops = training_flops_per_sequence(shape, args.max_seq_length, args.predictions, vocab)
     matmul_rate = max(matmul.values()) if matmul else None
     rows = _common.step_rows(results, args.batch_size, args.timed_steps)
+    for label, row in rows.items():  # instances, not rows, where a row packs several
+        per_row = results[label].get("examples_per_step", args.batch_size) / args.batch_size
+        row["sequences_per_s"] *= per_row
+        row["per_round"] = [rate * per_row for rate in row["per_round"]]
     ours, peers = _common.ours_and_peers({label: row["sequences_per_s"] for label, row in rows.items()})
     best_ours = max(ours.values()) if ours else None
 
+    packed_note = (
+        f" (with --packed_lengths, instance lengths drawn from `{os.path.basename(args.packed_lengths)}` and "
+        f"sequences/s counting instances; packed rows hold <= {args.examples_per_row} instances and "
+        f"{args.predictions} + {args.examples_per_row} prediction slots)"
+        if args.packed_lengths
+        else ""
+    )
     model_name = f"`{args.model_dir}` (L={shape['L']}, H={shape['H']})" if args.model_dir else f"`{args.preset}`"
     lines = [
         f"{model_name}, seq {args.max_seq_length}, batch {args.batch_size}, {args.predictions} masked positions, "
         f"MLM + NSP (keras-hub: MLM only), dropout {args.hidden_dropout} (attention probabilities: "
-        f"{args.attention_dropout}, attention {args.attention}), {args.precision}, synthetic batches; "
+        f"{args.attention_dropout}, attention {args.attention}), {args.precision}, synthetic batches"
+        f"{packed_note}; "
         f"{args.rounds} interleaved round(s) of {args.warmup_steps} warm-up + {args.timed_steps} timed steps "
         f"per contender, each in a fresh process; figure = median step.",
         "",
@@ -784,13 +923,20 @@ def main():
     columns = [("contender", "<"), ("sequences/s (median)", ">"), ("per round", "<"), ("ms/step", ">")]
     columns += [("first step s", ">"), ("model GFLOP/s", ">"), ("% of matmul rate", ">"), ("best ours / this", ">")]
     table = []
+    if args.packed_lengths:
+        columns[2:2] = [("instances/row", ">"), ("real tokens/s", ">")]
     for label, row in rows.items():
         rate = row["sequences_per_s"]
-        model_flops = rate * flops
+        model_flops = args.batch_size / row["median_step_s"] * flops  # every row computes seq_length positions
+        packed_cells = []
+        if args.packed_lengths:
+            tokens = results[label]["real_tokens_per_step"] / row["median_step_s"]
+            packed_cells = [f"{results[label]['examples_per_step'] / args.batch_size:.3f}", f"{tokens:,.0f}"]
         table.append(
             [
                 label,
                 f"{rate:.1f}",
+                *packed_cells,
                 _common.per_round_cell(row["per_round"]),
                 f"{1000 * row['median_step_s']:.0f}",
                 f"{row['first_step_s']:.1f}",
