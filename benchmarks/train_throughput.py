@@ -10,6 +10,8 @@ r"""BERT pretraining-step throughput (MLM + NSP): ours and, with --peers, the im
     # The JAX child's model switches (with --preset): --attention_dropout=0 lets cuDNN's fused attention run,
     # --hidden_dropout, --hidden_act=gelu_new, --attention=einsum keeps the unfused attention; --profile_dir=DIR
     # traces 3 more steps and prints the GPU kernel time per step by kind and the top kernels.
+    # --packed_lengths=benchmarks/pretraining_lengths_128.json adds rows of instances of real lengths, one a row
+    # and packed (`BertPretrainer(examples_per_row=k)`); --attention=segments: packed rows by cuDNN's segments.
 
 What is measured: one optimizer step (forward, backward, global-norm clipping at 1.0, AdamW with weight
 decay 0.01) on synthetic batches already in memory (random token ids, all tokens real, `--predictions`
@@ -390,6 +392,13 @@ def child_ours_jax(args):
         from bert_tf.layers import attention
 
         attention.fused_attention_available = lambda: False
+    if args.attention == "segments":  # packed rows: cuDNN reads segment lengths and offsets, not the bias
+        from bert_tf.layers import attention
+
+        def over_segments(query, key, value, attention_bias, implementation=None):
+            return attention.attention_over_segments(query, key, value, attention_bias, args.examples_per_row + 1)
+
+        attention._attention_over_blocks = over_segments
     preset_overrides = dict(
         hidden_dropout_prob=args.hidden_dropout,
         attention_probs_dropout_prob=args.attention_dropout,
@@ -719,6 +728,12 @@ def _have_module(name):
         return False
 
 
+def jax_label(layout: str, args) -> str:
+    """The table's label of a JAX row: its layout, and the attention when not the default."""
+    label = JAX_LAYOUTS[layout].format(k=args.examples_per_row)
+    return label if args.attention == "auto" else f"{label}, attention {args.attention}"
+
+
 def _check_packed_flags(parser, args) -> list:
     """The JAX layouts to run: ["full"] without --packed_lengths, else --layouts, once the flags are checked."""
     if not args.packed_lengths:
@@ -765,8 +780,9 @@ def main():
     parser.add_argument(
         "--attention",
         default="auto",
-        choices=("auto", "einsum"),
-        help="JAX: einsum keeps the unfused attention even where the fused cuDNN kernel would run",
+        choices=("auto", "einsum", "segments"),
+        help="JAX: einsum keeps the unfused attention even where the fused cuDNN kernel would run; segments: "
+        "packed rows' fused attention by segment lengths and offsets (Hopper) instead of a mask",
     )
     parser.add_argument("--hidden_act", default="gelu", choices=("gelu", "gelu_new"), help="JAX: (--preset)")
     parser.add_argument("--profile_dir", default="", help="JAX: trace 3 more steps here and sum kernel time")
@@ -800,10 +816,7 @@ def main():
     if "tensorflow" in backends and _have_module("tensorflow"):
         contenders += [c for c in OURS_TF if c[3][0].split("=")[1] in xla_modes]
     if "jax" in backends and _have_module("jax"):
-        contenders += [
-            (JAX_LAYOUTS[layout].format(k=args.examples_per_row), None, "ours_jax", [f"--layout={layout}"])
-            for layout in layouts
-        ]
+        contenders += [(jax_label(layout, args), None, "ours_jax", [f"--layout={layout}"]) for layout in layouts]
     pythons = {None: sys.executable}
     if args.peers:
         keep = set(filter(None, args.only_peers.split(","))) or set(_common.PEER_VENVS)

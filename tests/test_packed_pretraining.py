@@ -64,6 +64,8 @@ result = {"function_diff": float(jnp.abs(fused - einsum).max()), "scale": float(
 # Alone: the first example's outputs from its three tokens only.
 alone = attention._attention_over_blocks(q[:1, :3], k[:1, :3], v[:1, :3], bias[:1, :, :3, :3], implementation="xla")
 result["alone_diff"] = float(jnp.abs(alone - fused[:1, :3]).max())
+lengths, offsets = attention.segments_of_blocks(bias, max_segments=4)  # cuDNN's packed layout, from the bias
+result["segment_lengths"], result["segment_offsets"] = np.asarray(lengths).tolist(), np.asarray(offsets).tolist()
 
 layer = attention.MultiHeadSelfAttention(num_heads=4, hidden_size=32, initializer_range=0.5, dtype="mixed_bfloat16")
 states = rng.normal(size=(3, 12, 32)).astype("float32")
@@ -99,6 +101,9 @@ def test_fused_attention_over_packed_blocks_equals_the_einsum_path():
     assert found["scale"] > 1.0
     assert found["function_diff"] <= 1e-5 * found["scale"], found
     assert found["alone_diff"] <= 1e-5 * found["scale"], found
+    # Examples and the padding as segments, -1 past the last (rows: 3 examples + padding, one, 2 + padding).
+    assert found["segment_lengths"] == [[3, 4, 2, 3], [12, -1, -1, -1], [5, 3, 4, -1]]
+    assert found["segment_offsets"] == [[0, 3, 7, 9, -1], [0, -1, -1, -1, -1], [0, 5, 8, -1, -1]]
     # Attending another example's token would move outputs by about layer_scale.
     assert found["einsum_layer_error"] < 0.02 * found["layer_scale"], found
     assert found["fused_layer_error"] < 1.2 * found["einsum_layer_error"], found

@@ -95,6 +95,54 @@ def _attention_over_blocks(query, key, value, attention_bias, implementation=Non
     )
 
 
+def segments_of_blocks(attention_bias, max_segments: int):
+    """(lengths, offsets) of the contiguous blocks of a block-diagonal bias, as cuDNN's packed layout reads them.
+
+    Each run of tokens that attend to exactly each other is one segment (a packed row's examples, and its padding,
+    which attends to itself). Returns int32 lengths [batch, max_segments] and start offsets
+    [batch, max_segments + 1], -1 past a row's last segment; a row with more than `max_segments` segments would
+    lose the rest, so pass the examples a row plus one (its padding).
+
+    Args:
+      attention_bias: float [batch, 1, seq, seq], 0 where a query may attend a key (`example_attention_bias`).
+    """
+    import jax.numpy as jnp
+
+    allowed = attention_bias[:, 0] == 0
+    previous_allowed = jnp.diagonal(allowed, offset=-1, axis1=1, axis2=2)  # [batch, seq - 1]: i attends i - 1
+    starts = jnp.concatenate([jnp.ones_like(previous_allowed[:, :1]), jnp.logical_not(previous_allowed)], axis=1)
+    segment = jnp.cumsum(starts.astype(jnp.int32), axis=1) - 1  # [batch, seq]
+    member = segment[:, :, None] == jnp.arange(max_segments, dtype=jnp.int32)  # [batch, seq, max_segments]
+    lengths = jnp.sum(member, axis=1, dtype=jnp.int32)
+    first = jnp.argmax(member, axis=1).astype(jnp.int32)
+    offsets = jnp.where(lengths > 0, first, -1)
+    lengths = jnp.where(lengths > 0, lengths, -1)
+    return lengths, jnp.concatenate([offsets, jnp.full_like(offsets[:, :1], -1)], axis=1)
+
+
+def attention_over_segments(query, key, value, attention_bias, max_segments: int):
+    """cuDNN's fused attention over a packed row's segments (Hopper or later; JAX's private cuDNN entry point).
+
+    The same outputs as `_attention_over_blocks`, but the kernel reads segment lengths and offsets
+    (`segments_of_blocks`) instead of a [batch, 1, seq, seq] bias, so it computes no bias gradient. Not taken by
+    default: `benchmarks/train_throughput.py --attention=segments` puts it in place of `_attention_over_blocks`.
+    """
+    from jax._src.cudnn import fused_attention_stablehlo as cudnn
+
+    lengths, offsets = segments_of_blocks(attention_bias, max_segments)
+    return cudnn.dot_product_attention(
+        query,
+        key,
+        value,
+        q_seqlen=lengths,
+        kv_seqlen=lengths,
+        q_offsets=offsets,
+        kv_offsets=offsets,
+        scale=1.0,
+        mask_type=cudnn.MaskType.PADDING,
+    )
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class MultiHeadSelfAttention(keras.layers.Layer):
     """Scaled dot-product self-attention over all (non-padding) positions.
