@@ -96,7 +96,9 @@ class LongTextConfig:
         if recorded is None:
             return cls()
         if not isinstance(recorded, dict) or not set(recorded) <= names:
-            raise JobArgumentError(f"{source}: long_text must be an object with the keys {sorted(names)}, got {recorded!r}.")
+            raise JobArgumentError(
+                f"{source}: long_text must be an object with the keys {sorted(names)}, got {recorded!r}."
+            )
         try:
             return cls(**recorded)
         except JobArgumentError as e:
