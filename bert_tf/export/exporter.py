@@ -7,7 +7,8 @@ Layout of `export_model_dir(model_dir, export_dir)`:
         assets.extra/bert_config.json, assets.extra/vocab.txt   (for reference)
       preprocess/   SavedModel: `__call__`, `tokenize`, `bert_pack_inputs`
       classifier/   (a fine-tuned classification or regression directory only) SavedModel: `serving_default`
-                    text -> scores, classes, label, label_id (`bert_tf.export.classifier_module`)
+                    text -> scores, classes, label, label_id (`bert_tf.export.classifier_module`), a text of any
+                    length cut as the fine-tuning's --long_text (truncate, head_tail or windows) cut it
         assets.extra/task_config.json, assets.extra/required_ops.txt (the TF Text ops a server must register)
       tagger/       (a fine-tuned tagging directory only) SavedModel: `serving_default` text -> words, tags,
                     scores, num_words (`bert_tf.export.tagger_module`); assets.extra/ as for classifier/
@@ -278,7 +279,8 @@ def export_model_dir(
 
     A fine-tuned classification (or regression) directory, one with the `task_config.json` of
     `experiments.finetune`, also gets `classifier/`: a SavedModel that takes raw text and returns label
-    scores and names (`bert_tf.export.classifier_module`).
+    scores and names (`bert_tf.export.classifier_module`), reading a long text as the recorded `--long_text`
+    did. `litert` refuses a directory fine-tuned with --long_text other than truncate.
 
     Returns:
       {"encoder": path, "preprocess": path, ("classifier": path, "litert": path,) "verified": one line of what `verify`
