@@ -12,8 +12,12 @@
     regression models: `scores` float32 [batch, 1] (the prediction), no label outputs.
 
 The text is tokenized in the graph (TF Text ops: a server must have them registered, see
-`custom_ops`) and packed to the fine-tuning `seq_length` with the preprocessor's truncation, which for
-sentence pairs trims the longer text first, as fine-tuning's features do.
+`custom_ops`) and cut as fine-tuning's `--long_text` cut it (`bert_tf.tasks.long_text`), whatever its length:
+truncate packs it to the fine-tuning `seq_length` with the preprocessor's truncation (sentence pairs: the longer
+text first); head_tail keeps its first and last pieces; windows encodes each of its windows (the same starts,
+stride and `max_windows`) as a row of one batch, ragged per document, and pools their logits as the
+fine-tuned `DocumentClassifier` does. The outputs are per document in every mode. `long_text_config()` (a
+function of the SavedModel) returns the settings.
 
     >>> loaded = tf.saved_model.load("export/classifier")  # doctest: +SKIP
     >>> loaded.signatures["serving_default"](text=tf.constant(["great taste"]))["label"]  # doctest: +SKIP
@@ -24,6 +28,8 @@ from __future__ import annotations
 import tensorflow as tf
 
 from bert_tf.export.encoder_module import _tf_variables
+from bert_tf.tasks import long_text_ops
+from bert_tf.tasks.long_text import LongTextConfig
 
 # Texts the export checks run through a written classifier (SavedModel, LiteRT): empty, short, and longer
 # than a small seq_length.
@@ -43,15 +49,24 @@ class ClassifierModule(tf.Module):
     """The classifier SavedModel object (see the module docstring).
 
     Args:
-      classifier: a fine-tuned Keras `BertClassifier` (logits [batch, num_labels], or [batch, 1] for
-        regression).
+      classifier: the fine-tuned Keras model: a `BertClassifier` (logits [batch, num_labels], or [batch, 1] for
+        regression), or with `long_text` windows its `DocumentClassifier`.
       preprocessor: a `bert_tf.tokenization.BertPreprocessor` of the model's vocabulary and casing.
       label_list: the label names in id order; None for a regression model.
       seq_length: the packed length (the fine-tuning `max_seq_length`).
-      sentence_pair: whether the model takes two texts (`text`, `text_b`).
+      sentence_pair: whether the model takes two texts (`text`, `text_b`); truncate only.
+      long_text: the fine-tuning's `LongTextConfig` (task_config.json's `long_text`); None: truncate.
     """
 
-    def __init__(self, classifier, preprocessor, label_list, seq_length: int, sentence_pair: bool = False):
+    def __init__(
+        self,
+        classifier,
+        preprocessor,
+        label_list,
+        seq_length: int,
+        sentence_pair: bool = False,
+        long_text: LongTextConfig | None = None,
+    ):
         super().__init__(name="classifier")
         self.preprocessor = preprocessor  # tracked: its vocabulary asset and lookup tables are saved
         self.classifier_variables = _tf_variables(classifier.variables)
@@ -59,11 +74,48 @@ class ClassifierModule(tf.Module):
         self.label_list = list(label_list) if label_list else None
         self.seq_length = int(seq_length)
         self.sentence_pair = bool(sentence_pair)
+        self.long_text = long_text or LongTextConfig()
+        if sentence_pair and self.long_text.long_text != "truncate":
+            raise ValueError(f"--long_text={self.long_text.long_text} is for single texts, not sentence pairs.")
+        self.long_text.check_window(self.seq_length)
+
+    @property
+    def window(self) -> int:
+        """Pieces of text one sequence holds (single texts): `seq_length` less [CLS] and [SEP]."""
+        return self.seq_length - 2
+
+    def _pack(self, segments):
+        return self.preprocessor.bert_pack_inputs(segments, seq_length=tf.constant(self.seq_length, tf.int32))
+
+    def _logits(self, texts):
+        """float32 [documents, num_labels]: the fine-tuned model's logits of each text (pair), cut by `long_text`."""
+        segments = [self.preprocessor.tokenize(text) for text in texts]
+        mode = self.long_text.long_text
+        if mode == "windows":
+            return self._window_logits(segments[0])
+        if mode == "head_tail":
+            segments = [long_text_ops.head_and_tail(segments[0], self.window)]
+        return tf.cast(self._classifier(self._pack(segments), training=False), tf.float32)
+
+    def _window_logits(self, pieces):
+        """Each document's windows encoded as rows of one batch (only real windows), their logits pooled by the
+        `DocumentClassifier`'s `WindowPooling` over [documents, windows] with the padding slots masked."""
+        config = self.long_text
+        windows = long_text_ops.document_windows(
+            pieces, self.window, config.stride(self.window), config.max_windows
+        )  # [documents, (windows), (pieces)]
+        model = self._classifier
+        pooled = model.encoder(self._pack([windows.values]), training=False)["pooled_output"]
+        per_window = tf.cast(model.classifier(pooled, training=False), tf.float32)  # [all windows, labels]
+        per_document = tf.RaggedTensor.from_row_splits(per_window, windows.row_splits, validate=False).to_tensor()
+        real = windows.with_values(tf.ones_like(windows.values.row_lengths(), tf.int32))
+        real = real.to_tensor()[:, :, tf.newaxis]  # [documents, windows, 1]: 1 at a real window's [CLS]
+        labels = tf.shape(per_window)[-1]
+        pooling = model.get_layer("window_pooling")
+        return tf.cast(pooling(tf.reshape(per_document, [-1, labels]), real), tf.float32)
 
     def _scores(self, texts):
-        segments = [self.preprocessor.tokenize(text) for text in texts]
-        inputs = self.preprocessor.bert_pack_inputs(segments, seq_length=tf.constant(self.seq_length, tf.int32))
-        logits = tf.cast(self._classifier(inputs, training=False), tf.float32)
+        logits = self._logits(texts)
         if self.label_list is None:
             return {"scores": logits}
         scores = tf.nn.softmax(logits, axis=-1)
@@ -75,6 +127,20 @@ class ClassifierModule(tf.Module):
             "classes": tf.tile(names[tf.newaxis, :], [batch, 1]),
             "label": tf.gather(names, label_id),
             "label_id": label_id,
+        }
+
+    @tf.function(input_signature=[], autograph=False)
+    def long_text_config(self):
+        """The fine-tuning's `--long_text` settings the signature cuts texts by: long_text, window_pooling
+        (strings), seq_length, window (pieces), window_stride (pieces between starts), max_windows (int32)."""
+        config = self.long_text
+        return {
+            "long_text": tf.constant(config.long_text),
+            "window_pooling": tf.constant(config.window_pooling),
+            "seq_length": tf.constant(self.seq_length, tf.int32),
+            "window": tf.constant(self.window, tf.int32),
+            "window_stride": tf.constant(config.stride(self.window), tf.int32),
+            "max_windows": tf.constant(config.max_windows, tf.int32),
         }
 
     def serving_signature(self):

@@ -7,7 +7,8 @@ Layout of `export_model_dir(model_dir, export_dir)`:
         assets.extra/bert_config.json, assets.extra/vocab.txt   (for reference)
       preprocess/   SavedModel: `__call__`, `tokenize`, `bert_pack_inputs`
       classifier/   (a fine-tuned classification or regression directory only) SavedModel: `serving_default`
-                    text -> scores, classes, label, label_id (`bert_tf.export.classifier_module`)
+                    text -> scores, classes, label, label_id (`bert_tf.export.classifier_module`), a text of any
+                    length cut as the fine-tuning's --long_text (truncate, head_tail or windows) cut it
         assets.extra/task_config.json, assets.extra/required_ops.txt (the TF Text ops a server must register)
       tagger/       (a fine-tuned tagging directory only) SavedModel: `serving_default` text -> words, tags,
                     scores, num_words (`bert_tf.export.tagger_module`); assets.extra/ as for classifier/
@@ -278,7 +279,8 @@ def export_model_dir(
 
     A fine-tuned classification (or regression) directory, one with the `task_config.json` of
     `experiments.finetune`, also gets `classifier/`: a SavedModel that takes raw text and returns label
-    scores and names (`bert_tf.export.classifier_module`).
+    scores and names (`bert_tf.export.classifier_module`), reading a long text as the recorded `--long_text`
+    did. `litert` refuses a directory fine-tuned with --long_text other than truncate.
 
     Returns:
       {"encoder": path, "preprocess": path, ("classifier": path, "litert": path,) "verified": one line of what `verify`
@@ -320,14 +322,15 @@ def export_model_dir(
     elif not random:
         restore(model, checkpoint)
     task_config = None if random else _read_task_config(model_dir)
-    _refuse_long_text(task_config, model_dir)
     classifier = None
     classifier_tasks = _classifier_tasks()
+    is_classifier = bool(task_config) and task_config.get("task") in classifier_tasks
+    long_text = _recorded_long_text(task_config, model_dir) if is_classifier else None
     if litert is not None:
-        _check_litert(task_config, classifier_tasks, model_dir, quantize)
+        _check_litert(task_config, classifier_tasks, model_dir, quantize, long_text)
     tagger = None
-    if task_config and task_config.get("task") in classifier_tasks:
-        classifier = _restore_classifier(config, task_config, checkpoint, model_dir, use_weights_file)
+    if is_classifier:
+        classifier = _restore_classifier(config, task_config, long_text, checkpoint, model_dir, use_weights_file)
     elif task_config and task_config.get("task") == TAGGING_TASK and not quantize:
         tagger = _restore_tagger(config, task_config, checkpoint, model_dir, use_weights_file)
     elif task_config:
@@ -356,7 +359,13 @@ def export_model_dir(
         if classifier is not None:
             checked.append(
                 _save_classifier(
-                    classifier, task_config, vocab_file, lower_case, os.path.join(tmp_dir, CLASSIFIER_SUBDIR), verify
+                    classifier,
+                    task_config,
+                    long_text,
+                    vocab_file,
+                    lower_case,
+                    os.path.join(tmp_dir, CLASSIFIER_SUBDIR),
+                    verify,
                 )
             )
         if tagger is not None:
@@ -389,16 +398,22 @@ def export_model_dir(
 # --- servable classifier of a fine-tuned model directory ---------------------------------
 
 
-def _refuse_long_text(task_config: dict | None, model_dir: str | None) -> None:
-    """A classifier fine-tuned with --long_text other than truncate is refused: the servable truncates."""
-    mode = ((task_config or {}).get("long_text") or {}).get("long_text", "truncate")
-    if mode != "truncate":
-        from bert_tf.errors import JobArgumentError
+def _recorded_long_text(task_config: dict, model_dir: str):
+    """The `LongTextConfig` a classifier was fine-tuned with (task_config.json's `long_text`; none: truncate),
+    checked against its `max_seq_length`; a bad one is a JobArgumentError naming the file."""
+    from bert_tf.checkpoints.model_source import TASK_CONFIG_NAME
+    from bert_tf.errors import JobArgumentError
+    from bert_tf.tasks.long_text import LongTextConfig
 
-        raise JobArgumentError(
-            f"{model_dir} was fine-tuned with --long_text={mode}; the servable classifier reads a text's first "
-            "pieces (truncate) and serving windows or head_tail is not built yet."
-        )
+    source = os.path.join(model_dir, TASK_CONFIG_NAME)
+    long_text = LongTextConfig.from_recorded(task_config.get("long_text"), source)
+    try:
+        long_text.check_window(int(task_config["max_seq_length"]))
+    except JobArgumentError as e:
+        raise JobArgumentError(f"{source}: {e}") from None
+    if long_text.long_text != "truncate" and task_config.get("sentence_pair"):
+        raise JobArgumentError(f"{source}: --long_text={long_text.long_text} is for single texts, not sentence pairs.")
+    return long_text
 
 
 def _read_task_config(model_dir: str | None) -> dict | None:
@@ -407,7 +422,7 @@ def _read_task_config(model_dir: str | None) -> dict | None:
     return read_task_config(model_dir) if model_dir else None
 
 
-def _check_litert(task_config: dict | None, classifier_tasks: list, model_dir: str | None, quantize) -> None:
+def _check_litert(task_config: dict | None, classifier_tasks: list, model_dir: str | None, quantize, long_text) -> None:
     """Refuses a LiteRT export that cannot be written, before the slow part."""
     if not task_config or task_config.get("task") not in classifier_tasks:
         raise ValueError(
@@ -416,6 +431,12 @@ def _check_litert(task_config: dict | None, classifier_tasks: list, model_dir: s
         )
     if quantize:
         raise ValueError("--litert converts the float32 model in its own forms; leave out --quantize.")
+    if long_text.long_text != "truncate":
+        raise ValueError(
+            f"--litert: {model_dir} was fine-tuned with --long_text={long_text.long_text}; the LiteRT classifier "
+            "reads a text's first pieces only (truncate). Export without --litert: the SavedModel classifier "
+            f"serves --long_text={long_text.long_text}."
+        )
 
 
 def _classifier_tasks() -> list:
@@ -426,14 +447,18 @@ def _classifier_tasks() -> list:
     return [name for name in registry.task_names() if registry.task_class(name).exports_as_classifier]
 
 
-def _restore_classifier(config, task_config: dict, checkpoint: str, model_dir: str, use_weights_file: bool):
-    """The fine-tuned `BertClassifier` of `model_dir` with its weights."""
+def _restore_classifier(config, task_config: dict, long_text, checkpoint: str, model_dir: str, use_weights_file: bool):
+    """The fine-tuned model of `model_dir` with its weights: a `BertClassifier`, or with `long_text` windows the
+    `DocumentClassifier` with its pooling."""
     from bert_tf.checkpoints import weights_file
-    from bert_tf.models import BertClassifier
+    from bert_tf.models import BertClassifier, DocumentClassifier
 
     labels = task_config.get("label_list")  # None: one score (regression)
     num_classes = 1 if labels is None else len(labels)
-    classifier = BertClassifier(BertEncoder(config), num_classes=num_classes)
+    if long_text.windows:
+        classifier = DocumentClassifier(BertEncoder(config), num_classes, pooling=long_text.window_pooling)
+    else:
+        classifier = BertClassifier(BertEncoder(config), num_classes=num_classes)
     if use_weights_file:
         weights_file.load_weights_file(classifier, model_dir)
     else:
@@ -482,7 +507,7 @@ def _save_tagger(tagger, task_config, vocab_file, lower_case, path, verify) -> s
     return f"{what} on {len(VERIFY_TEXTS)} texts reproduces the Keras model (max |diff| of the scores {diff:.1e})"
 
 
-def _save_classifier(classifier, task_config, vocab_file, lower_case, path, verify) -> str:
+def _save_classifier(classifier, task_config, long_text, vocab_file, lower_case, path, verify) -> str:
     """Writes the servable classifier SavedModel to `path`; returns one line of what was checked."""
     from tensorflow.python.framework import op_def_registry
 
@@ -493,7 +518,7 @@ def _save_classifier(classifier, task_config, vocab_file, lower_case, path, veri
     sentence_pair = bool(task_config.get("sentence_pair"))
     labels = task_config.get("label_list")  # None: one score (regression)
     preprocessor = BertPreprocessor(vocab_file, lower_case=lower_case, default_seq_length=seq_length)
-    module = ClassifierModule(classifier, preprocessor, labels, seq_length, sentence_pair)
+    module = ClassifierModule(classifier, preprocessor, labels, seq_length, sentence_pair, long_text)
     with _without_capture_rename_notes():
         module.save(path)
     ops = custom_ops(path)
@@ -505,18 +530,34 @@ def _save_classifier(classifier, task_config, vocab_file, lower_case, path, veri
     file_io.write_json(os.path.join(extra_dir, "task_config.json"), task_config)
     file_io.write_text(os.path.join(extra_dir, REQUIRED_OPS_NAME), "".join(f"{op}\n" for op in ops))
     logging.info("The classifier needs these TF Text ops in a server: %s (import tensorflow_text).", ", ".join(ops))
-    what = f"classifier serving_default({'text, text_b' if sentence_pair else 'text'})"
+    what = f"classifier serving_default({'text, text_b' if sentence_pair else 'text'})" + _describe_long_text(long_text)
     if not verify:
         return what
-    diff = _verify_classifier(module, path, sentence_pair)
-    return f"{what} on {len(VERIFY_TEXTS)} texts reproduces the Keras model (max |diff| {diff:.1e}); " + (
+    texts = list(VERIFY_TEXTS)
+    if long_text.long_text != "truncate":  # a text of several windows at any seq_length
+        texts.append(" ".join([VERIFY_TEXTS[-1]] * (seq_length // 4 + 1)))
+    diff = _verify_classifier(module, path, sentence_pair, texts)
+    return f"{what} on {len(texts)} texts reproduces the Keras model (max |diff| {diff:.1e}); " + (
         f"needs TF Text ops {', '.join(ops)}, all registered" if ops else "needs no op outside core TensorFlow"
     )
 
 
-def _verify_classifier(module, path, sentence_pair) -> float:
+def _describe_long_text(long_text) -> str:
+    """How the servable cuts a long text, for the export's report."""
+    if long_text.long_text == "truncate":
+        return ""
+    if long_text.long_text == "head_tail":
+        return ", --long_text=head_tail"
+    stride = f"--window_stride={long_text.window_stride}, " if long_text.window_stride else ""
+    return (
+        f", --long_text=windows ({stride}--window_pooling={long_text.window_pooling}, "
+        f"--max_windows={long_text.max_windows})"
+    )
+
+
+def _verify_classifier(module, path, sentence_pair, texts) -> float:
     """Reloads `path`, calls `serving_default` with raw strings and compares with the Keras model's scores."""
-    texts = tf.constant(VERIFY_TEXTS)
+    texts = tf.constant(texts)
     inputs = {"text": texts, "text_b": tf.reverse(texts, [0])} if sentence_pair else {"text": texts}
     got = tf.saved_model.load(path).signatures["serving_default"](**inputs)
     expected = module._scores(list(inputs.values()))

@@ -88,6 +88,22 @@ class LongTextConfig:
         """The settings a fine-tuned directory records (task_config.json's `long_text`)."""
         return dataclasses.asdict(self)
 
+    @classmethod
+    def from_recorded(cls, recorded, source: str) -> LongTextConfig:
+        """`recorded()`'s dict read back (None: the defaults, truncate); a bad one raises JobArgumentError
+        naming `source` (the file it was read from)."""
+        names = {field.name for field in dataclasses.fields(cls)}
+        if recorded is None:
+            return cls()
+        if not isinstance(recorded, dict) or not set(recorded) <= names:
+            raise JobArgumentError(
+                f"{source}: long_text must be an object with the keys {sorted(names)}, got {recorded!r}."
+            )
+        try:
+            return cls(**recorded)
+        except JobArgumentError as e:
+            raise JobArgumentError(f"{source}: {e}") from None
+
 
 def head_tail_split(budget: int) -> tuple[int, int]:
     """(head, tail) pieces kept of a text longer than `budget`: 128/510 of the budget first, the rest last."""

@@ -83,20 +83,12 @@ class TaskTokenizer:
         With a bool "has_text_b" [batch] as well, rows where it is False are
         packed as single texts (a file mixing texts and pairs). The other keys
         of the element pass through unchanged. `head_tail` (single texts): a text longer than
-        `seq_length` - 2 pieces keeps its first and last pieces (`bert_tf.tasks.long_text.head_tail_split`)
+        `seq_length` - 2 pieces keeps its first and last pieces (`bert_tf.tasks.long_text_ops.head_and_tail`)
         instead of its first.
         """
-        from bert_tf.tasks.long_text import head_tail_split
+        from bert_tf.tasks.long_text_ops import head_and_tail
 
         tokenizer = self.tokenizer
-        head, tail = head_tail_split(seq_length - 2)
-
-        def head_and_tail(pieces):
-            lengths = pieces.row_lengths()[:, tf.newaxis]
-            positions = tf.ragged.range(pieces.row_lengths())
-            keep = (positions < head) | (positions >= lengths - tail) | (lengths <= head + tail)
-            return tf.ragged.boolean_mask(pieces, keep)
-
         cls_id, sep_id, pad_id = self.cls_id, self.sep_id, self.pad_id
 
         def pack_segments(segments):
@@ -116,7 +108,7 @@ class TaskTokenizer:
             element = dict(element)
             segments = [tokenizer(element.pop("text_a"))]
             if head_tail:
-                segments[0] = head_and_tail(segments[0])
+                segments[0] = head_and_tail(segments[0], budget=seq_length - 2)
             if "text_b" in element:
                 segments.append(tokenizer(element.pop("text_b")))
             packed = pack_segments(segments)
