@@ -38,7 +38,8 @@ class FinetuningTaskConfig:
         it out (group_by_length, num_microbatches > 1): `resolve_packing` decides, `packing_note` says why. True:
         packed, and an option or task that cannot be is refused; False: one example a row.
       long_text_config: texts longer than the window (`bert_tf.tasks.long_text`: --long_text, --window_stride,
-        --window_pooling, --max_windows); truncation by default. Windows are rows of their own (not packed).
+        --window_pooling, --max_windows); truncation by default. A classifier's windows are rows of their own
+        (not packed); a tagger's pack as its sentences do.
     """
 
     task: str
@@ -59,7 +60,7 @@ class FinetuningTaskConfig:
         if self.packing and self.group_by_length:
             raise JobArgumentError("--packing and --group_by_length are two orders of the batches: give one.")
         self.long_text_config.check_window(self.max_seq_length)
-        if self.long_text_config.windows and self.packing:
+        if self.long_text_config.windows and self.packing and not registry.task_class(self.task).packs_windows:
             # A document's windows are rows of their own, pooled together; packed rows hold whole examples.
             raise JobArgumentError("--long_text=windows does not combine with --packing yet; leave --packing out.")
 
@@ -90,7 +91,7 @@ class FinetuningTaskConfig:
             reasons.append("--num_microbatches splits each batch's rows")
         if self.group_by_length:
             reasons.append("--group_by_length orders the batches by length")
-        if self.long_text_config.windows:
+        if self.long_text_config.windows and not registry.task_class(self.task).packs_windows:
             reasons.append("--long_text=windows reads a document's windows as rows of their own")
         return reasons
 
@@ -104,11 +105,11 @@ class FinetuningTaskConfig:
         return f"Batches of one example a row, not packed rows: {'; '.join(self.unpacked_reasons(num_microbatches))}."
 
     def refuse_long_text(self) -> None:
-        """A task that keeps its own windows (SQuAD) or tags words refuses --long_text other than truncate."""
+        """A task that keeps its own windows (SQuAD) refuses --long_text other than truncate."""
         if self.long_text_config.long_text != "truncate":
             raise JobArgumentError(
                 f"--long_text={self.long_text_config.long_text} is supported for classification and regression "
-                f"of single texts, not --task={self.task}."
+                f"of single texts and for tagging, not --task={self.task}."
             )
 
     def head_and_batch_options(self) -> dict:
