@@ -46,7 +46,9 @@ def reference_owner(num_pieces, window, stride):
     return starts, owners
 
 
-@pytest.mark.parametrize("num_pieces,window,stride", [(1, 4, 2), (4, 4, 1), (9, 4, 1), (23, 6, 2), (40, 14, 7), (31, 8, 5)])
+@pytest.mark.parametrize(
+    "num_pieces,window,stride", [(1, 4, 2), (4, 4, 1), (9, 4, 1), (23, 6, 2), (40, 14, 7), (31, 8, 5)]
+)
 def test_max_context_window_of_each_piece_equals_squads_rule(num_pieces, window, stride):
     starts, owners = reference_owner(num_pieces, window, stride)
     assert long_text.max_context_windows(num_pieces, starts, window).tolist() == owners
@@ -78,7 +80,7 @@ def test_every_word_is_trained_once_in_its_max_context_window(tokenizer):
         rows = np.flatnonzero(features.example_index == index)
         tagged = sorted(words[rows][words[rows] >= 0].tolist())
         assert tagged == list(range(len(example.words)))  # each word once
-        assert ((labels[rows] >= 0) == (words[rows] >= 0)).all()
+        assert ((labels[rows] != IGNORED_LABEL) == (words[rows] >= 0)).all()
         for row in rows:
             for position in np.flatnonzero(words[row] >= 0):
                 assert TAGS[labels[row, position]] == example.labels[words[row, position]]
@@ -94,9 +96,15 @@ def test_every_word_is_trained_once_in_its_max_context_window(tokenizer):
     assert "--long_text=windows drops 0.0%" in lines[0]
 
 
-def test_head_tail_is_refused_naming_the_flag(tokenizer):
+def test_head_tail_is_refused_naming_the_flag_and_windows_pack(tokenizer):
+    from bert_tf.tasks.task_config import FinetuningTaskConfig
+
     with pytest.raises(JobArgumentError, match="--long_text=head_tail"):
         TaggingTask(tokenizer, 6, TAGS, long_text=long_text.LongTextConfig("head_tail"))
+    # A tagger's windows are rows like its sentences: packed by default; a classifier's are not (yet).
+    assert FinetuningTaskConfig("token_classification", long_text_config=WINDOWS).resolve_packing().packing
+    assert FinetuningTaskConfig("token_classification", packing=True, long_text_config=WINDOWS).packing
+    assert not FinetuningTaskConfig("classification", long_text_config=WINDOWS).resolve_packing().packing
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +175,12 @@ def next_word_documents(n, seed):
         cue = rng.choice(sorted(CUES))
         words = [(rng.choice(synthetic.FILLER), "O") for _ in range(13)]
         while len(words) < 40:
-            words += [(rng.choice(synthetic.PLACES), CUES[cue]), (cue, "O"), (cue, "O"), (rng.choice(synthetic.FILLER), "O")]
+            words += [
+                (rng.choice(synthetic.PLACES), CUES[cue]),
+                (cue, "O"),
+                (cue, "O"),
+                (rng.choice(synthetic.FILLER), "O"),
+            ]
         documents.append(words[:40])
     return documents
 
