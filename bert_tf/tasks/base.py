@@ -57,9 +57,6 @@ class FinetuningTask(abc.ABC):
     #: `from_config` builds a task of packed rows when the config's `packing` is True (its default resolves
     #: to it: `FinetuningTaskConfig.resolve_packing`); False: one example a row, `--packing` refused.
     packs_rows: bool = False
-    #: --long_text=windows reads a long text's windows as packed rows' examples (tagging); False: as rows of
-    #: their own, so windows turn packing off.
-    packs_windows: bool = False
 
     @classmethod
     @abc.abstractmethod

@@ -78,7 +78,6 @@ class TaggingTask(FinetuningTask):
     label_keys = ("label_ids",)
     head_input = "sequence_output"
     packs_rows = True
-    packs_windows = True
 
     @classmethod
     def examples_reader(cls, config, data) -> ConllExamplesReader:

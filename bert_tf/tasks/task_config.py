@@ -38,8 +38,7 @@ class FinetuningTaskConfig:
         it out (group_by_length, num_microbatches > 1): `resolve_packing` decides, `packing_note` says why. True:
         packed, and an option or task that cannot be is refused; False: one example a row.
       long_text_config: texts longer than the window (`bert_tf.tasks.long_text`: --long_text, --window_stride,
-        --window_pooling, --max_windows); truncation by default. A classifier's windows are rows of their own
-        (not packed); a tagger's pack as its sentences do.
+        --window_pooling, --max_windows); truncation by default. Windows pack as other examples do.
     """
 
     task: str
@@ -60,9 +59,6 @@ class FinetuningTaskConfig:
         if self.packing and self.group_by_length:
             raise JobArgumentError("--packing and --group_by_length are two orders of the batches: give one.")
         self.long_text_config.check_window(self.max_seq_length)
-        if self.long_text_config.windows and self.packing and not registry.task_class(self.task).packs_windows:
-            # A document's windows are rows of their own, pooled together; packed rows hold whole examples.
-            raise JobArgumentError("--long_text=windows does not combine with --packing yet; leave --packing out.")
 
     def resolve_packing(self, num_microbatches: int = 1) -> FinetuningTaskConfig:
         """This config with `packing` True or False (unchanged if it is one already; see the attribute).
@@ -91,8 +87,6 @@ class FinetuningTaskConfig:
             reasons.append("--num_microbatches splits each batch's rows")
         if self.group_by_length:
             reasons.append("--group_by_length orders the batches by length")
-        if self.long_text_config.windows and not registry.task_class(self.task).packs_windows:
-            reasons.append("--long_text=windows reads a document's windows as rows of their own")
         return reasons
 
     def packing_note(self, num_microbatches: int = 1) -> str:
