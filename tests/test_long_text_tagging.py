@@ -101,10 +101,9 @@ def test_head_tail_is_refused_naming_the_flag_and_windows_pack(tokenizer):
 
     with pytest.raises(JobArgumentError, match="--long_text=head_tail"):
         TaggingTask(tokenizer, 6, TAGS, long_text=long_text.LongTextConfig("head_tail"))
-    # A tagger's windows are rows like its sentences: packed by default; a classifier's are not (yet).
+    # A tagger's windows are rows like its sentences: packed by default.
     assert FinetuningTaskConfig("token_classification", long_text_config=WINDOWS).resolve_packing().packing
     assert FinetuningTaskConfig("token_classification", packing=True, long_text_config=WINDOWS).packing
-    assert not FinetuningTaskConfig("classification", long_text_config=WINDOWS).resolve_packing().packing
 
 
 @pytest.fixture(scope="module")
