@@ -177,6 +177,29 @@ def test_packed_windows_give_the_unpacked_document_logits(model_dir, pooling):
     assert any(rows < windows for rows, windows in rows_and_windows), rows_and_windows
 
 
+def test_packed_windows_training_iterator_resumes_exactly(model_dir, tmp_path):
+    import tensorflow as tf
+
+    from bert_tf.data.examples import TextExample
+    from bert_tf.tasks.classification import ClassificationTask
+    from bert_tf.tasks.task_tokenizer import TaskTokenizer
+
+    tokenizer = TaskTokenizer(os.path.join(model_dir, "vocab.txt"))
+    rows = last_window_rows(10, 5)
+    examples = [TextExample(guid=str(i), text_a=t, label=label) for i, (t, label) in enumerate(rows)]
+    config = long_text.LongTextConfig("windows", window_stride=7)
+    task = ClassificationTask(tokenizer, 16, ["neg", "pos"], packing=True, long_text=config)
+    iterator = iter(task.dataset(task.featurize(examples, training=True), 4, training=True, seed=2))
+    for _ in range(3):  # into the second epoch (2 batches of 4 of the 10 documents an epoch)
+        next(iterator)
+    checkpoint = tf.train.Checkpoint(iterator=iterator)
+    path = checkpoint.save(str(tmp_path / "iterator"))
+    expected = [next(iterator)["document_ids"].numpy().tolist() for _ in range(4)]
+    assert len({tuple(documents) for documents in expected}) > 1
+    checkpoint.restore(path)
+    assert [next(iterator)["document_ids"].numpy().tolist() for _ in range(4)] == expected
+
+
 def last_window_rows(n: int, seed: int) -> list:
     """(text, label): 30 to 50 filler words, then 3 sentiment words of the label's polarity among the last 8
     words: never in the first 14 pieces (one word is one piece in the tiny vocabulary)."""
