@@ -46,7 +46,8 @@ SQuAD keeps fixed windows and an example-by-example shuffle. The job logs the
 share of real tokens of its batches. --long_text says what a text longer than
 the window becomes: truncate (the first pieces, the default), head_tail (its
 first and last pieces) or windows (every window of a document, their logits
-pooled by --window_pooling into the document's before the loss;
+pooled by --window_pooling into the document's before the loss; a tagger tags
+each word from the window where it has the most context; windows pack;
 docs/finetuning.md, "Long documents"); the log and eval_results.json say how
 many texts were cut and by how much. Adam corrects its moments' bias and uses
 epsilon 1e-8, as PyTorch's AdamW; --noadam_bias_correction --adam_epsilon=1e-6

@@ -44,6 +44,10 @@ POSITIONS = np.array([[1, 3], [0, 2]], "int32")
 # One document read in the two windows of BATCH: [documents, windows, seq_length].
 DOCUMENT = {name: value[None] for name, value in BATCH.items()}
 WINDOW_LOGITS = _RNG.normal(size=(2, 3)).astype("float32")
+# Windows packed 3 slots a row (2 rows): documents 5 (two windows), 8 (one), and a missing one (-1).
+SLOT_LOGITS = _RNG.normal(size=(2, 3, 4)).astype("float32")
+WINDOW_DOCUMENTS = np.array([[5, 8, 5], [-1, -1, -1]], "int32")
+DOCUMENT_IDS = np.array([5, 8, -1], "int32")
 
 
 def _embedding():
@@ -82,6 +86,12 @@ CASES = [
     Case("ScalarMix", lambda: layers.ScalarMix(num_layers=3), (STACKED_LAYERS,), "bfloat16"),
     Case("WindowRows", lambda: layers.WindowRows(), (DOCUMENT["input_word_ids"],), "int32"),
     Case("WindowPooling", lambda: layers.WindowPooling("max"), (WINDOW_LOGITS, DOCUMENT["input_mask"]), "float32"),
+    Case(
+        "PackedWindowPooling",
+        lambda: layers.PackedWindowPooling("max"),
+        (SLOT_LOGITS, WINDOW_DOCUMENTS, DOCUMENT_IDS),
+        "float32",
+    ),
     # Its output matrix is the encoder's embedding, which get_config leaves out: saved within BertPretrainer.
     Case(
         "MaskedLMHead",

@@ -72,8 +72,9 @@ def test_config_refuses_bad_values_naming_the_flag():
         long_text.LongTextConfig(long_text="windows", window_stride=0)
     with pytest.raises(JobArgumentError, match="--window_stride=15"):
         FinetuningTaskConfig("classification", 16, long_text_config=long_text.LongTextConfig(window_stride=15))
-    with pytest.raises(JobArgumentError, match="--long_text=windows.*--packing"):
-        FinetuningTaskConfig("classification", 16, packing=True, long_text_config=long_text.LongTextConfig("windows"))
+    # Windows pack (`test_packed_windows_give_the_unpacked_document_logits`): the default packs them.
+    windows = long_text.LongTextConfig("windows")
+    assert FinetuningTaskConfig("classification", 16, long_text_config=windows).resolve_packing().packing
     with pytest.raises(JobArgumentError, match="--window_pooling"):
         long_text.LongTextConfig(window_pooling="median")
 
@@ -127,6 +128,76 @@ def test_windows_features_and_cut_report(model_dir):
     assert truncated["num_pieces"].tolist() == [0, 1, 30, 200]
     report = ClassificationTask(tokenizer, 16, ["neg", "pos"]).cut_report(truncated)
     assert report["dropped_piece_share_of_long_texts"] == round((16 + 186) / 230, 4)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max"])
+def test_packed_windows_give_the_unpacked_document_logits(model_dir, pooling):
+    """A batch's documents' windows fill packed rows (short documents share a row, a long one spans rows) and are
+    pooled per document after the encoder: the same logits as each document's windows as rows of their own."""
+    import keras
+
+    from bert_tf.data.examples import TextExample
+    from bert_tf.models import BertEncoder
+    from bert_tf.tasks.classification import ClassificationTask
+    from bert_tf.tasks.inference import predict_outputs
+    from bert_tf.tasks.task_tokenizer import TaskTokenizer
+
+    tokenizer = TaskTokenizer(os.path.join(model_dir, "vocab.txt"))
+    rng = random.Random(0)
+    lengths = [0, 1, 2, 60] + [rng.randint(0, 45) for _ in range(17)]  # 21 documents: the last batch holds one
+    examples = [
+        TextExample(guid=str(i), text_a=" ".join(rng.choice(synthetic.FILLER) for _ in range(n)), label="pos")
+        for i, n in enumerate(lengths)
+    ]
+    keras.utils.set_random_seed(0)
+    encoder = BertEncoder(synthetic.tiny_config())
+    config = long_text.LongTextConfig("windows", window_stride=5, window_pooling=pooling)
+    logits, head = {}, None
+    for packing in (False, True):
+        task = ClassificationTask(tokenizer, 16, ["neg", "pos"], packing=packing, long_text=config)
+        model = task.build_model(encoder)
+        if head is None:  # weights of scale 1: documents differ by far more than the tolerance
+            head = [np.random.default_rng(1).normal(size=w.shape).astype("float32") for w in model.classifier.weights]
+        model.classifier.set_weights(head)
+        features = task.featurize(examples, training=False)
+        logits[packing] = predict_outputs(model, task.dataset(features, 4, training=False), num_features=21)["logits"]
+    np.testing.assert_allclose(logits[True], logits[False], atol=1e-5)
+    assert np.ptp(logits[False], axis=0).min() > 1e-3  # documents differ by 100 times the tolerance
+    # Training: each batch holds 4 documents and all their windows; short documents' windows share rows.
+    features = task.featurize(examples, training=True)
+    rows_and_windows = []
+    for batch in task.dataset(features, 4, training=True, seed=3).take(6):
+        documents = batch["document_ids"].numpy()
+        owners = batch["window_document_ids"].numpy()
+        assert len(set(documents.tolist())) == 4
+        assert sorted(owners[owners >= 0].tolist()) == sorted(
+            d for d in documents.tolist() for _ in range(features["num_windows"][d])
+        )
+        rows_and_windows.append((batch["input_word_ids"].shape[0], int((owners >= 0).sum())))
+    assert any(rows < windows for rows, windows in rows_and_windows), rows_and_windows
+
+
+def test_packed_windows_training_iterator_resumes_exactly(model_dir, tmp_path):
+    import tensorflow as tf
+
+    from bert_tf.data.examples import TextExample
+    from bert_tf.tasks.classification import ClassificationTask
+    from bert_tf.tasks.task_tokenizer import TaskTokenizer
+
+    tokenizer = TaskTokenizer(os.path.join(model_dir, "vocab.txt"))
+    rows = last_window_rows(10, 5)
+    examples = [TextExample(guid=str(i), text_a=t, label=label) for i, (t, label) in enumerate(rows)]
+    config = long_text.LongTextConfig("windows", window_stride=7)
+    task = ClassificationTask(tokenizer, 16, ["neg", "pos"], packing=True, long_text=config)
+    iterator = iter(task.dataset(task.featurize(examples, training=True), 4, training=True, seed=2))
+    for _ in range(3):  # into the second epoch (2 batches of 4 of the 10 documents an epoch)
+        next(iterator)
+    checkpoint = tf.train.Checkpoint(iterator=iterator)
+    path = checkpoint.save(str(tmp_path / "iterator"))
+    expected = [next(iterator)["document_ids"].numpy().tolist() for _ in range(4)]
+    assert len({tuple(documents) for documents in expected}) > 1
+    checkpoint.restore(path)
+    assert [next(iterator)["document_ids"].numpy().tolist() for _ in range(4)] == expected
 
 
 def last_window_rows(n: int, seed: int) -> list:
@@ -216,7 +287,6 @@ def test_flags_exit_2_naming_the_flag(tmp_path, capfd, model_dir, long_data):
     for extra, named in [
         (["--long_text=windows", "--window_stride=0"], "--window_stride"),
         (["--long_text=windows", "--window_stride=15"], "--window_stride=15"),
-        (["--long_text=windows", "--packing"], "--packing"),
     ]:
         status = run_main(job, [*common, f"--output_dir={tmp_path / 'out'}", *extra])
         err = capfd.readouterr().err

@@ -245,7 +245,17 @@ def _log_packing(phase, batches, lengths, max_seq_length):
 def gather_packed_batches(
     table_dataset, columns: dict, max_seq_length: int, transform=None, slot_keys=(), token_keys: dict | None = None
 ):
-    """Maps batches of slot tables to packed model inputs.
+    """Maps batches of slot tables to packed model inputs (`packed_batch_function`'s), prefetched."""
+    import tensorflow as tf
+
+    gather = packed_batch_function(columns, max_seq_length, transform, slot_keys, token_keys)
+    return prefetching.prefetched(table_dataset.map(gather, num_parallel_calls=tf.data.AUTOTUNE))
+
+
+def packed_batch_function(
+    columns: dict, max_seq_length: int, transform=None, slot_keys=(), token_keys: dict | None = None
+):
+    """A function of one slot table [rows, slots] (example indices, -1: empty) to a batch of packed model inputs.
 
     `columns`: name -> numpy array [num_examples, ...]: texts for `transform` (the tokenizer's packer, which
     gives each example's encoder inputs [examples, max_seq_length]), or, without `transform`, the encoder
@@ -260,7 +270,8 @@ def gather_packed_batches(
     tensors = {name: tf.constant(value) for name, value in columns.items()}
 
     def gather(table):
-        rows, slots = table.shape  # static: one program for every batch
+        static_rows, slots = table.shape  # static: one program for every batch (not `document_row_batches`')
+        rows = tf.shape(table)[0] if static_rows is None else static_rows
         flat = tf.reshape(table, [-1])
         present = flat >= 0
         indices = tf.maximum(flat, 0)
@@ -275,7 +286,7 @@ def gather_packed_batches(
         for name, padding in [(k, 0) for k in ENCODER_KEYS + (EXAMPLE_IDS_KEY,)] + list(token_keys.items()):
             ragged = tf.RaggedTensor.from_tensor(encoded[name], lengths=lengths)
             ragged = tf.RaggedTensor.from_uniform_row_length(ragged, slots).merge_dims(1, 2)
-            shape = [rows, max_seq_length] + encoded[name].shape[2:].as_list()  # per-token vectors keep their width
+            shape = [static_rows, max_seq_length] + encoded[name].shape[2:].as_list()  # per-token vectors keep width
             batch[name] = ragged.to_tensor(tf.cast(padding, ragged.dtype), shape=shape)
         for name in ENCODER_KEYS + (EXAMPLE_IDS_KEY,):
             batch[name] = tf.cast(batch[name], tf.int32)
@@ -283,11 +294,70 @@ def gather_packed_batches(
             values = tf.gather(tensors[name], indices)  # [rows * slots, ...]: a value (or a vector) per example
             filled = tf.reshape(present, [-1] + [1] * (values.shape.rank - 1))
             values = tf.where(filled, values, tf.zeros_like(values))
-            batch[name] = tf.reshape(values, [rows, slots] + values.shape[1:].as_list())
+            batch[name] = tf.reshape(values, [-1, slots] + values.shape[1:].as_list())
         batch[FEATURE_INDEX_KEY] = tf.cast(tf.where(table >= 0, table, -1), tf.int32)
         return batch
 
-    return prefetching.prefetched(table_dataset.map(gather, num_parallel_calls=tf.data.AUTOTUNE))
+    return gather
+
+
+def document_row_batches(
+    num_windows,
+    window_lengths,
+    batch_size: int,
+    max_seq_length: int,
+    training: bool,
+    seed: int = 0,
+    input_context=None,
+    window: int = DEFAULT_WINDOW,
+):
+    """Batches of `batch_size` documents whose windows pack rows: (documents [batch_size], table [rows, slots]).
+
+    `num_windows` [documents]: each document's windows, which are examples `sum(num_windows[:d])` onwards of
+    `window_lengths` [all windows] (tokens incl. [CLS]/[SEP]). A batch's documents' windows are placed by first
+    fit (`slot_table`), so windows of short documents share rows and a batch counts documents; the number of
+    rows varies with the batch. Training: each epoch a permutation of the documents drawn from (`seed`, epoch)
+    with stateless ops (exact resume), cut into batches (the rest sits out; data too small for two batches per
+    input pipeline is repeated within the epoch), endless. Inference: the documents in input order, the last
+    batch's missing documents -1.
+    """
+    import tensorflow as tf
+
+    num_windows = np.asarray(num_windows, np.int64)
+    size = len(num_windows)
+    if size < 1:
+        raise ValueError("No documents.")
+    offsets = tf.constant(np.concatenate([[0], np.cumsum(num_windows)[:-1]]).astype(np.int64))
+    counts, lengths = tf.constant(num_windows), tf.constant(np.asarray(window_lengths, np.int64))
+    slots = max_examples_per_row(max_seq_length)
+
+    def with_table(documents):
+        present = tf.boolean_mask(documents, documents >= 0)
+        starts = tf.gather(offsets, present)
+        windows = tf.ragged.range(starts, starts + tf.gather(counts, present)).flat_values
+        return documents, slot_table(windows, lengths, max_seq_length, slots, window)
+
+    if not training:
+        order = np.concatenate([np.arange(size), np.full(-size % batch_size, -1)]).reshape(-1, batch_size)
+        return tf.data.Dataset.from_tensor_slices(order).map(with_table)
+    pipelines = input_context.num_input_pipelines if input_context is not None else 1
+    repeats = max(1, -(-2 * batch_size * pipelines // size))
+    seed = tf.constant(int(seed), tf.int64)
+
+    def epoch_batches(epoch):
+        order = (
+            tf.random.experimental.stateless_shuffle(
+                tf.range(size * repeats, dtype=tf.int64), seed=tf.stack([seed, 2 * epoch])
+            )
+            % size
+        )
+        groups = tf.reshape(order[: (size * repeats // batch_size) * batch_size], [-1, batch_size])
+        dataset = tf.data.Dataset.from_tensor_slices(groups)
+        if pipelines > 1:
+            dataset = dataset.shard(pipelines, input_context.input_pipeline_id)
+        return dataset.map(with_table)
+
+    return tf.data.Dataset.counter(dtype=tf.int64).flat_map(epoch_batches)
 
 
 def unpack_outputs(outputs: dict, example_ids: np.ndarray, slots: int) -> dict:

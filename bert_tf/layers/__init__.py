@@ -2,7 +2,7 @@
 
 from bert_tf.layers.activations import get_activation
 from bert_tf.layers.attention import MultiHeadSelfAttention
-from bert_tf.layers.document_windows import WindowPooling, WindowRows
+from bert_tf.layers.document_windows import PackedWindowPooling, WindowPooling, WindowRows
 from bert_tf.layers.dropout import Dropout
 from bert_tf.layers.embeddings import BertEmbeddings
 from bert_tf.layers.gather import gather_positions

@@ -69,3 +69,53 @@ class WindowPooling(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "pooling": self.pooling}
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class PackedWindowPooling(keras.layers.Layer):
+    """`WindowPooling` for windows packed into rows: the logits of each document of a batch from its windows' slots.
+
+    A one-hot [documents, slots] match of ids (no gather, no static length), so it runs on any backend.
+
+    Args:
+      pooling: "mean" or "max".
+
+    Call args:
+      slot_logits: [rows, slots, classes], a packed `BertClassifier`'s logits (one window a slot).
+      window_document_ids: int [rows, slots]: the document of each slot's window; -1 for an empty slot.
+      document_ids: int [documents]: the batch's documents, in order; -1 for a missing one (zeros).
+
+    Returns:
+      float32 [documents, classes].
+
+    >>> import numpy as np
+    >>> logits = np.array([[[1.0], [3.0]], [[5.0], [0.0]]], "float32")  # 2 rows of 2 slots
+    >>> owners = np.array([[7, 4], [7, -1]], "int32")  # document 7: slots (0, 0) and (1, 0)
+    >>> np.asarray(PackedWindowPooling("mean")(logits, owners, np.array([7, 4, -1], "int32"))).tolist()
+    [[3.0], [3.0], [0.0]]
+    """
+
+    def __init__(self, pooling: str = "mean", **kwargs):
+        super().__init__(**kwargs)
+        if pooling not in WINDOW_POOLINGS:
+            raise ValueError(f"pooling must be one of {WINDOW_POOLINGS}, got {pooling!r}.")
+        self.pooling = pooling
+
+    def call(self, slot_logits, window_document_ids, document_ids):
+        logits = ops.cast(slot_logits, "float32")
+        logits = ops.reshape(logits, (-1, ops.shape(logits)[-1]))  # [rows * slots, classes]
+        owners = ops.reshape(ops.cast(window_document_ids, "int32"), (-1,))
+        documents = ops.cast(document_ids, "int32")
+        member = ops.logical_and(ops.equal(documents[:, None], owners[None, :]), documents[:, None] >= 0)
+        member = ops.cast(member, "float32")  # [documents, rows * slots]
+        count = ops.sum(member, axis=1, keepdims=True)
+        if self.pooling == "mean":
+            return ops.matmul(member, logits) / ops.maximum(count, 1.0)
+        largest = ops.max(ops.where(member[:, :, None] > 0, logits[None, :, :], -1e9), axis=1)
+        return ops.where(count > 0, largest, ops.zeros_like(largest))
+
+    def compute_output_shape(self, slot_logits_shape, window_document_ids_shape, document_ids_shape):
+        return (document_ids_shape[0], slot_logits_shape[-1])
+
+    def get_config(self):
+        return {**super().get_config(), "pooling": self.pooling}

@@ -2,10 +2,14 @@
 
 import keras
 
-from bert_tf.layers.document_windows import WindowPooling, WindowRows
+from bert_tf.layers.document_windows import PackedWindowPooling, WindowPooling, WindowRows
 from bert_tf.layers.heads import ClassificationHead
-from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES, BertEncoder
+from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES, BertEncoder, encoder_inputs
 from bert_tf.models.task_model import TaskModel
+
+#: Packed windows' extra inputs: the document of each window slot [rows, slots], the batch's documents [docs].
+WINDOW_DOCUMENT_IDS_KEY = "window_document_ids"
+DOCUMENT_IDS_KEY = "document_ids"
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -22,9 +26,13 @@ class DocumentClassifier(TaskModel):
       num_classes: number of classes; 1 for regression.
       dropout_rate: dropout before the output layer; defaults to the encoder's hidden dropout.
       pooling: "mean" or "max" of the windows' logits.
+      examples_per_row: None: a document's windows are rows of their own. A number k: windows packed k slots a
+        row (`bert_tf.data.packed_rows.document_row_batches`), pooled per document by `PackedWindowPooling`.
 
     Inputs: the encoder's names, int32 [documents, windows, seq_length]; padding window slots have an all-zero
-    `input_mask`. Output: float32 logits [documents, num_classes].
+    `input_mask`. Packed: the encoder's names and `input_example_ids` [rows, seq_length],
+    `window_document_ids` [rows, k] (-1: empty slot) and `document_ids` [documents] (-1: none).
+    Output: float32 logits [documents, num_classes].
 
     >>> import numpy as np
     >>> from bert_tf import BertConfig, BertEncoder
@@ -39,7 +47,15 @@ class DocumentClassifier(TaskModel):
     (1, 3)
     """
 
-    def __init__(self, encoder: BertEncoder, num_classes: int, dropout_rate=None, pooling: str = "mean", **kwargs):
+    def __init__(
+        self,
+        encoder: BertEncoder,
+        num_classes: int,
+        dropout_rate=None,
+        pooling: str = "mean",
+        examples_per_row=None,
+        **kwargs,
+    ):
         if dropout_rate is None:
             dropout_rate = encoder.config.hidden_dropout_prob
         head = ClassificationHead(
@@ -49,16 +65,28 @@ class DocumentClassifier(TaskModel):
             dtype=encoder.dtype_policy,
             name="classifier",
         )
-        inputs = {name: keras.Input(shape=(None, None), dtype="int32", name=name) for name in ENCODER_INPUT_NAMES}
-        to_rows = WindowRows(name="window_rows")
-        pooled = encoder({name: to_rows(value) for name, value in inputs.items()})["pooled_output"]
-        logits = WindowPooling(pooling, name="window_pooling")(head(pooled), inputs["input_mask"])
+        if examples_per_row is None:
+            inputs = {name: keras.Input(shape=(None, None), dtype="int32", name=name) for name in ENCODER_INPUT_NAMES}
+            to_rows = WindowRows(name="window_rows")
+            pooled = encoder({name: to_rows(value) for name, value in inputs.items()})["pooled_output"]
+            logits = WindowPooling(pooling, name="window_pooling")(head(pooled), inputs["input_mask"])
+        else:
+            inputs = encoder_inputs(packed=True)
+            inputs[WINDOW_DOCUMENT_IDS_KEY] = keras.Input(
+                (examples_per_row,), dtype="int32", name=WINDOW_DOCUMENT_IDS_KEY
+            )
+            inputs[DOCUMENT_IDS_KEY] = keras.Input((), dtype="int32", name=DOCUMENT_IDS_KEY)
+            pooled = encoder.packed_outputs(inputs, examples_per_row)["pooled_output"]
+            logits = PackedWindowPooling(pooling, name="window_pooling")(
+                head(pooled), inputs[WINDOW_DOCUMENT_IDS_KEY], inputs[DOCUMENT_IDS_KEY]
+            )
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
         self.encoder = encoder
         self.classifier = head
         self.num_classes = num_classes
         self.dropout_rate = dropout_rate
         self.pooling = pooling
+        self.examples_per_row = examples_per_row
 
     def get_config(self):
         return {
@@ -66,4 +94,5 @@ class DocumentClassifier(TaskModel):
             "num_classes": self.num_classes,
             "dropout_rate": self.dropout_rate,
             "pooling": self.pooling,
+            "examples_per_row": self.examples_per_row,
         }

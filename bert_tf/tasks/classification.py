@@ -25,6 +25,7 @@ from bert_tf.data.finetuning_readers import count_unseen_labels, label_list_from
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
 from bert_tf.errors import DataError, JobArgumentError
 from bert_tf.models import ENCODER_INPUT_NAMES, BertClassifier, DocumentClassifier
+from bert_tf.models.document_classifier import DOCUMENT_IDS_KEY, WINDOW_DOCUMENT_IDS_KEY
 from bert_tf.tasks import long_text as long_text_lib
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import (
@@ -57,7 +58,8 @@ class ClassificationTask(FinetuningTask):
         `bert_tf.data.length_buckets` for what it costs in accuracy).
       packing: batches of rows filled with whole examples (`bert_tf.data.packed_rows`): the model takes
         `input_example_ids` and gives logits per example slot [rows, slots, classes]; the loss is the mean over
-        the batch's examples.
+        the batch's examples. With windows, a batch's documents' windows fill its rows, and the model pools
+        them into logits per document [documents, classes].
       long_text: a `LongTextConfig`: texts longer than the window truncated (default), cut to head and tail, or
         read in windows (features [documents, windows, seq_length]; a batch counts documents).
     """
@@ -123,8 +125,6 @@ class ClassificationTask(FinetuningTask):
     ):
         self.tokenizer = tokenizer
         self.long_text = long_text or long_text_lib.LongTextConfig()
-        if self.long_text.windows and packing:
-            raise JobArgumentError("--long_text=windows does not combine with --packing yet; give --nopacking.")
         self.packing = packing
         self.bucket_width = bucket_width or 0
         self.group_by_length = group_by_length
@@ -169,10 +169,15 @@ class ClassificationTask(FinetuningTask):
         return self.seq_length - (3 if self.sentence_pair else 2)
 
     def build_model(self, encoder):
-        if self.long_text.windows:
-            pooling = self.long_text.window_pooling
-            return DocumentClassifier(encoder, self.num_outputs, dropout_rate=self.dropout_rate, pooling=pooling)
         slots = packed_rows.max_examples_per_row(self.seq_length) if self.packing else None
+        if self.long_text.windows:
+            return DocumentClassifier(
+                encoder,
+                self.num_outputs,
+                dropout_rate=self.dropout_rate,
+                pooling=self.long_text.window_pooling,
+                examples_per_row=slots,
+            )
         return BertClassifier(
             encoder, num_classes=self.num_outputs, dropout_rate=self.dropout_rate, examples_per_row=slots
         )
@@ -330,8 +335,11 @@ class ClassificationTask(FinetuningTask):
         )
 
     def _windows_dataset(self, features, batch_size, training, seed, input_context):
-        """Batches of `batch_size` documents, [documents, windows, seq_length], the windows axis cut to the
-        batch's most windows (bucket width 1; with --bucket_width=0, every batch has all the window slots)."""
+        """Batches of `batch_size` documents: [documents, windows, seq_length], the windows axis cut to the
+        batch's most windows (bucket width 1; with --bucket_width=0, every batch has all the window slots), or
+        packed (`_packed_windows_dataset`)."""
+        if self.packing:
+            return self._packed_windows_dataset(features, batch_size, training, seed, input_context)
         columns = {k: features[k] for k in ENCODER_INPUT_NAMES + self.label_keys if k in features}
         return length_bucketed_dataset(
             columns,
@@ -345,6 +353,47 @@ class ClassificationTask(FinetuningTask):
             group_by_length=self.group_by_length,
             sequence_keys=ENCODER_INPUT_NAMES,
         )
+
+    def _packed_windows_dataset(self, features, batch_size, training, seed, input_context):
+        """Batches of `batch_size` documents whose windows fill packed rows (`document_row_batches`), with
+        `window_document_ids` [rows, slots] and `document_ids` = `feature_index` [documents]; the documents'
+        other columns (labels, label weights, a teacher's logits) [documents, ...]."""
+        import tensorflow as tf
+
+        real = features["input_mask"][:, :, 0] > 0  # [documents, window slots]: the windows, in document order
+        windows = {k: features[k][real] for k in ENCODER_INPUT_NAMES}
+        windows[WINDOW_DOCUMENT_IDS_KEY] = np.nonzero(real)[0].astype(np.int32)
+        if training:
+            seed = int(np.random.default_rng().integers(2**31)) if seed is None else seed
+        tables = packed_rows.document_row_batches(
+            features[NUM_WINDOWS_KEY],
+            windows["input_mask"].sum(axis=1),
+            batch_size,
+            self.seq_length,
+            training,
+            seed or 0,
+            input_context,
+        )
+        if not training:
+            tables = sharded(tables, input_context)
+        gather = packed_rows.packed_batch_function(windows, self.seq_length, slot_keys=(WINDOW_DOCUMENT_IDS_KEY,))
+        skipped = set(ENCODER_INPUT_NAMES + CUT_KEYS + (NUM_WINDOWS_KEY, "text_a"))
+        per_document = {k: tf.constant(v) for k, v in features.items() if k not in skipped}
+
+        def batch(documents, table):
+            values = gather(table)
+            values[WINDOW_DOCUMENT_IDS_KEY] = tf.where(
+                values[FEATURE_INDEX_KEY] >= 0, values[WINDOW_DOCUMENT_IDS_KEY], -1
+            )
+            present = documents >= 0
+            for name, column in per_document.items():
+                gathered = tf.gather(column, tf.maximum(documents, 0))
+                filled = tf.reshape(present, [-1] + [1] * (gathered.shape.rank - 1))
+                values[name] = tf.where(filled, gathered, tf.zeros_like(gathered))
+            values[DOCUMENT_IDS_KEY] = values[FEATURE_INDEX_KEY] = tf.cast(documents, tf.int32)
+            return values
+
+        return prefetching.prefetched(tables.map(batch, num_parallel_calls=tf.data.AUTOTUNE))
 
     def _packed_dataset(self, features, columns, batch_size, training, seed, input_context):
         lengths = self.packed_lengths(features)

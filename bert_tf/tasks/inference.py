@@ -33,6 +33,7 @@ def iterate_outputs(
     `bert_tf.progress.INTERVAL_SECONDS` logs `label`, the batches done and an ETA by the clock.
     """
     strategy = strategy or tf.distribute.get_strategy()
+    input_names = _input_names(model)
 
     @tf.function(jit_compile=jit_compile, reduce_retracing=True)
     def forward(inputs):
@@ -45,7 +46,7 @@ def iterate_outputs(
     @tf.function(reduce_retracing=True)
     def step(features):
         def replica_step(batch):
-            outputs = forward({k: batch[k] for k in ENCODER_INPUT_NAMES + (EXAMPLE_IDS_KEY,) if k in batch})
+            outputs = forward({k: batch[k] for k in input_names if k in batch})
             outputs[FEATURE_INDEX_KEY] = batch[FEATURE_INDEX_KEY]
             if EXAMPLE_IDS_KEY in batch:
                 outputs[EXAMPLE_IDS_KEY] = batch[EXAMPLE_IDS_KEY]
@@ -64,8 +65,11 @@ def iterate_outputs(
             name: np.concatenate([np.asarray(local) for local in strategy.experimental_local_results(value)])
             for name, value in outputs.items()
         }
-        if EXAMPLE_IDS_KEY in batch:  # packed rows: [rows, slots or seq, ...] -> one row per example slot
-            example_ids, index = batch.pop(EXAMPLE_IDS_KEY), batch.pop(FEATURE_INDEX_KEY)
+        example_ids = batch.pop(EXAMPLE_IDS_KEY, None)
+        if example_ids is not None and batch[FEATURE_INDEX_KEY].ndim == 2:
+            # Packed rows: [rows, slots or seq, ...] -> one row per example slot. (Packed document windows are
+            # pooled in the model: one row per document already.)
+            index = batch.pop(FEATURE_INDEX_KEY)
             batch = packed_rows.unpack_outputs(batch, example_ids.astype(np.int64), index.shape[1])
             batch[FEATURE_INDEX_KEY] = index.reshape(-1)
         indices = batch[FEATURE_INDEX_KEY]
@@ -75,6 +79,16 @@ def iterate_outputs(
         tracker.advance()
     if tracker.reported:
         tracker.finish()
+
+
+def _input_names(model) -> tuple:
+    """The model's own input names when it has a dict of inputs (packed document windows add two to the
+    encoder's); else the encoder's and `input_example_ids`."""
+    try:
+        model_input = model.input
+    except (AttributeError, ValueError):  # not a functional model
+        model_input = None
+    return tuple(model_input) if isinstance(model_input, dict) else ENCODER_INPUT_NAMES + (EXAMPLE_IDS_KEY,)
 
 
 def predict_outputs(

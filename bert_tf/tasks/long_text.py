@@ -12,7 +12,11 @@ max_seq_length - 2 pieces that start every `window_stride` pieces (the last one 
 each window is encoded as its own sequence and the windows' logits are pooled (mean or max over the windows)
 into the document's, before the loss: the label belongs to the document. A document needs at most
 `max_windows` windows (a static shape for XLA); one that needs more keeps `max_windows` windows spread evenly
-over it (the first and the last included), and `cut_report` counts it. Loads no TensorFlow.
+over it (the first and the last included), and `cut_report` counts it.
+
+Tagging reads the same windows (not capped: every word is tagged) and tags each word from the window where its
+first piece has the most context (`max_context_windows`, SQuAD's rule); `head_tail` would leave words untagged.
+Loads no TensorFlow.
 """
 
 from __future__ import annotations
@@ -32,12 +36,16 @@ HEAD_SHARE = (128, 510)
 FLAG_HELP = {
     "long_text": "Texts longer than --max_seq_length: truncate (keep the first pieces), head_tail (keep the first "
     "quarter and the last three quarters of the pieces, Sun et al. 2019) or windows (every window of a document, "
-    "encoded and pooled into one prediction; classification and regression of single texts).",
+    "encoded and pooled into one prediction; classification and regression of single texts; tagging tags each "
+    "word from the window where it has the most context). Tagging's truncate splits a long sentence at word "
+    "boundaries, each part tagged alone; tagging refuses head_tail.",
     "window_stride": "--long_text=windows: pieces between the starts of a document's windows, 1 to the window "
     "(--max_seq_length - 2); default: the window (windows that touch, no overlap).",
-    "window_pooling": "--long_text=windows: how a document's window logits become its logits: mean or max.",
+    "window_pooling": "--long_text=windows: how a document's window logits become its logits: mean or max "
+    "(classification and regression).",
     "max_windows": "--long_text=windows: windows per document (a static shape); a longer document keeps this "
-    "many, spread evenly over it, and the cut report counts it.",
+    "many, spread evenly over it, and the cut report counts it (classification and regression; tagging reads "
+    "every window).",
 }
 
 
@@ -123,6 +131,20 @@ def window_starts(num_pieces: int, window: int, stride: int) -> list[int]:
     return starts
 
 
+def max_context_windows(num_pieces: int, starts: list[int], window: int) -> np.ndarray:
+    """int64 [num_pieces]: for each piece, the index in `starts` of the window where it has the most context.
+
+    google-research/bert's run_squad `_check_is_max_context`: a piece at `p` of a window [s, s + length) scores
+    min(p - s, s + length - 1 - p) + 0.01 * length; the highest score wins, the earlier window on a tie.
+    """
+    positions = np.arange(num_pieces)[None, :]
+    begin = np.asarray(starts, np.int64)[:, None]
+    length = np.minimum(window, num_pieces - begin)  # [windows, 1]
+    score = np.minimum(positions - begin, begin + length - 1 - positions) + 0.01 * length
+    inside = (positions >= begin) & (positions < begin + length)
+    return np.argmax(np.where(inside, score, -np.inf), axis=0)  # argmax: the first of equal maxima
+
+
 def capped_starts(starts: list[int], max_windows: int) -> list[int]:
     """At most `max_windows` of `starts`, spread evenly (the first and last kept)."""
     if len(starts) <= max_windows:
@@ -164,8 +186,9 @@ def cut_report(num_pieces, kept_pieces, window: int, capped=None) -> dict:
     return report
 
 
-def describe_cut(report: dict, phase: str, long_text: str, window: int) -> list[str]:
-    """The log lines of a `cut_report`: the counts, and a hint at --long_text when most texts are cut."""
+def describe_cut(report: dict, phase: str, long_text: str, window: int, hint: str | None = None) -> list[str]:
+    """The log lines of a `cut_report`: the counts, and `hint` (default: one at --long_text=windows or head_tail)
+    when most texts are longer than the window and --long_text is not windows."""
     lines = [
         f"{phase}: {report['texts_longer_than_window']} of {report['texts']} texts are longer than the window "
         f"({window} pieces); --long_text={long_text} drops {100 * report['dropped_piece_share_of_long_texts']:.1f}% "
@@ -175,7 +198,8 @@ def describe_cut(report: dict, phase: str, long_text: str, window: int) -> list[
     ]
     if long_text != "windows" and report["texts_longer_than_window"] * 2 > report["texts"]:
         lines.append(
-            "Most texts are cut: --long_text=windows reads all of each document (or --long_text=head_tail keeps "
+            hint
+            or "Most texts are cut: --long_text=windows reads all of each document (or --long_text=head_tail keeps "
             "its start and end)."
         )
     return lines

@@ -3,7 +3,11 @@
 Each word is split into WordPieces; the word's tag is the target of its
 first piece and the other pieces are ignored by the loss, as in the BERT
 paper. A sentence longer than `seq_length - 2` pieces is split into several
-features at word boundaries, and the predictions of its parts are joined.
+features at word boundaries (--long_text=truncate, the default), or read in
+overlapping windows (--long_text=windows) where each word is trained and tagged
+only in the window where its first piece has the most context (SQuAD's rule,
+`bert_tf.tasks.long_text.max_context_windows`); the predictions of the parts
+are joined. Either way the features are rows like any other, so they pack.
 Metrics are word-level tag accuracy and entity (span) precision/recall/F1.
 """
 
@@ -23,8 +27,9 @@ from bert_tf.data.examples import TaggingExample
 from bert_tf.data.finetuning_data import ConllExamplesReader
 from bert_tf.data.finetuning_readers import count_unseen_labels, tag_list_from_examples, warn_unseen_labels
 from bert_tf.data.length_buckets import DEFAULT_BUCKET_WIDTH
-from bert_tf.errors import DataError
+from bert_tf.errors import DataError, JobArgumentError
 from bert_tf.models import BertTokenClassifier
+from bert_tf.tasks import long_text as long_text_lib
 from bert_tf.tasks import metrics as metrics_lib
 from bert_tf.tasks.base import FinetuningTask, numpy_dataset, sharded
 from bert_tf.tasks.registry import register_task
@@ -36,11 +41,14 @@ IGNORED_LABEL = -1
 class TaggingFeatures:
     """`inputs`: encoder inputs (+ `label_ids` [N, S], -1 where ignored);
     `example_index` [N]; `word_index` [N, S]: the word whose first piece is at
-    that position, else -1."""
+    that position (and is tagged there), else -1; `num_pieces` and `kept_pieces`
+    [sentences]: each sentence's pieces and those the model reads (the cut report's)."""
 
     inputs: dict
     example_index: np.ndarray
     word_index: np.ndarray
+    num_pieces: np.ndarray | None = None
+    kept_pieces: np.ndarray | None = None
 
     def __len__(self):
         return len(self.example_index)
@@ -61,6 +69,8 @@ class TaggingTask(FinetuningTask):
         `bert_tf.data.length_buckets` for what it costs in accuracy).
       packing: batches of rows filled with whole sentences (`bert_tf.data.packed_rows`), each tagged as if
         alone; the loss stays the mean over the batch's tagged words.
+      long_text: a `LongTextConfig`: a sentence longer than the window split at word boundaries (truncate, the
+        default) or read in overlapping windows (windows; `window_stride`); head_tail is refused.
     """
 
     name = "token_classification"
@@ -75,8 +85,14 @@ class TaggingTask(FinetuningTask):
 
     @classmethod
     def from_config(cls, config, tokenizer, labels, reader) -> TaggingTask:
-        config.refuse_long_text()
-        return cls(tokenizer, config.max_seq_length, labels, packing=config.packing, **config.head_and_batch_options())
+        return cls(
+            tokenizer,
+            config.max_seq_length,
+            labels,
+            packing=config.packing,
+            long_text=config.long_text_config,
+            **config.head_and_batch_options(),
+        )
 
     @classmethod
     def labels_from_examples(cls, task: str, examples) -> list:
@@ -103,7 +119,14 @@ class TaggingTask(FinetuningTask):
         bucket_width: int | None = DEFAULT_BUCKET_WIDTH,
         group_by_length: bool = False,
         packing: bool = False,
+        long_text: long_text_lib.LongTextConfig | None = None,
     ):
+        self.long_text = long_text or long_text_lib.LongTextConfig()
+        if self.long_text.long_text == "head_tail":
+            raise JobArgumentError(
+                "--long_text=head_tail drops the middle of a long sentence, whose words tagging must all tag: give "
+                "--long_text=truncate (split at word boundaries) or --long_text=windows."
+            )
         if seq_length < 3:
             raise ValueError(f"max_seq_length must be at least 3 for tagging, got {seq_length}.")
         if not tag_list:
@@ -122,7 +145,12 @@ class TaggingTask(FinetuningTask):
         self.default_tag = "O" if "O" in self.tag_ids else self.tag_list[0]
 
     def config(self) -> dict:
-        return {"task": self.name, "label_list": self.tag_list, "max_seq_length": self.seq_length}
+        return {
+            "task": self.name,
+            "label_list": self.tag_list,
+            "max_seq_length": self.seq_length,
+            **({"long_text": self.long_text.recorded()} if self.long_text != long_text_lib.LongTextConfig() else {}),
+        }
 
     def build_model(self, encoder):
         return BertTokenClassifier(
@@ -153,29 +181,23 @@ class TaggingTask(FinetuningTask):
         if labelled and not training:
             warn_unseen_labels(self._unseen_tags(examples), "words")
         flat_words = [w for e in examples for w in e.words]
-        flat_pieces = self.tokenizer.word_pieces(flat_words)
+        flat_pieces = iter(self.tokenizer.word_pieces(flat_words))
         room = self.seq_length - 2
-
         rows = {"input_word_ids": [], "label_ids": [], "word_index": [], "example_index": []}
-        position = 0
+        num_pieces, kept_pieces = [], []
         for example_index, example in enumerate(examples):
             tag_ids = None
             if labelled and training:
                 tag_ids = [self._tag_id(example, i) for i in range(len(example.words))]
             elif labelled:  # a tag the model was not trained on is left out of the loss (IGNORED_LABEL)
                 tag_ids = [self.tag_ids.get(tag, IGNORED_LABEL) for tag in example.labels]
-            chunk_ids, chunk_labels, chunk_words = [], [], []
-            for word_number in range(len(example.words)):
-                pieces = self.tokenizer.flat_pieces(flat_pieces[position])[:room]
-                position += 1
-                if chunk_ids and len(chunk_ids) + len(pieces) > room:
-                    self._append(rows, example_index, chunk_ids, chunk_labels, chunk_words)
-                    chunk_ids, chunk_labels, chunk_words = [], [], []
-                for i, piece in enumerate(pieces):
-                    chunk_ids.append(piece)
-                    chunk_words.append(word_number if i == 0 else -1)
-                    chunk_labels.append(tag_ids[word_number] if labelled and i == 0 else IGNORED_LABEL)
-            self._append(rows, example_index, chunk_ids, chunk_labels, chunk_words)
+            word_pieces = [self.tokenizer.flat_pieces(next(flat_pieces)) for _ in example.words]
+            num_pieces.append(sum(len(pieces) for pieces in word_pieces))
+            word_pieces = [pieces[:room] for pieces in word_pieces]  # a word of more pieces than a row keeps a row
+            kept_pieces.append(sum(len(pieces) for pieces in word_pieces))
+            cut = self._windows if self.long_text.windows else self._split_at_words
+            for piece_ids, labels, words in cut(word_pieces, tag_ids):
+                self._append(rows, example_index, piece_ids, labels, words)
 
         word_ids = np.asarray(rows["input_word_ids"], np.int32)
         mask = (np.asarray(rows["word_index"]) != -2).astype(np.int32)
@@ -187,7 +209,58 @@ class TaggingTask(FinetuningTask):
             inputs=inputs,
             example_index=np.asarray(rows["example_index"], np.int32),
             word_index=np.where(word_index == -2, -1, word_index),
+            num_pieces=np.asarray(num_pieces, np.int64),
+            kept_pieces=np.asarray(kept_pieces, np.int64),
         )
+
+    def _split_at_words(self, word_pieces, tag_ids):
+        """--long_text=truncate: (pieces, labels, word numbers) of consecutive parts of a sentence, each as many
+        whole words as fit in a row; each part is tagged alone."""
+        room = self.seq_length - 2
+        chunk_ids, chunk_labels, chunk_words = [], [], []
+        for word_number, pieces in enumerate(word_pieces):
+            if chunk_ids and len(chunk_ids) + len(pieces) > room:
+                yield chunk_ids, chunk_labels, chunk_words
+                chunk_ids, chunk_labels, chunk_words = [], [], []
+            for i, piece in enumerate(pieces):
+                chunk_ids.append(piece)
+                chunk_words.append(word_number if i == 0 else -1)
+                chunk_labels.append(tag_ids[word_number] if tag_ids is not None and i == 0 else IGNORED_LABEL)
+        yield chunk_ids, chunk_labels, chunk_words
+
+    def _windows(self, word_pieces, tag_ids):
+        """--long_text=windows: (pieces, labels, word numbers) of each window of a sentence (`window_starts`);
+        a word's number and label sit only in the window where its first piece has the most context
+        (`max_context_windows`), so each word is trained and tagged once."""
+        room = self.seq_length - 2
+        piece_ids = [piece for pieces in word_pieces for piece in pieces]
+        words = np.asarray(
+            [w if i == 0 else -1 for w, pieces in enumerate(word_pieces) for i in range(len(pieces))], np.int64
+        )
+        labels = np.full(len(piece_ids), IGNORED_LABEL)
+        if tag_ids is not None:
+            labels[words >= 0] = np.asarray(tag_ids)[words[words >= 0]]
+        starts = long_text_lib.window_starts(len(piece_ids), room, self.long_text.stride(room))
+        owner = long_text_lib.max_context_windows(len(piece_ids), starts, room)
+        for window, start in enumerate(starts):
+            span = slice(start, start + room)
+            own = owner[span] == window
+            yield (
+                piece_ids[span],
+                np.where(own, labels[span], IGNORED_LABEL).tolist(),
+                np.where(own, words[span], -1).tolist(),
+            )
+
+    def cut_report(self, features: TaggingFeatures) -> dict:
+        return long_text_lib.cut_report(features.num_pieces, features.kept_pieces, self.seq_length - 2)
+
+    def describe_cut(self, report: dict, phase: str) -> list:
+        hint = (
+            "Most sentences are longer than the window: --long_text=truncate tags each part of a sentence split at "
+            "word boundaries alone; --long_text=windows tags each word from the overlapping window where it has "
+            "the most context."
+        )
+        return long_text_lib.describe_cut(report, phase, self.long_text.long_text, self.seq_length - 2, hint)
 
     def _tag_id(self, example: TaggingExample, word_number: int) -> int:
         tag = example.labels[word_number]

@@ -38,7 +38,7 @@ class FinetuningTaskConfig:
         it out (group_by_length, num_microbatches > 1): `resolve_packing` decides, `packing_note` says why. True:
         packed, and an option or task that cannot be is refused; False: one example a row.
       long_text_config: texts longer than the window (`bert_tf.tasks.long_text`: --long_text, --window_stride,
-        --window_pooling, --max_windows); truncation by default. Windows are rows of their own (not packed).
+        --window_pooling, --max_windows); truncation by default. Windows pack as other examples do.
     """
 
     task: str
@@ -59,9 +59,6 @@ class FinetuningTaskConfig:
         if self.packing and self.group_by_length:
             raise JobArgumentError("--packing and --group_by_length are two orders of the batches: give one.")
         self.long_text_config.check_window(self.max_seq_length)
-        if self.long_text_config.windows and self.packing:
-            # A document's windows are rows of their own, pooled together; packed rows hold whole examples.
-            raise JobArgumentError("--long_text=windows does not combine with --packing yet; leave --packing out.")
 
     def resolve_packing(self, num_microbatches: int = 1) -> FinetuningTaskConfig:
         """This config with `packing` True or False (unchanged if it is one already; see the attribute).
@@ -90,8 +87,6 @@ class FinetuningTaskConfig:
             reasons.append("--num_microbatches splits each batch's rows")
         if self.group_by_length:
             reasons.append("--group_by_length orders the batches by length")
-        if self.long_text_config.windows:
-            reasons.append("--long_text=windows reads a document's windows as rows of their own")
         return reasons
 
     def packing_note(self, num_microbatches: int = 1) -> str:
@@ -104,11 +99,11 @@ class FinetuningTaskConfig:
         return f"Batches of one example a row, not packed rows: {'; '.join(self.unpacked_reasons(num_microbatches))}."
 
     def refuse_long_text(self) -> None:
-        """A task that keeps its own windows (SQuAD) or tags words refuses --long_text other than truncate."""
+        """A task that keeps its own windows (SQuAD) refuses --long_text other than truncate."""
         if self.long_text_config.long_text != "truncate":
             raise JobArgumentError(
                 f"--long_text={self.long_text_config.long_text} is supported for classification and regression "
-                f"of single texts, not --task={self.task}."
+                f"of single texts and for tagging, not --task={self.task}."
             )
 
     def head_and_batch_options(self) -> dict:
