@@ -34,6 +34,8 @@ PEER_VENVS = {
 
 def cpu_name() -> str:
     """The CPU's model name and instruction-set level, e.g. "AMD EPYC 9R14, AVX-512 VNNI/BF16"."""
+    if ROOT not in sys.path:  # a benchmark run from a checkout without bert_tf installed (the GPU machine)
+        sys.path.insert(0, ROOT)
     from bert_tf import cpu_features
 
     return f"{cpu_features.cpu_name()}, {cpu_features.instruction_set_level()}"
