@@ -21,8 +21,9 @@ regression or tagging); its task, labels, vocabulary and --max_seq_length carry 
 TinyBERT's hidden-state loss. A teacher fine-tuned with --long_text=windows or head_tail gives soft targets per
 document, and the student trains on the same cut (--long_text and its options are the teacher's). Training is
 the fine-tuning loop's (strategies, length buckets, or --packing: the teacher's labelling pass, the training and
-the evaluation on packed rows); the same command resumes a killed run. --output_dir becomes a fine-tuned model directory: evaluate it with
-`experiments.finetune --do_eval --output_dir=...`, export it with `experiments.export --model_dir=...`.
+the evaluation on packed rows); the same command resumes a killed run. --output_dir becomes a fine-tuned model
+directory: evaluate it with `experiments.finetune --do_eval --output_dir=...`, export it with
+`experiments.export --model_dir=...`.
 See docs/distillation.md.
 """
 

@@ -22,8 +22,8 @@ def teacher(tmp_path_factory):
     training texts and the longer texts only it labels, in the order the distillation reads them."""
     root = tmp_path_factory.mktemp("long_distill")
     header = ["sentence", "label"]
-    student_rows = last_window_rows(96, 4)
-    # 80 to 90 words: 6 or 7 windows of 14 pieces, more than any training document's 4 (padded window slots).
+    student_rows = last_window_rows(192, 4)
+    # 66 to 106 words: 5 to 8 windows of 14 pieces, more than any training document's 4 (padded window slots).
     unlabeled = [" ".join([text] * 2) for text, _ in last_window_rows(8, 5)]
     files = dict(
         train_file=synthetic.write_tsv(str(root / "train.tsv"), header, last_window_rows(256, 1)),
@@ -70,7 +70,7 @@ def test_student_learns_the_last_window_from_per_document_soft_targets(teacher, 
             eval_file=teacher["eval_file"],
             unlabeled_file=teacher["unlabeled_file"],
             text_a_column="sentence",
-            num_train_steps=200,
+            num_train_steps=250,
             **dict(COMMON, max_seq_length=None, train_batch_size=16),
         )
     assert "reads long texts as its teacher was fine-tuned" in caplog.text
@@ -78,11 +78,11 @@ def test_student_learns_the_last_window_from_per_document_soft_targets(teacher, 
     with open(os.path.join(output_dir, "task_config.json")) as f:
         assert json.load(f)["long_text"] == long_text.LongTextConfig("windows").recorded()
 
-    # The soft targets: one row per document (96 labelled, 8 only the teacher reads), the teacher's windows pooled
+    # The soft targets: one row per document (192 labelled, 8 only the teacher reads), the teacher's windows pooled
     # as its own --do_predict pooled them (predictions.tsv's probabilities, 6 decimals).
     (logits_file,) = (root / "student" / "teacher_logits").glob("*.npy")
     logits = np.load(logits_file).astype(np.float64)
-    assert logits.shape == (96 + 8, 2)
+    assert logits.shape == (192 + 8, 2)
     probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))
     probabilities /= probabilities.sum(axis=1, keepdims=True)
     with open(os.path.join(teacher["teacher_dir"], "predictions.tsv")) as f:

@@ -29,7 +29,11 @@ def pack_texts(
     if any(b is not None for b in texts_b):
         columns["text_b"] = np.array([b or "" for b in texts_b], dtype=str)
         columns["has_text_b"] = np.array([b is not None for b in texts_b])
-    dataset = tf.data.Dataset.from_tensor_slices(columns).batch(1024).map(tokenizer.pack_fn(max_seq_length, head_tail=head_tail))
+    dataset = (
+        tf.data.Dataset.from_tensor_slices(columns)
+        .batch(1024)
+        .map(tokenizer.pack_fn(max_seq_length, head_tail=head_tail))
+    )
     parts = [
         {name: batch[name].numpy() for name in ENCODER_INPUT_NAMES} for batch in prefetching.without_autotuning(dataset)
     ]

@@ -113,7 +113,7 @@ class FeatureExtractionConfig:
         `pooling="pooled"` (the pooler's output is the one feature).
       pooling: None (per-token features), or one of `POOLINGS`: one vector per line.
       normalize: scale each pooled vector to unit L2 length (needs `pooling`).
-      max_seq_length: packed sequence length; longer inputs are truncated.
+      max_seq_length: packed sequence length; a longer line is cut as `long_text_config` says.
       batch_size: lines per forward pass.
       bucket_width: batches are padded to multiples of it (outputs unchanged); 0: to max_seq_length.
       packing: run rows of max_seq_length tokens filled with whole lines, each computed as if alone
@@ -168,9 +168,6 @@ def run_feature_extraction(
 
     from bert_tf.checkpoints.model_dir import restore
     from bert_tf.data import packed_rows
-    from bert_tf.data.length_buckets import bucketed_dataset
-    from bert_tf.features.layer_selection import all_layers
-    from bert_tf.features.pooling import l2_normalize, pool_tokens
     from bert_tf.models import BertEncoder
     from bert_tf.tasks.base import FEATURE_INDEX_KEY
     from bert_tf.tasks.inference import iterate_outputs
@@ -201,29 +198,12 @@ def run_feature_extraction(
     def forward(inputs, training=False):
         if config.packing:
             return _packed_forward(encoder, inputs, pooling, positions, normalize_rows, slots)
-        outputs = encoder(inputs, training=training)
-        if pooling == POOLED:
-            values = outputs["pooled_output"][:, None, :]
-        else:
-            every_layer = all_layers(outputs)
-            values = tf.stack([every_layer[i] for i in positions], axis=2)  # [batch, seq, layers, hidden]
-            mask = tf.cast(inputs["input_mask"], values.dtype)
-            if pooling is None:
-                values *= mask[:, :, None, None]
-            else:
-                values = pool_tokens(values, mask, pooling)
-        if normalize_rows:
-            values = l2_normalize(values)
-        return {"layers": values}
+        return _unpacked_forward(encoder, inputs, pooling, positions, normalize_rows)
 
     packed, plan, cut = _encoder_rows(tokenizer, texts_a, texts_b, max_seq_length, long_text)
     for line in describe_cut(cut, "extract_features", long_text.long_text, max_seq_length - 2):
         logging.info(line)
-    if config.packing:  # logs the share of real tokens
-        tables = packed_rows.inference_row_batches(packed["input_mask"].sum(axis=1), config.batch_size, max_seq_length)
-        dataset = packed_rows.gather_packed_batches(tables, packed, max_seq_length)
-    else:  # bucketed_dataset logs the batches' count and lengths.
-        dataset, _ = bucketed_dataset(packed, config.batch_size, max_seq_length, config.bucket_width)
+    dataset = _row_batches(packed, config)
     per_token = pooling is None
     sink = _RowSink(packed, max_seq_length) if plan is None else _DocumentSink(plan, tokenizer, per_token, normalize)
     # Written under a temporary name and renamed when complete, so a failed run leaves no partial output.
@@ -333,6 +313,43 @@ class _DocumentSink:
                 stacked /= np.maximum(np.linalg.norm(stacked, axis=-1, keepdims=True), 1e-12)
         writer.write_inputs(documents, self.plan.document_inputs(documents, self.seq_length, self.tokenizer))
         writer.write(documents, stacked)
+
+
+def _row_batches(rows: dict, config: FeatureExtractionConfig):
+    """The encoder inputs' batches: packed rows (which log the share of real tokens) or one line a row in length
+    buckets (which log the batches' count and lengths)."""
+    from bert_tf.data import packed_rows
+    from bert_tf.data.length_buckets import bucketed_dataset
+
+    if config.packing:
+        lengths = rows["input_mask"].sum(axis=1)
+        tables = packed_rows.inference_row_batches(lengths, config.batch_size, config.max_seq_length)
+        return packed_rows.gather_packed_batches(tables, rows, config.max_seq_length)
+    return bucketed_dataset(rows, config.batch_size, config.max_seq_length, config.bucket_width)[0]
+
+
+def _unpacked_forward(encoder, inputs, pooling, positions, normalize):
+    """`forward` on one line a row: per-token features [batch, seq, layers, hidden] (zero at padding), or one
+    vector per line [batch, layers, hidden]."""
+    import tensorflow as tf
+
+    from bert_tf.features.layer_selection import all_layers
+    from bert_tf.features.pooling import l2_normalize, pool_tokens
+
+    outputs = encoder(inputs, training=False)
+    if pooling == POOLED:
+        values = outputs["pooled_output"][:, None, :]
+    else:
+        every_layer = all_layers(outputs)
+        values = tf.stack([every_layer[i] for i in positions], axis=2)  # [batch, seq, layers, hidden]
+        mask = tf.cast(inputs["input_mask"], values.dtype)
+        if pooling is None:
+            values *= mask[:, :, None, None]
+        else:
+            values = pool_tokens(values, mask, pooling)
+    if normalize:
+        values = l2_normalize(values)
+    return {"layers": values}
 
 
 def _packed_forward(encoder, inputs, pooling, positions, normalize, slots):
