@@ -139,6 +139,14 @@ def test_per_token_features_come_from_the_max_context_window(setup):
         assert not values[document, length:].any()
     # The rule did pick middle windows, not only the first or last.
     assert {(3, 1), (4, 1), (4, 2)} <= sources_used
+    # The empty and the one-piece documents' windows shared a packed row; one window a row gives the same.
+    from bert_tf.data import packed_rows
+    from bert_tf.features.document_windows import DocumentWindows
+    from bert_tf.tasks.long_text import LongTextConfig
+
+    rows, _ = DocumentWindows.plan(pieces, SEQ - 2, LongTextConfig(**WINDOWS)).rows(tokenizer, SEQ)
+    tables = np.concatenate([t.numpy() for t in packed_rows.inference_row_batches(rows["input_mask"].sum(1), 3, SEQ)])
+    assert ((tables >= 0).sum(axis=1) >= 2).any()
     alone = np.load(extract(setup, "alone.npz", layers=[-1], packing=False, **WINDOWS)[0])
     np.testing.assert_array_equal(alone["input_word_ids"], word_ids)
     np.testing.assert_allclose(alone["layer_-1"], values, atol=2e-5)
