@@ -18,6 +18,10 @@ or `.npz` (`layer_<index>` arrays and the packed inputs). See
 `bert_tf.jobs.extract_features` for the exact layouts. `--layers` takes
 Transformer layer indices, `embeddings` (the embedding layer's output) and
 `all`.
+
+A line longer than --max_seq_length is cut as --long_text says (truncate, head_tail, or windows: a document's
+vector is the mean of its windows', per-token features take each piece from its max-context window); the log and
+`<output_file>.summary.json` say how many lines were cut and by how much. See docs/features.md.
 """
 
 from absl import flags
