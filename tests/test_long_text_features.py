@@ -147,6 +147,14 @@ def test_per_token_features_come_from_the_max_context_window(setup):
     rows, _ = DocumentWindows.plan(pieces, SEQ - 2, LongTextConfig(**WINDOWS)).rows(tokenizer, SEQ)
     tables = np.concatenate([t.numpy() for t in packed_rows.inference_row_batches(rows["input_mask"].sum(1), 3, SEQ)])
     assert ((tables >= 0).sum(axis=1) >= 2).any()
+    jsonl, _ = extract(setup, "tokens.jsonl", layers=[-1], **WINDOWS)
+    with open(jsonl, encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+    for document, record in enumerate(records):
+        length = int(mask[document].sum())
+        assert [t["token"] for t in record["features"]] == tokenizer.tokens(word_ids[document, :length])
+        got = np.array([t["layers"][0]["values"] for t in record["features"]])
+        np.testing.assert_allclose(got, values[document, :length], atol=2e-6)
     alone = np.load(extract(setup, "alone.npz", layers=[-1], packing=False, **WINDOWS)[0])
     np.testing.assert_array_equal(alone["input_word_ids"], word_ids)
     np.testing.assert_allclose(alone["layer_-1"], values, atol=2e-5)
