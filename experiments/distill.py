@@ -18,12 +18,16 @@ The teacher is a model directory that `experiments.finetune` wrote (classificati
 regression or tagging); its task, labels, vocabulary and --max_seq_length carry over. The data flags are
 `experiments.finetune`'s. The loss is `--alpha` times the KL divergence to the teacher's soft targets at
 `--temperature` (times T^2) plus `1 - alpha` times the loss on the labels, plus `--hidden_loss_weight` times
-TinyBERT's hidden-state loss. Training is the fine-tuning loop's (strategies, length buckets, or --packing:
-the teacher's labelling pass, the training and the evaluation on packed rows); the same command
-resumes a killed run. --output_dir becomes a fine-tuned model directory: evaluate it with
-`experiments.finetune --do_eval --output_dir=...`, export it with `experiments.export --model_dir=...`.
+TinyBERT's hidden-state loss. A teacher fine-tuned with --long_text=windows or head_tail gives soft targets per
+document, and the student trains on the same cut (--long_text and its options are the teacher's). Training is
+the fine-tuning loop's (strategies, length buckets, or --packing: the teacher's labelling pass, the training and
+the evaluation on packed rows); the same command resumes a killed run. --output_dir becomes a fine-tuned model
+directory: evaluate it with `experiments.finetune --do_eval --output_dir=...`, export it with
+`experiments.export --model_dir=...`.
 See docs/distillation.md.
 """
+
+import os
 
 from absl import flags
 
@@ -88,6 +92,22 @@ def define_flags():
         defaults={"do_eval": (True, "On by default here: a student is read beside its teacher.")},
     )
     job_flags.define_packing_flag(default=False)
+    job_flags.define_long_text_flags(
+        long_text_help="Default here: the teacher's (its task_config.json), which the student always reads with: "
+        "the teacher's soft targets are per document, pooled over windows as it was trained. A value that differs "
+        "from the teacher's is refused."
+    )
+
+
+def long_text_config_from_flags():
+    """None when no --long_text flag is given (the teacher's); else the teacher's, with the flags given."""
+    from bert_tf.checkpoints.model_source import read_task_config
+
+    names = ("long_text", "window_stride", "window_pooling", "max_windows")
+    if not any(FLAGS[name].present for name in names):
+        return None
+    recorded = read_task_config(FLAGS.teacher_dir) if os.path.isdir(FLAGS.teacher_dir) else None
+    return job_flags.long_text_config((recorded or {}).get("long_text"))
 
 
 def define_data_and_schedule_flags():
@@ -122,7 +142,7 @@ def main(argv):
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
     cli.require_flags("teacher_dir", "output_dir")
-    config = job_flags.config_from_flags(job.DistillationConfig)
+    config = job_flags.config_from_flags(job.DistillationConfig, long_text_config=long_text_config_from_flags())
     student = job_flags.config_from_flags(
         job.StudentConfig, intermediate_num_layers=job_flags.integer_list("intermediate_num_layers")
     )

@@ -18,6 +18,10 @@ or `.npz` (`layer_<index>` arrays and the packed inputs). See
 `bert_tf.jobs.extract_features` for the exact layouts. `--layers` takes
 Transformer layer indices, `embeddings` (the embedding layer's output) and
 `all`.
+
+A line longer than --max_seq_length is cut as --long_text says (truncate, head_tail, or windows: a document's
+vector is the mean of its windows', per-token features take each piece from its max-context window); the log and
+`<output_file>.summary.json` say how many lines were cut and by how much. See docs/features.md.
 """
 
 from absl import flags
@@ -54,6 +58,13 @@ def define_flags():
     )
     flags.DEFINE_boolean("normalize", False, "Scale each pooled vector to unit L2 length (needs --pooling).")
     job_flags.define_packing_flag()
+    job_flags.define_long_text_flags(
+        window_pooling=False,
+        long_text_help="Lines longer than --max_seq_length: truncate (keep the first pieces), head_tail (the first "
+        "quarter and the last three quarters, Sun et al. 2019) or windows (every window of a document: a sentence "
+        "feature is the mean of the windows' vectors; per token, each piece once, from the window where it has the "
+        "most context). Single texts only. What was cut: the log and <output_file>.summary.json.",
+    )
     job_flags.define(
         "bucket_width",
         "max_seq_length",
@@ -68,11 +79,16 @@ def main(argv):
     del argv  # Checked by cli.main_function.
     from bert_tf.checkpoints.model_source import ModelSource
     from bert_tf.jobs.extract_features import FeatureExtractionConfig, run_feature_extraction
+    from bert_tf.tasks.long_text import LongTextConfig
 
     cli.require_flags("input_file", "output_file")
     if FLAGS.pooling == "pooled" and FLAGS["layers"].present:
         raise errors.BadInputError("--layers does not apply to --pooling=pooled (the pooler reads the last layer).")
-    config = job_flags.config_from_flags(FeatureExtractionConfig, model=job_flags.config_from_flags(ModelSource))
+    config = job_flags.config_from_flags(
+        FeatureExtractionConfig,
+        model=job_flags.config_from_flags(ModelSource),
+        long_text_config=job_flags.config_from_flags(LongTextConfig),
+    )
     path = run_feature_extraction(FLAGS.output_file, config, jit_compile=FLAGS.jit_compile)
     print(f"Wrote {path}")
 

@@ -347,15 +347,17 @@ def define_packing_flag(default: bool | None = None) -> None:
     )
 
 
-def define_long_text_flags() -> None:
+def define_long_text_flags(window_pooling: bool = True, long_text_help: str | None = None) -> None:
     """Defines --long_text, --window_stride, --window_pooling and --max_windows (`LongTextConfig`'s fields, with
-    its defaults and `FLAG_HELP`)."""
+    its defaults and `FLAG_HELP`). `window_pooling`: False for a job without window logits (extract_features,
+    which averages its windows' vectors); `long_text_help`: the job's own help of --long_text."""
     from bert_tf.tasks.long_text import FLAG_HELP, LONG_TEXT_MODES, WINDOW_POOLINGS, LongTextConfig
 
     default = LongTextConfig()
-    flags.DEFINE_enum("long_text", default.long_text, list(LONG_TEXT_MODES), FLAG_HELP["long_text"])
+    flags.DEFINE_enum("long_text", default.long_text, list(LONG_TEXT_MODES), long_text_help or FLAG_HELP["long_text"])
     flags.DEFINE_integer("window_stride", default.window_stride, FLAG_HELP["window_stride"])
-    flags.DEFINE_enum("window_pooling", default.window_pooling, list(WINDOW_POOLINGS), FLAG_HELP["window_pooling"])
+    if window_pooling:
+        flags.DEFINE_enum("window_pooling", default.window_pooling, list(WINDOW_POOLINGS), FLAG_HELP["window_pooling"])
     flags.DEFINE_integer("max_windows", default.max_windows, FLAG_HELP["max_windows"])
 
 

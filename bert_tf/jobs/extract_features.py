@@ -38,6 +38,15 @@ Lines are packed at `max_seq_length`, then run in batches of similar length
 padded to multiples of `bucket_width` (`bert_tf.data.length_buckets`; 0
 turns it off): the outputs are the same, minus most of the padding's cost.
 Results are streamed to a temporary file and renamed at the end.
+
+A text longer than the window (`max_seq_length` - 2 pieces) is cut as `long_text` says
+(`bert_tf.tasks.long_text`): `truncate` keeps its first pieces, `head_tail` its first and last, and `windows`
+reads all of it in windows, each a line of its own for the encoder (packed rows too: short documents' windows
+share rows), put together per document (`bert_tf.features.document_windows`): a sentence feature is the mean of
+the windows' vectors (then `normalize`), per-token features are `[CLS] pieces [SEP]` with each piece once, from
+the window where it has the most context (the arrays' second axis is then the longest document's tokens).
+Whatever `long_text` is, the job logs how many lines were longer than the window and the share of their pieces
+dropped, and writes it with the run's settings to `<output_file>.summary.json` (`SUMMARY_SUFFIX`).
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ import shutil
 import tempfile
 
 import numpy as np
+from absl import logging
 
 from bert_tf import file_io
 from bert_tf.checkpoints.model_source import ModelSource
@@ -58,11 +68,14 @@ from bert_tf.data.text_inputs import pack_texts
 from bert_tf.errors import DataError, JobArgumentError, check_int
 from bert_tf.features.layer_selection import check_layer_specs, parse_layers, select_layers
 from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES
+from bert_tf.tasks.long_text import LongTextConfig, cut_report, describe_cut
 
 OUTPUT_FORMATS = (".jsonl", ".npy", ".npz")
 POOLINGS = ("cls", "mean", "max", "pooled")
 PAIR_SEPARATOR = re.compile(r"^(.*) \|\|\| (.*)$")
 POOLED = "pooled"
+# Beside the output: the run's settings and what was cut of the texts.
+SUMMARY_SUFFIX = ".summary.json"
 
 
 def read_lines(input_file: str) -> tuple[list[str], list[str | None]]:
@@ -100,12 +113,15 @@ class FeatureExtractionConfig:
         `pooling="pooled"` (the pooler's output is the one feature).
       pooling: None (per-token features), or one of `POOLINGS`: one vector per line.
       normalize: scale each pooled vector to unit L2 length (needs `pooling`).
-      max_seq_length: packed sequence length; longer inputs are truncated.
+      max_seq_length: packed sequence length; a longer line is cut as `long_text_config` says.
       batch_size: lines per forward pass.
       bucket_width: batches are padded to multiples of it (outputs unchanged); 0: to max_seq_length.
       packing: run rows of max_seq_length tokens filled with whole lines, each computed as if alone
         (`bert_tf.data.packed_rows`; outputs unchanged to float rounding), `batch_size` lines a batch on
-        average (the default; None means it too); False: one line a row in length buckets.
+        average (the default; None means it too); False: one line a row in length buckets. With windows, each
+        window is a line.
+      long_text_config: texts longer than the window (`bert_tf.tasks.long_text`: --long_text, --window_stride,
+        --max_windows); head_tail and windows are for single texts.
     """
 
     input_file: str
@@ -117,6 +133,7 @@ class FeatureExtractionConfig:
     batch_size: int = 32
     bucket_width: int = DEFAULT_BUCKET_WIDTH
     packing: bool | None = True
+    long_text_config: LongTextConfig = LongTextConfig()
 
     def __post_init__(self):
         if self.packing is None:  # the --packing flag left unset: the default
@@ -131,6 +148,7 @@ class FeatureExtractionConfig:
             raise JobArgumentError(f"--pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}.")
         if self.normalize and self.pooling is None:
             raise JobArgumentError("--normalize needs --pooling: it scales sentence features to unit length.")
+        self.long_text_config.check_window(self.max_seq_length)
 
 
 def run_feature_extraction(
@@ -150,9 +168,6 @@ def run_feature_extraction(
 
     from bert_tf.checkpoints.model_dir import restore
     from bert_tf.data import packed_rows
-    from bert_tf.data.length_buckets import bucketed_dataset
-    from bert_tf.features.layer_selection import all_layers
-    from bert_tf.features.pooling import l2_normalize, pool_tokens
     from bert_tf.models import BertEncoder
     from bert_tf.tasks.base import FEATURE_INDEX_KEY
     from bert_tf.tasks.inference import iterate_outputs
@@ -168,6 +183,8 @@ def run_feature_extraction(
     positions = None if pooling == POOLED else select_layers(names, num_layers)
 
     texts_a, texts_b = read_lines(config.input_file)
+    long_text = config.long_text_config
+    _check_single_texts(long_text, texts_b, config.input_file)
     tokenizer = TaskTokenizer(model.vocab_file, lower_case=model.do_lower_case)
     strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():
@@ -175,35 +192,25 @@ def run_feature_extraction(
     restore(encoder, model.checkpoint)
 
     slots = packed_rows.max_examples_per_row(max_seq_length)
+    # Windows: a document's vector is scaled to unit length after its windows' are averaged.
+    normalize_rows = normalize and not long_text.windows
 
     def forward(inputs, training=False):
         if config.packing:
-            return _packed_forward(encoder, inputs, pooling, positions, normalize, slots)
-        outputs = encoder(inputs, training=training)
-        if pooling == POOLED:
-            values = outputs["pooled_output"][:, None, :]
-        else:
-            every_layer = all_layers(outputs)
-            values = tf.stack([every_layer[i] for i in positions], axis=2)  # [batch, seq, layers, hidden]
-            mask = tf.cast(inputs["input_mask"], values.dtype)
-            if pooling is None:
-                values *= mask[:, :, None, None]
-            else:
-                values = pool_tokens(values, mask, pooling)
-        if normalize:
-            values = l2_normalize(values)
-        return {"layers": values}
+            return _packed_forward(encoder, inputs, pooling, positions, normalize_rows, slots)
+        return _unpacked_forward(encoder, inputs, pooling, positions, normalize_rows)
 
-    packed = pack_texts(tokenizer, texts_a, texts_b, max_seq_length)
-    if config.packing:  # logs the share of real tokens
-        tables = packed_rows.inference_row_batches(packed["input_mask"].sum(axis=1), config.batch_size, max_seq_length)
-        dataset = packed_rows.gather_packed_batches(tables, packed, max_seq_length)
-    else:  # bucketed_dataset logs the batches' count and lengths.
-        dataset, _ = bucketed_dataset(packed, config.batch_size, max_seq_length, config.bucket_width)
+    packed, plan, cut = _encoder_rows(tokenizer, texts_a, texts_b, max_seq_length, long_text)
+    for line in describe_cut(cut, "extract_features", long_text.long_text, max_seq_length - 2):
+        logging.info(line)
+    dataset = _row_batches(packed, config)
     per_token = pooling is None
+    sink = _RowSink(packed, max_seq_length) if plan is None else _DocumentSink(plan, tokenizer, per_token, normalize)
     # Written under a temporary name and renamed when complete, so a failed run leaves no partial output.
     with file_io.atomic_path(output_file) as tmp_path:
-        writer = _WRITERS[extension](tmp_path, len(texts_a), max_seq_length, names, model.config.hidden_size, tokenizer)
+        writer = _WRITERS[extension](
+            tmp_path, len(texts_a), sink.seq_length, names, model.config.hidden_size, tokenizer
+        )
         writer.per_token = per_token
         writer.open()
         try:
@@ -211,17 +218,138 @@ def run_feature_extraction(
                 forward, dataset, strategy=strategy, jit_compile=jit_compile, label="Extracting features"
             )
             for batch in batches:
-                indices = batch[FEATURE_INDEX_KEY]
-                writer.write_inputs(indices, {name: packed[name][indices] for name in ENCODER_INPUT_NAMES})
                 values = batch["layers"]
                 if per_token:  # back to max_seq_length: the padding beyond the bucket is zero
                     values = np.pad(values, ((0, 0), (0, max_seq_length - values.shape[1]), (0, 0), (0, 0)))
-                writer.write(indices, values)
+                sink.write(writer, batch[FEATURE_INDEX_KEY], values)
             writer.close()
         except BaseException:
             writer.abort()
             raise
+    file_io.write_json(output_file + SUMMARY_SUFFIX, _summary(output_file, config, len(texts_a), cut))
     return output_file
+
+
+def _check_single_texts(long_text: LongTextConfig, texts_b, input_file: str) -> None:
+    """head_tail and windows cut one text: a pair line is refused, naming it."""
+    pair = next((number for number, text_b in enumerate(texts_b, 1) if text_b is not None), None)
+    if long_text.long_text != "truncate" and pair is not None:
+        raise JobArgumentError(
+            f"--long_text={long_text.long_text} is for single texts; {input_file}:{pair} is a pair (text_a ||| text_b)."
+        )
+
+
+def _encoder_rows(tokenizer, texts_a, texts_b, max_seq_length: int, long_text: LongTextConfig):
+    """(encoder inputs [rows, max_seq_length], the windows' `DocumentWindows` or None, the cut report).
+
+    Without windows a row is a line (its texts cut as `long_text` says); with windows, a window of a document.
+    """
+    from bert_tf.features.document_windows import DocumentWindows
+
+    pieces_a = tokenizer.tokenize(list(texts_a))
+    if long_text.windows:
+        plan = DocumentWindows.plan(pieces_a, max_seq_length - 2, long_text)
+        return plan.rows(tokenizer, max_seq_length)[0], plan, plan.cut_report()
+    packed = pack_texts(tokenizer, texts_a, texts_b, max_seq_length, head_tail=long_text.long_text == "head_tail")
+    pairs = np.array([b is not None for b in texts_b])
+    num_pieces = np.array([len(p) for p in pieces_a], np.int64)
+    if pairs.any():
+        pieces_b = tokenizer.tokenize([b or "" for b in texts_b])
+        num_pieces += np.array([len(p) for p in pieces_b]) * pairs
+    specials = 2 + pairs.astype(np.int64)  # [CLS] [SEP] (and a pair's second [SEP])
+    kept = packed["input_mask"].sum(axis=1) - specials
+    return packed, None, cut_report(num_pieces, kept, max_seq_length - specials)
+
+
+def _summary(output_file: str, config: FeatureExtractionConfig, num_lines: int, cut: dict) -> dict:
+    """`<output_file>.summary.json`: what was extracted, and what was cut of the texts (`cut_report`)."""
+    return {
+        "output_file": os.path.abspath(output_file),
+        "lines": num_lines,
+        "max_seq_length": config.max_seq_length,
+        "pooling": config.pooling,
+        "normalize": config.normalize,
+        "packing": config.packing,
+        "long_text": config.long_text_config.recorded(),
+        "cut": cut,
+    }
+
+
+class _RowSink:
+    """Hands the writer each batch of lines as it comes (a line is a row)."""
+
+    def __init__(self, packed: dict, seq_length: int):
+        self.packed = packed
+        self.seq_length = seq_length
+
+    def write(self, writer, indices, values):
+        writer.write_inputs(indices, {name: self.packed[name][indices] for name in ENCODER_INPUT_NAMES})
+        writer.write(indices, values)
+
+
+class _DocumentSink:
+    """Hands the writer each document once all its windows are in (`DocumentAssembler`); per token, each
+    document's tokens padded to the longest document's (`seq_length`)."""
+
+    def __init__(self, plan, tokenizer, per_token: bool, normalize: bool):
+        from bert_tf.features.document_windows import DocumentAssembler
+
+        self.plan, self.tokenizer, self.per_token, self.normalize = plan, tokenizer, per_token, normalize
+        self.assembler = DocumentAssembler(plan, per_token)
+        self.seq_length = max(plan.document_length(d) for d in range(plan.num_documents))
+
+    def write(self, writer, indices, values):
+        done = self.assembler.add(indices, values)
+        if not done:
+            return
+        documents = np.array([document for document, _ in done], np.int64)
+        if self.per_token:
+            stacked = np.zeros((len(done), self.seq_length) + values.shape[2:], np.float32)
+            for row, (_, value) in enumerate(done):
+                stacked[row, : len(value)] = value
+        else:
+            stacked = np.stack([value for _, value in done]).astype(np.float32)
+            if self.normalize:
+                stacked /= np.maximum(np.linalg.norm(stacked, axis=-1, keepdims=True), 1e-12)
+        writer.write_inputs(documents, self.plan.document_inputs(documents, self.seq_length, self.tokenizer))
+        writer.write(documents, stacked)
+
+
+def _row_batches(rows: dict, config: FeatureExtractionConfig):
+    """The encoder inputs' batches: packed rows (which log the share of real tokens) or one line a row in length
+    buckets (which log the batches' count and lengths)."""
+    from bert_tf.data import packed_rows
+    from bert_tf.data.length_buckets import bucketed_dataset
+
+    if config.packing:
+        lengths = rows["input_mask"].sum(axis=1)
+        tables = packed_rows.inference_row_batches(lengths, config.batch_size, config.max_seq_length)
+        return packed_rows.gather_packed_batches(tables, rows, config.max_seq_length)
+    return bucketed_dataset(rows, config.batch_size, config.max_seq_length, config.bucket_width)[0]
+
+
+def _unpacked_forward(encoder, inputs, pooling, positions, normalize):
+    """`forward` on one line a row: per-token features [batch, seq, layers, hidden] (zero at padding), or one
+    vector per line [batch, layers, hidden]."""
+    import tensorflow as tf
+
+    from bert_tf.features.layer_selection import all_layers
+    from bert_tf.features.pooling import l2_normalize, pool_tokens
+
+    outputs = encoder(inputs, training=False)
+    if pooling == POOLED:
+        values = outputs["pooled_output"][:, None, :]
+    else:
+        every_layer = all_layers(outputs)
+        values = tf.stack([every_layer[i] for i in positions], axis=2)  # [batch, seq, layers, hidden]
+        mask = tf.cast(inputs["input_mask"], values.dtype)
+        if pooling is None:
+            values *= mask[:, :, None, None]
+        else:
+            values = pool_tokens(values, mask, pooling)
+    if normalize:
+        values = l2_normalize(values)
+    return {"layers": values}
 
 
 def _packed_forward(encoder, inputs, pooling, positions, normalize, slots):

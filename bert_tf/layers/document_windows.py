@@ -56,7 +56,8 @@ class WindowPooling(keras.layers.Layer):
 
     def call(self, window_logits, input_mask):
         shape = ops.shape(input_mask)
-        logits = ops.reshape(ops.cast(window_logits, "float32"), (shape[0], shape[1], -1))
+        classes = window_logits.shape[-1] or -1  # static where known: [documents, classes] keeps it
+        logits = ops.reshape(ops.cast(window_logits, "float32"), (shape[0], shape[1], classes))
         real = ops.cast(input_mask[:, :, 0] > 0, "float32")[:, :, None]  # [documents, windows, 1]
         count = ops.sum(real, axis=1)
         if self.pooling == "mean":

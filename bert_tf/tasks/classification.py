@@ -247,7 +247,7 @@ class ClassificationTask(FinetuningTask):
         size = self.num_features(unlabeled)
         extra = dict(unlabeled, label=np.zeros(size, features["label"].dtype))
         extra[LABEL_WEIGHT_KEY] = np.zeros(size, np.float32)
-        return {name: np.concatenate([features[name], extra[name]]) for name in features}
+        return {name: _concatenate_documents(features[name], extra[name]) for name in features}
 
     def with_columns(self, features: dict, columns: dict) -> dict:
         return dict(features, **columns)
@@ -340,7 +340,10 @@ class ClassificationTask(FinetuningTask):
         packed (`_packed_windows_dataset`)."""
         if self.packing:
             return self._packed_windows_dataset(features, batch_size, training, seed, input_context)
-        columns = {k: features[k] for k in ENCODER_INPUT_NAMES + self.label_keys if k in features}
+        # The windows' encoder inputs, and every column of one value (or vector) a document: labels, and a
+        # distillation's label weights and teacher logits.
+        skipped = (*CUT_KEYS, NUM_WINDOWS_KEY, "text_a")
+        columns = {k: v for k, v in features.items() if k not in skipped}
         return length_bucketed_dataset(
             columns,
             features[NUM_WINDOWS_KEY],
@@ -476,3 +479,12 @@ class ClassificationTask(FinetuningTask):
         path = os.path.join(output_dir, f"{prefix}predictions.tsv")
         file_io.write_text(path, buffer.getvalue())
         return [path]
+
+
+def _concatenate_documents(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """`first` then `second` along the examples; windows' inputs [N, windows, seq_length] with the fewer window
+    slots padded by empty windows (an all-zero mask, which `WindowPooling` skips)."""
+    if first.ndim == 3 and first.shape[1] != second.shape[1]:
+        slots = max(first.shape[1], second.shape[1])
+        first, second = (np.pad(a, ((0, 0), (0, slots - a.shape[1]), (0, 0))) for a in (first, second))
+    return np.concatenate([first, second])

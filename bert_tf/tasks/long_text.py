@@ -161,13 +161,32 @@ def covered_pieces(starts: list[int], window: int, num_pieces: int) -> int:
     return int(covered.sum())
 
 
+def max_context_windows(starts: list[int], window: int, num_pieces: int) -> np.ndarray:
+    """[num_pieces] int: which window (an index into `starts`) reads each piece with the most context; -1 for a
+    piece no window reads (a document capped at --max_windows).
+
+    The SQuAD rule (google-research/bert's run_squad `_check_is_max_context`): a piece's score in a window is
+    min(pieces left of it, pieces right of it) + 0.01 * the window's length; a tie goes to the first window.
+    """
+    best = np.full(num_pieces, -1, np.int64)
+    best_score = np.full(num_pieces, -np.inf)
+    for index, start in enumerate(starts):
+        length = min(window, num_pieces - start)
+        positions = np.arange(start, start + length)
+        score = np.minimum(positions - start, start + length - 1 - positions) + 0.01 * length
+        better = score > best_score[positions]
+        best[positions[better]] = index
+        best_score[positions[better]] = score[better]
+    return best
+
+
 def cut_report(num_pieces, kept_pieces, window: int, capped=None) -> dict:
     """What was cut of the texts of one phase: counts for the log and eval_results.json.
 
     Args:
       num_pieces: [N] pieces of each text (both texts of a pair), without [CLS]/[SEP].
       kept_pieces: [N] pieces the model reads of each.
-      window: the pieces one sequence holds (max_seq_length - [CLS]/[SEP]s).
+      window: the pieces one sequence holds (max_seq_length - [CLS]/[SEP]s); or [N], each text's.
       capped: [N] bool, documents that needed more than max_windows windows (windows only).
     """
     num_pieces, kept_pieces = np.asarray(num_pieces, np.int64), np.asarray(kept_pieces, np.int64)

@@ -34,6 +34,10 @@ the step, since its states are too large to store.
 it; `distillation.json` records the teacher, the student's origin and layers and the losses, and
 `distillation_results.json` the teacher's and the student's evaluation metrics side by side.
 
+A teacher fine-tuned with `--long_text` (its `task_config.json`'s `long_text`) passes its cut to the student
+(`teacher.student_long_text`): with windows, its logits are per document, pooled over its windows, and the
+student's windows are pooled before the loss.
+
 Modules: `config` (`StudentConfig`, `DistillationConfig`, `FrontierConfig`), `teacher` (the teacher's directory,
 task plug-in and model), `route` (the students trained in turn), `data` (the examples and the texts only the
 teacher labels), `teacher_logits` (the logits cache), `settings` (`distillation.json` and the output directory),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from bert_tf.errors import JobArgumentError, check_int
+from bert_tf.tasks.long_text import LongTextConfig
 
 DISTILLATION_CONFIG_NAME = "distillation.json"
 DISTILLATION_RESULTS_NAME = "distillation_results.json"
@@ -78,6 +79,10 @@ class DistillationConfig:
         student trains and is evaluated on packed rows, every example computed as if alone; not with the
         hidden-state loss, whose states of packed rows are not matched yet.
       do_lower_case: the teacher's vocabulary is uncased.
+      long_text_config: texts longer than the window (`bert_tf.tasks.long_text`). None: the teacher's
+        (`task_config.json`'s `long_text`), which the student always reads with: the teacher's soft targets are
+        per document, pooled over windows as it was trained, and the student trains on the same cut. A config
+        given must equal the teacher's (`teacher.student_long_text` names the flag that differs).
     """
 
     teacher_dir: str
@@ -91,6 +96,7 @@ class DistillationConfig:
     dropout_rate: float | None = None
     packing: bool = False
     do_lower_case: bool = True
+    long_text_config: LongTextConfig | None = None
 
     def __post_init__(self):
         if not self.teacher_dir:

@@ -12,7 +12,12 @@ from bert_tf.jobs.distillation import data as distillation_data
 from bert_tf.jobs.distillation import evaluation, settings, stages, teacher_logits
 from bert_tf.jobs.distillation.config import DistillationConfig, StudentConfig
 from bert_tf.jobs.distillation.route import resolve_student
-from bert_tf.jobs.distillation.teacher import check_sentence_pair, load_teacher_model, read_teacher
+from bert_tf.jobs.distillation.teacher import (
+    check_sentence_pair,
+    load_teacher_model,
+    read_teacher,
+    student_long_text,
+)
 from bert_tf.jobs.finetuning import inputs as finetuning_inputs
 from bert_tf.jobs.finetuning.config import DEFAULT_SCHEDULE, FinetuningDataConfig, check_data_sources
 from bert_tf.tasks.task_config import FinetuningTaskConfig
@@ -114,6 +119,7 @@ def _teacher_task(output_dir, teacher, config: DistillationConfig, data, max_seq
         dropout_rate=config.dropout_rate,
         bucket_width=config.bucket_width,
         packing=config.packing,
+        long_text_config=student_long_text(teacher, config),
     )
     reader, task_object = teacher.task(task, data)
     check_sentence_pair(teacher, task_object, config.teacher_dir)

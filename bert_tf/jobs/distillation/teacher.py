@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from absl import logging
+
 from bert_tf import checkpoints
 from bert_tf.checkpoints.model_source import TASK_CONFIG_NAME, ModelSource, ResolvedModel, read_task_config
 from bert_tf.errors import JobArgumentError
@@ -13,6 +15,7 @@ from bert_tf.jobs.finetuning import inputs as finetuning_inputs
 from bert_tf.jobs.finetuning import phases as finetuning_phases
 from bert_tf.jobs.finetuning.config import FinetuningDataConfig
 from bert_tf.tasks import registry
+from bert_tf.tasks.long_text import LongTextConfig
 from bert_tf.tasks.task_config import FinetuningTaskConfig
 
 
@@ -77,6 +80,33 @@ def check_sentence_pair(teacher: Teacher, task_object, teacher_dir: str) -> None
             f"{'sentence pairs' if teacher.task_config.get('sentence_pair') else 'single sentences'}; "
             "set --text_b_column to match."
         )
+
+
+def student_long_text(teacher: Teacher, config: DistillationConfig) -> LongTextConfig:
+    """How the student reads texts longer than the window: as the teacher was fine-tuned (its soft targets are
+    per document, pooled over its windows), logged. An explicit `config.long_text_config` that differs is refused,
+    naming the flag, as are the options that cannot combine with the teacher's windows yet."""
+    recorded = LongTextConfig(**teacher.task_config.get("long_text", {}))
+    given = config.long_text_config
+    if given is not None and given != recorded:
+        name = next(
+            f.name for f in dataclasses.fields(LongTextConfig) if getattr(given, f.name) != getattr(recorded, f.name)
+        )
+        raise JobArgumentError(
+            f"--{name}={getattr(given, name)} differs from the teacher's --{name}={getattr(recorded, name)} "
+            f"({config.teacher_dir}/{TASK_CONFIG_NAME}): the student reads long texts as its teacher was trained; "
+            f"leave --{name} out."
+        )
+    if recorded.long_text != "truncate":
+        logging.info("The student reads long texts as its teacher was fine-tuned: %s.", recorded)
+    if recorded.windows:
+        for flag, value in (("packing", config.packing), ("hidden_loss_weight", config.hidden_loss_weight)):
+            if value:
+                raise JobArgumentError(
+                    f"--{flag} does not combine with the teacher's --long_text=windows ({config.teacher_dir}/"
+                    f"{TASK_CONFIG_NAME}) yet: leave --{flag} out."
+                )
+    return recorded
 
 
 def load_teacher_model(task_object, teacher: Teacher):
