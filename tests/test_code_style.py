@@ -225,40 +225,15 @@ def _program_files():
     return [path for top in ("experiments", "tfrecords_tools") for path in sorted((root / top).rglob("*.py"))], root
 
 
-# Programs that still define a shared flag themselves, each with its reason and the names; every listed name
-# must still be one of their duplicates (remove it from here when it moves to experiments/job_flags.py).
-PENDING_FLAG_DUPLICATES = {
-    "experiments/classify_with_hub.py": (
-        "Keras `fit` takes whole epochs, where the shared --num_train_epochs is a float",
-        {"num_train_epochs"},
-    ),
-    "experiments/keras_fit.py": (
-        "Keras `fit` takes whole epochs, where the shared --num_train_epochs is a float; Keras' dtype policies",
-        {"num_train_epochs", "mixed_precision"},
-    ),
-}
-
-
 def test_each_flag_is_defined_once():
     found = _flag_definitions(*_program_files())
     dynamic = [path for path in found.pop("<not a literal>", []) if path != "experiments/job_flags.py"]
     assert not dynamic, f"DEFINE_ calls whose flag name is not a literal (only job_flags.define may): {dynamic}"
-    twice = {}
-    for name, paths in found.items():
-        rest = [path for path in paths if name not in PENDING_FLAG_DUPLICATES.get(path, ("", ()))[1]]
-        if len(paths) > 1 and len(rest) > 1:
-            twice[name] = rest
+    twice = {name: paths for name, paths in found.items() if len(paths) > 1}
     assert not twice, (
         "flags defined in more than one place; define each once, in experiments/job_flags.py's SHARED_FLAGS, and "
         f"have the programs take it with job_flags.define: {twice}"
     )
-    stale = [
-        f"{path}: --{name}"
-        for path, (_, names) in PENDING_FLAG_DUPLICATES.items()
-        for name in names
-        if path not in found.get(name, []) or len(found[name]) < 2
-    ]
-    assert not stale, f"no longer duplicates: remove them from PENDING_FLAG_DUPLICATES: {stale}"
 
 
 def test_the_flag_walk_sees_literal_table_and_computed_definitions(tmp_path):

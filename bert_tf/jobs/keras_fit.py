@@ -48,6 +48,7 @@ import numpy as np
 from bert_tf.data import finetuning_readers, packed_rows
 from bert_tf.errors import JobArgumentError, check_int
 from bert_tf.jobs import DEFAULT_SEED
+from bert_tf.training.config import PRECISION_POLICIES
 
 
 def label_ids(labels, label_list=None) -> tuple[np.ndarray, list]:
@@ -218,16 +219,12 @@ def fit_classifier(
     return results
 
 
-#: The Keras dtype policies of the model (`experiments.finetune`'s --mixed_precision values).
-DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
-
-
 @dataclasses.dataclass(frozen=True)
 class KerasFitConfig:
     """`run_keras_fit`'s settings, named after `experiments.keras_fit`'s flags; `fit_classifier` documents them.
 
     `train_file` and `eval_file` (optional) are TSVs with the columns `text` and `label`; `max_train_examples`
-    keeps the first that many (0: all); `mixed_precision` is one of `DTYPE_POLICIES`.
+    keeps the first that many (0: all); `mixed_precision` is one of `PRECISION_POLICIES`.
     """
 
     model_dir: str
@@ -251,8 +248,10 @@ class KerasFitConfig:
         check_int("max_train_examples", self.max_train_examples, minimum=0)
         if not 0.0 <= self.warmup_proportion <= 1.0:
             raise JobArgumentError(f"--warmup_proportion must be in [0, 1], got {self.warmup_proportion}.")
-        if self.mixed_precision not in DTYPE_POLICIES:
-            raise JobArgumentError(f"--mixed_precision must be one of {DTYPE_POLICIES}, got {self.mixed_precision!r}.")
+        if self.mixed_precision not in PRECISION_POLICIES:
+            raise JobArgumentError(
+                f"--mixed_precision must be one of {PRECISION_POLICIES}, got {self.mixed_precision!r}."
+            )
 
 
 def run_keras_fit(output_dir: str, config: KerasFitConfig) -> dict:
