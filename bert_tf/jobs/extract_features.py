@@ -150,11 +150,7 @@ def run_feature_extraction(
 
     from bert_tf.checkpoints.model_dir import restore
     from bert_tf.data import packed_rows
-    from bert_tf.data.length_buckets import bucketed_dataset
-    from bert_tf.features.layer_selection import all_layers
-    from bert_tf.features.pooling import l2_normalize, pool_tokens
     from bert_tf.models import BertEncoder
-    from bert_tf.tasks.base import FEATURE_INDEX_KEY
     from bert_tf.tasks.inference import iterate_outputs
     from bert_tf.tasks.task_tokenizer import TaskTokenizer
 
@@ -163,9 +159,7 @@ def run_feature_extraction(
         raise JobArgumentError(f"--output_file must end in {', '.join(OUTPUT_FORMATS)}, got {output_file}.")
     max_seq_length, pooling, normalize = config.max_seq_length, config.pooling, config.normalize
     model = config.model.resolve(max_seq_length)
-    num_layers = model.config.num_hidden_layers
-    names = [POOLED] if pooling == POOLED else parse_layers(config.layers, num_layers)
-    positions = None if pooling == POOLED else select_layers(names, num_layers)
+    names, positions = _layer_names(config.layers, pooling, model.config.num_hidden_layers)
 
     texts_a, texts_b = read_lines(config.input_file)
     tokenizer = TaskTokenizer(model.vocab_file, lower_case=model.do_lower_case)
@@ -174,54 +168,86 @@ def run_feature_extraction(
         encoder = BertEncoder(model.config)
     restore(encoder, model.checkpoint)
 
-    slots = packed_rows.max_examples_per_row(max_seq_length)
-
     def forward(inputs, training=False):
         if config.packing:
+            slots = packed_rows.max_examples_per_row(max_seq_length)
             return _packed_forward(encoder, inputs, pooling, positions, normalize, slots)
-        outputs = encoder(inputs, training=training)
-        if pooling == POOLED:
-            values = outputs["pooled_output"][:, None, :]
-        else:
-            every_layer = all_layers(outputs)
-            values = tf.stack([every_layer[i] for i in positions], axis=2)  # [batch, seq, layers, hidden]
-            mask = tf.cast(inputs["input_mask"], values.dtype)
-            if pooling is None:
-                values *= mask[:, :, None, None]
-            else:
-                values = pool_tokens(values, mask, pooling)
-        if normalize:
-            values = l2_normalize(values)
-        return {"layers": values}
+        return _forward(encoder, inputs, training, pooling, positions, normalize)
 
     packed = pack_texts(tokenizer, texts_a, texts_b, max_seq_length)
-    if config.packing:  # logs the share of real tokens
-        tables = packed_rows.inference_row_batches(packed["input_mask"].sum(axis=1), config.batch_size, max_seq_length)
-        dataset = packed_rows.gather_packed_batches(tables, packed, max_seq_length)
-    else:  # bucketed_dataset logs the batches' count and lengths.
-        dataset, _ = bucketed_dataset(packed, config.batch_size, max_seq_length, config.bucket_width)
-    per_token = pooling is None
+    dataset = _dataset(packed, config)
     # Written under a temporary name and renamed when complete, so a failed run leaves no partial output.
     with file_io.atomic_path(output_file) as tmp_path:
         writer = _WRITERS[extension](tmp_path, len(texts_a), max_seq_length, names, model.config.hidden_size, tokenizer)
-        writer.per_token = per_token
+        writer.per_token = pooling is None
         writer.open()
         try:
             batches = iterate_outputs(
                 forward, dataset, strategy=strategy, jit_compile=jit_compile, label="Extracting features"
             )
             for batch in batches:
-                indices = batch[FEATURE_INDEX_KEY]
-                writer.write_inputs(indices, {name: packed[name][indices] for name in ENCODER_INPUT_NAMES})
-                values = batch["layers"]
-                if per_token:  # back to max_seq_length: the padding beyond the bucket is zero
-                    values = np.pad(values, ((0, 0), (0, max_seq_length - values.shape[1]), (0, 0), (0, 0)))
-                writer.write(indices, values)
+                _write_batch(writer, batch, packed, max_seq_length)
             writer.close()
         except BaseException:
             writer.abort()
             raise
     return output_file
+
+
+def _layer_names(layers: tuple, pooling: str | None, num_layers: int):
+    """(the output's layer names, their positions in `all_layers`); the pooler's output: ([POOLED], None)."""
+    if pooling == POOLED:
+        return [POOLED], None
+    names = parse_layers(layers, num_layers)
+    return names, select_layers(names, num_layers)
+
+
+def _forward(encoder, inputs, training, pooling, positions, normalize):
+    """`forward` on rows of one line: per-token features [batch, seq, layers, hidden], or pooled [batch, 1, ...]."""
+    import tensorflow as tf
+
+    from bert_tf.features.layer_selection import all_layers
+    from bert_tf.features.pooling import l2_normalize, pool_tokens
+
+    outputs = encoder(inputs, training=training)
+    if pooling == POOLED:
+        values = outputs["pooled_output"][:, None, :]
+    else:
+        every_layer = all_layers(outputs)
+        values = tf.stack([every_layer[i] for i in positions], axis=2)  # [batch, seq, layers, hidden]
+        mask = tf.cast(inputs["input_mask"], values.dtype)
+        if pooling is None:
+            values *= mask[:, :, None, None]
+        else:
+            values = pool_tokens(values, mask, pooling)
+    if normalize:
+        values = l2_normalize(values)
+    return {"layers": values}
+
+
+def _dataset(packed: dict, config: FeatureExtractionConfig):
+    """The batches of the encoded lines: packed rows (logging the share of real tokens), or length buckets."""
+    from bert_tf.data import packed_rows
+    from bert_tf.data.length_buckets import bucketed_dataset
+
+    max_seq_length = config.max_seq_length
+    if config.packing:
+        tables = packed_rows.inference_row_batches(packed["input_mask"].sum(axis=1), config.batch_size, max_seq_length)
+        return packed_rows.gather_packed_batches(tables, packed, max_seq_length)
+    # bucketed_dataset logs the batches' count and lengths.
+    return bucketed_dataset(packed, config.batch_size, max_seq_length, config.bucket_width)[0]
+
+
+def _write_batch(writer, batch: dict, packed: dict, max_seq_length: int) -> None:
+    """One batch of features and the encoder inputs of its lines, at their lines' indices."""
+    from bert_tf.tasks.base import FEATURE_INDEX_KEY
+
+    indices = batch[FEATURE_INDEX_KEY]
+    writer.write_inputs(indices, {name: packed[name][indices] for name in ENCODER_INPUT_NAMES})
+    values = batch["layers"]
+    if writer.per_token:  # back to max_seq_length: the padding beyond the bucket is zero
+        values = np.pad(values, ((0, 0), (0, max_seq_length - values.shape[1]), (0, 0), (0, 0)))
+    writer.write(indices, values)
 
 
 def _packed_forward(encoder, inputs, pooling, positions, normalize, slots):
