@@ -55,6 +55,7 @@ def define_flags():
         "warmup_proportion",
         "max_train_examples",
         "seed",
+        "num_train_epochs",
         notes={
             "train_file": "A TSV with a header row; two labels (see --label_column).",
             "eval_file": "The held-out TSV in the same format (the tutorial's test set).",
@@ -74,6 +75,7 @@ def define_flags():
                 "Default here: 0, a constant learning rate as in the notebook; otherwise TF Hub's tutorial "
                 "schedule (linear warm-up, then linear decay to 0).",
             ),
+            "num_train_epochs": (2.0, "Default here: 2, this program's recipe (`HubClassifierConfig`'s)."),
         },
     )
     flags.DEFINE_list(
@@ -82,7 +84,6 @@ def define_flags():
         "Names of labels written as 0 and 1, in that order (e.g. other,great for the bundled reviews); "
         "default: the labels as written, sorted.",
     )
-    flags.DEFINE_integer("num_train_epochs", 2, "Training epochs (whole epochs: Keras `fit`'s).")
     job_flags.define_packing_flag(default=True)
     job_flags.define(
         "bucket_width",
@@ -124,7 +125,9 @@ def main(argv):
     from experiments import job_flags
 
     config = job_flags.config_from_flags(
-        HubClassifierConfig, label_names=tuple(FLAGS.label_names) if FLAGS.label_names else None
+        HubClassifierConfig,
+        label_names=tuple(FLAGS.label_names) if FLAGS.label_names else None,
+        num_train_epochs=job_flags.whole_number("num_train_epochs"),
     )
     results = run_classify_with_hub(FLAGS.output_dir, config, FLAGS.new_sentences, FLAGS.task_model_dir)
     for p in results["predictions"]:

@@ -83,6 +83,12 @@ SHARED_FLAGS = {
     "distribution_strategy": SharedFlag(
         "enum", "tf.distribute strategy.", default="one_device", choices="bert_tf.training.distribution:STRATEGIES"
     ),
+    "mixed_precision": SharedFlag(
+        "enum",
+        "Keras dtype policy (mixed_float16 scales the loss).",
+        default="float32",
+        choices="bert_tf.training.config:PRECISION_POLICIES",
+    ),
     "jit_compile": SharedFlag(
         "bool",
         "XLA-compile the model's steps (training, evaluation, prediction, feature extraction).",
@@ -166,7 +172,9 @@ SHARED_FLAGS = {
     "do_predict": SharedFlag("bool", "Predict on the prediction data.", default=False),
     # The schedule: `TrainingConfig`'s fields, defaults from the job's DEFAULT_SCHEDULE.
     "learning_rate": SharedFlag("float", "Peak learning rate of the optimizer.", _SCHEDULE),
-    "num_train_epochs": SharedFlag("float", "Epochs over the training features.", _SCHEDULE),
+    "num_train_epochs": SharedFlag(
+        "float", "Epochs over the training features (whole epochs in the Keras `fit` programs).", _SCHEDULE
+    ),
     "num_train_steps": SharedFlag(
         "integer", "Training steps (overrides --num_train_epochs where a job has it).", _SCHEDULE
     ),
@@ -293,14 +301,10 @@ def define(
 def define_runtime_flags() -> None:
     """Defines `RuntimeConfig`'s flags: --distribution_strategy, --num_gpus, --tpu, --jit_compile,
     --mixed_precision, --deterministic, --seed, --preemption_grace_seconds."""
-    from bert_tf.training.precision import PRECISION_POLICIES
-
     define("distribution_strategy")
     flags.DEFINE_integer("num_gpus", None, "GPUs to use (default: all visible; 0: CPU).")
     flags.DEFINE_string("tpu", None, "TPU name, grpc://host:port or 'local' (with --distribution_strategy=tpu).")
-    flags.DEFINE_enum(
-        "mixed_precision", "float32", PRECISION_POLICIES, "Keras dtype policy (mixed_float16 scales the loss)."
-    )
+    define("mixed_precision")
     flags.DEFINE_bool(
         "deterministic",
         False,
@@ -430,3 +434,11 @@ def integer_list(name: str) -> tuple:
         return tuple(int(value) for value in FLAGS[name].value)
     except ValueError:
         raise errors.BadInputError(f"--{name}: expected integers, got {FLAGS[name].value}.") from None
+
+
+def whole_number(name: str) -> int:
+    """The float flag `name` as an integer (Keras `fit`'s epochs); otherwise bad input naming the flag."""
+    value = FLAGS[name].value
+    if value is None or not float(value).is_integer():
+        raise errors.BadInputError(f"--{name}: expected a whole number, got {value}.")
+    return int(value)

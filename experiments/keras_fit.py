@@ -20,7 +20,6 @@ FLAGS = flags.FLAGS
 
 def define_flags():
     """Defines this tool's flags (at run time, so importing the module defines none)."""
-    from bert_tf.jobs.keras_fit import DTYPE_POLICIES
     from experiments import job_flags
 
     job_flags.define(
@@ -35,19 +34,21 @@ def define_flags():
         "max_train_examples",
         "do_lower_case",
         "seed",
+        "num_train_epochs",
+        "mixed_precision",
         notes={
             "model_dir": "weights.safetensors on backends other than TensorFlow.",
             "train_file": "A TSV with the columns text and label.",
             "eval_file": "The same format, scored after training.",
             "output_dir": "results.json and model/ (the fine-tuned model directory).",
+            "mixed_precision": "Of the model.",
         },
         defaults={
             "warmup_proportion": (0.1, "Default here: 0.1, BERT's fine-tuning warm-up (the schedule's own: none)."),
+            "num_train_epochs": (1.0, "Default here: 1, the README's real-weights recipe."),
         },
     )
-    flags.DEFINE_integer("num_train_epochs", 1, "Training epochs (whole epochs: Keras `fit`'s).")
     job_flags.define_packing_flag(default=True)
-    flags.DEFINE_enum("mixed_precision", "float32", DTYPE_POLICIES, "Keras dtype policy of the model.")
 
 
 @cli.main_function("keras_fit")
@@ -59,7 +60,8 @@ def main(argv):
     from experiments import job_flags
 
     cli.require_flags("model_dir", "train_file", "output_dir")
-    results = run_keras_fit(FLAGS.output_dir, job_flags.config_from_flags(KerasFitConfig))
+    config = job_flags.config_from_flags(KerasFitConfig, num_train_epochs=job_flags.whole_number("num_train_epochs"))
+    results = run_keras_fit(FLAGS.output_dir, config)
     print(json.dumps({k: v for k, v in results.items() if k != "test_logits_head"}))
 
 

@@ -8,7 +8,7 @@ vocabulary helpers in `bert_tf/tokenization/vocab.py`. Nothing in `bert_tf/` imp
 benchmarks. Inside the library the rooms keep their order: `data/` sits below `tasks/` (the examples and readers
 are in `data/`) and below `pretraining_data/` (the writer), `tokenization/` below `data/`, and `jobs/` is the top
 floor, which nothing else in the package imports. No two library modules import each other, directly or round a
-longer circle, at module level or inside a function.
+longer circle, at module level or inside a function. No function in `bert_tf/jobs/` runs over a screen (60 lines).
 """
 
 import ast
@@ -225,40 +225,15 @@ def _program_files():
     return [path for top in ("experiments", "tfrecords_tools") for path in sorted((root / top).rglob("*.py"))], root
 
 
-# Programs that still define a shared flag themselves, each with its reason and the names; every listed name
-# must still be one of their duplicates (remove it from here when it moves to experiments/job_flags.py).
-PENDING_FLAG_DUPLICATES = {
-    "experiments/classify_with_hub.py": (
-        "Keras `fit` takes whole epochs, where the shared --num_train_epochs is a float",
-        {"num_train_epochs"},
-    ),
-    "experiments/keras_fit.py": (
-        "Keras `fit` takes whole epochs, where the shared --num_train_epochs is a float; Keras' dtype policies",
-        {"num_train_epochs", "mixed_precision"},
-    ),
-}
-
-
 def test_each_flag_is_defined_once():
     found = _flag_definitions(*_program_files())
     dynamic = [path for path in found.pop("<not a literal>", []) if path != "experiments/job_flags.py"]
     assert not dynamic, f"DEFINE_ calls whose flag name is not a literal (only job_flags.define may): {dynamic}"
-    twice = {}
-    for name, paths in found.items():
-        rest = [path for path in paths if name not in PENDING_FLAG_DUPLICATES.get(path, ("", ()))[1]]
-        if len(paths) > 1 and len(rest) > 1:
-            twice[name] = rest
+    twice = {name: paths for name, paths in found.items() if len(paths) > 1}
     assert not twice, (
         "flags defined in more than one place; define each once, in experiments/job_flags.py's SHARED_FLAGS, and "
         f"have the programs take it with job_flags.define: {twice}"
     )
-    stale = [
-        f"{path}: --{name}"
-        for path, (_, names) in PENDING_FLAG_DUPLICATES.items()
-        for name in names
-        if path not in found.get(name, []) or len(found[name]) < 2
-    ]
-    assert not stale, f"no longer duplicates: remove them from PENDING_FLAG_DUPLICATES: {stale}"
 
 
 def test_the_flag_walk_sees_literal_table_and_computed_definitions(tmp_path):
@@ -270,3 +245,40 @@ def test_the_flag_walk_sees_literal_table_and_computed_definitions(tmp_path):
     (tmp_path / "b.py").write_text('def f():\n    flags.DEFINE_string("output_dir", None, "")\n', encoding="utf-8")
     found = _flag_definitions(sorted(tmp_path.glob("*.py")), tmp_path)
     assert found == {"seed": ["a.py", "a.py"], "<not a literal>": ["a.py"], "output_dir": ["b.py"]}
+
+
+#: The jobs' functions read top to bottom as named steps, each under a screen.
+JOB_FUNCTION_MAX_LINES = 60
+
+
+def _long_functions(paths, root, max_lines: int) -> list:
+    """["file:line name (N lines)"] of every function (methods and nested ones too) longer than `max_lines`,
+    docstring and signature included."""
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > max_lines:
+                    found.append(f"{path.relative_to(root).as_posix()}:{node.lineno} {node.name} ({lines} lines)")
+    return sorted(found, key=lambda row: (row.split(":")[0], int(row.split(":")[1].split()[0])))
+
+
+def test_no_job_function_is_longer_than_a_screen():
+    root = pathlib.Path(ROOT)
+    long = _long_functions(sorted((root / "bert_tf" / "jobs").rglob("*.py")), root, JOB_FUNCTION_MAX_LINES)
+    assert not long, (
+        f"functions in bert_tf/jobs over {JOB_FUNCTION_MAX_LINES} lines: split them into named steps that read "
+        f"top to bottom: {long}"
+    )
+
+
+def test_the_length_walk_counts_every_function(tmp_path):
+    body = "".join(f"    x{i} = {i}\n" for i in range(4))
+    (tmp_path / "a.py").write_text(
+        f"def short():\n    pass\n\nclass C:\n    def long(self):\n{body.replace('    ', '        ')}\n"
+        f"def outer():\n    def inner():\n{body.replace('    ', '        ')}",
+        encoding="utf-8",
+    )
+    found = _long_functions([tmp_path / "a.py"], tmp_path, 3)
+    assert found == ["a.py:5 long (5 lines)", "a.py:11 outer (6 lines)", "a.py:12 inner (5 lines)"]

@@ -167,23 +167,17 @@ def run_feature_extraction(
     import tensorflow as tf
 
     from bert_tf.checkpoints.model_dir import restore
-    from bert_tf.data import packed_rows
     from bert_tf.models import BertEncoder
-    from bert_tf.tasks.base import FEATURE_INDEX_KEY
-    from bert_tf.tasks.inference import iterate_outputs
     from bert_tf.tasks.task_tokenizer import TaskTokenizer
 
     extension = os.path.splitext(output_file)[1].lower()
     if extension not in OUTPUT_FORMATS:
         raise JobArgumentError(f"--output_file must end in {', '.join(OUTPUT_FORMATS)}, got {output_file}.")
-    max_seq_length, pooling, normalize = config.max_seq_length, config.pooling, config.normalize
+    max_seq_length, long_text = config.max_seq_length, config.long_text_config
     model = config.model.resolve(max_seq_length)
-    num_layers = model.config.num_hidden_layers
-    names = [POOLED] if pooling == POOLED else parse_layers(config.layers, num_layers)
-    positions = None if pooling == POOLED else select_layers(names, num_layers)
+    names, positions = _layer_names(config.layers, config.pooling, model.config.num_hidden_layers)
 
     texts_a, texts_b = read_lines(config.input_file)
-    long_text = config.long_text_config
     _check_single_texts(long_text, texts_b, config.input_file)
     tokenizer = TaskTokenizer(model.vocab_file, lower_case=model.do_lower_case)
     strategy = strategy or tf.distribute.get_strategy()
@@ -191,21 +185,14 @@ def run_feature_extraction(
         encoder = BertEncoder(model.config)
     restore(encoder, model.checkpoint)
 
-    slots = packed_rows.max_examples_per_row(max_seq_length)
-    # Windows: a document's vector is scaled to unit length after its windows' are averaged.
-    normalize_rows = normalize and not long_text.windows
-
-    def forward(inputs, training=False):
-        if config.packing:
-            return _packed_forward(encoder, inputs, pooling, positions, normalize_rows, slots)
-        return _unpacked_forward(encoder, inputs, pooling, positions, normalize_rows)
-
     packed, plan, cut = _encoder_rows(tokenizer, texts_a, texts_b, max_seq_length, long_text)
     for line in describe_cut(cut, "extract_features", long_text.long_text, max_seq_length - 2):
         logging.info(line)
-    dataset = _row_batches(packed, config)
-    per_token = pooling is None
-    sink = _RowSink(packed, max_seq_length) if plan is None else _DocumentSink(plan, tokenizer, per_token, normalize)
+    per_token = config.pooling is None
+    if plan is None:
+        sink = _RowSink(packed, max_seq_length)
+    else:
+        sink = _DocumentSink(plan, tokenizer, per_token, config.normalize)
     # Written under a temporary name and renamed when complete, so a failed run leaves no partial output.
     with file_io.atomic_path(output_file) as tmp_path:
         writer = _WRITERS[extension](
@@ -214,20 +201,53 @@ def run_feature_extraction(
         writer.per_token = per_token
         writer.open()
         try:
-            batches = iterate_outputs(
-                forward, dataset, strategy=strategy, jit_compile=jit_compile, label="Extracting features"
-            )
-            for batch in batches:
-                values = batch["layers"]
-                if per_token:  # back to max_seq_length: the padding beyond the bucket is zero
-                    values = np.pad(values, ((0, 0), (0, max_seq_length - values.shape[1]), (0, 0), (0, 0)))
-                sink.write(writer, batch[FEATURE_INDEX_KEY], values)
+            forward = _forward_fn(encoder, config, positions)
+            _extract(forward, _row_batches(packed, config), sink, writer, config, strategy, jit_compile)
             writer.close()
         except BaseException:
             writer.abort()
             raise
     file_io.write_json(output_file + SUMMARY_SUFFIX, _summary(output_file, config, len(texts_a), cut))
     return output_file
+
+
+def _layer_names(layers: tuple, pooling: str | None, num_layers: int):
+    """(the output's layer names, their positions in `all_layers`); the pooler's output: ([POOLED], None)."""
+    if pooling == POOLED:
+        return [POOLED], None
+    names = parse_layers(layers, num_layers)
+    return names, select_layers(names, num_layers)
+
+
+def _forward_fn(encoder, config: FeatureExtractionConfig, positions):
+    """The forward pass over a batch of rows, packed or one text a row; with windows a document's vector is
+    scaled to unit length after its windows' are averaged (`_DocumentSink`), not each window's."""
+    from bert_tf.data import packed_rows
+
+    pooling = config.pooling
+    normalize_rows = config.normalize and not config.long_text_config.windows
+    slots = packed_rows.max_examples_per_row(config.max_seq_length)
+
+    def forward(inputs, training=False):
+        if config.packing:
+            return _packed_forward(encoder, inputs, pooling, positions, normalize_rows, slots)
+        return _unpacked_forward(encoder, inputs, pooling, positions, normalize_rows)
+
+    return forward
+
+
+def _extract(forward, dataset, sink, writer, config: FeatureExtractionConfig, strategy, jit_compile: bool):
+    """Runs `forward` over `dataset` and hands each batch's values to `sink` (per token: padded back to
+    max_seq_length, the padding beyond the bucket being zero)."""
+    from bert_tf.tasks.base import FEATURE_INDEX_KEY
+    from bert_tf.tasks.inference import iterate_outputs
+
+    batches = iterate_outputs(forward, dataset, strategy=strategy, jit_compile=jit_compile, label="Extracting features")
+    for batch in batches:
+        values = batch["layers"]
+        if config.pooling is None:
+            values = np.pad(values, ((0, 0), (0, config.max_seq_length - values.shape[1]), (0, 0), (0, 0)))
+        sink.write(writer, batch[FEATURE_INDEX_KEY], values)
 
 
 def _check_single_texts(long_text: LongTextConfig, texts_b, input_file: str) -> None:

@@ -48,6 +48,7 @@ import numpy as np
 from bert_tf.data import finetuning_readers, packed_rows
 from bert_tf.errors import JobArgumentError, check_int
 from bert_tf.jobs import DEFAULT_SEED
+from bert_tf.training.config import PRECISION_POLICIES
 
 
 def label_ids(labels, label_list=None) -> tuple[np.ndarray, list]:
@@ -140,7 +141,8 @@ def fit_classifier(
     dtype=None,
     verbose: int = 2,
 ) -> dict:
-    """Fine-tunes `BertClassifier(load_encoder(model_dir))` with `fit`; returns accuracy, loss, seconds.
+    """Fine-tunes `BertClassifier(load_encoder(model_dir))` with `fit`; returns accuracy, loss, seconds, and as
+    `"model"` the fine-tuned classifier of one example a row (the packed one's weights).
 
     Args:
       model_dir: a model directory (`weights.safetensors` on backends other than TensorFlow).
@@ -149,28 +151,63 @@ def fit_classifier(
       num_labels: the classifier's outputs (the training labels' ids are 0..num_labels-1).
       packing: packed rows (see the module docstring); False: one example a row.
       dtype: the Keras dtype policy of the model (e.g. "mixed_bfloat16"), default float32.
-
-    `results["model"]` is the fine-tuned classifier of one example a row (the packed one's weights).
     """
     import keras
 
     from bert_tf.checkpoints import model_dir as model_dir_lib
-    from bert_tf.models import BertClassifier
-    from bert_tf.tokenization.python_tokenizer import PythonBertTokenizer
-    from bert_tf.training.schedule import warmup_linear_decay
 
     keras.utils.set_random_seed(seed)
     vocab_file = os.path.join(model_dir, model_dir_lib.VOCAB_NAME)
+    x_train, x_test, tokenize_seconds = _tokenize(vocab_file, do_lower_case, max_seq_length, train, test)
+    encoder = model_dir_lib.load_encoder(model_dir, dtype=dtype)
+    trained = _classifier(encoder, num_labels, packed_rows.max_examples_per_row(max_seq_length) if packing else None)
+    num_steps = num_train_epochs * -(-len(train[0]) // train_batch_size)
+    _compile(trained, learning_rate, num_steps, warmup_proportion, packing)
+    fit_data = _fit_data(x_train, train[1], train_batch_size, max_seq_length, packing, seed)
+    start = time.time()
+    history = trained.fit(**fit_data, epochs=num_train_epochs, verbose=verbose)
+    results = {
+        "backend": keras.backend.backend(),
+        "packing": packing,
+        "train_examples": len(train[0]),
+        "train_steps": num_steps,
+        "train_seconds": time.time() - start,
+        "tokenize_seconds": tokenize_seconds,
+        "train_loss": [float(v) for v in history.history["loss"]],
+    }
+    classifier = _one_example_a_row(trained, encoder, num_labels) if packing else trained
+    if test is not None:
+        results.update(_test_results(trained, x_test, test[1], max(train_batch_size, 64), max_seq_length, packing))
+    if output_dir:
+        model_dir_lib.write_model_dir(output_dir, classifier, vocab_file=vocab_file)
+    results["model"] = classifier
+    return results
+
+
+def _tokenize(vocab_file: str, do_lower_case: bool, max_seq_length: int, train: tuple, test: tuple | None):
+    """(the training texts' inputs, the held-out texts' or None, the seconds the encoding took)."""
+    from bert_tf.tokenization.python_tokenizer import PythonBertTokenizer
+
     tokenizer = PythonBertTokenizer(vocab_file, lower_case=do_lower_case)
     start = time.time()
     x_train = tokenizer.encode(train[0], max_seq_length)
     x_test = tokenizer.encode(test[0], max_seq_length) if test is not None else None
-    tokenize_seconds = time.time() - start
+    return x_train, x_test, time.time() - start
 
-    encoder = model_dir_lib.load_encoder(model_dir, dtype=dtype)
-    slots = packed_rows.max_examples_per_row(max_seq_length) if packing else None
-    trained = BertClassifier(encoder, num_classes=num_labels, examples_per_row=slots)
-    num_steps = num_train_epochs * -(-len(train[0]) // train_batch_size)
+
+def _fit_data(x_train, labels, batch_size: int, max_seq_length: int, packing: bool, seed: int) -> dict:
+    """`fit`'s data arguments: `PackedBatches` of packed rows, or Keras' shuffled batches of one example a row."""
+    if packing:
+        return dict(x=_packed_batches_class()(x_train, labels, batch_size, max_seq_length, seed))
+    return dict(x=x_train, y=np.asarray(labels), batch_size=batch_size, shuffle=True)
+
+
+def _compile(trained, learning_rate: float, num_steps: int, warmup_proportion: float, packing: bool) -> None:
+    """Adam with BERT's warm-up and linear decay; packed: the loss and accuracy over the filled slots."""
+    import keras
+
+    from bert_tf.training.schedule import warmup_linear_decay
+
     schedule = warmup_linear_decay(
         keras.optimizers.schedules.LearningRateSchedule,
         keras.ops,
@@ -182,44 +219,38 @@ def fit_classifier(
         # The mean over the filled slots (weight 1; empty slots 0): the batch's examples, as unpacked.
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight")
         trained.compile(optimizer=keras.optimizers.Adam(schedule), loss=loss, weighted_metrics=["accuracy"])
-        batches = _packed_batches_class()(x_train, train[1], train_batch_size, max_seq_length, seed)
-        fit_data = dict(x=batches)
     else:
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         trained.compile(optimizer=keras.optimizers.Adam(schedule), loss=loss, metrics=["accuracy"])
-        fit_data = dict(x=x_train, y=np.asarray(train[1]), batch_size=train_batch_size, shuffle=True)
-    start = time.time()
-    history = trained.fit(**fit_data, epochs=num_train_epochs, verbose=verbose)
-    train_seconds = time.time() - start
-    results = {
-        "backend": keras.backend.backend(),
-        "packing": packing,
-        "train_examples": len(train[0]),
-        "train_steps": num_steps,
-        "train_seconds": train_seconds,
-        "tokenize_seconds": tokenize_seconds,
-        "train_loss": [float(v) for v in history.history["loss"]],
-    }
-    classifier = trained
+
+
+def _classifier(encoder, num_labels: int, examples_per_row: int | None):
+    """The `BertClassifier` that `fit` trains: of packed rows of `examples_per_row` examples, or None: one a row."""
+    from bert_tf.models import BertClassifier
+
+    return BertClassifier(encoder, num_classes=num_labels, examples_per_row=examples_per_row)
+
+
+def _one_example_a_row(packed_classifier, encoder, num_labels: int):
+    """The classifier of one example a row with the packed one's weights (the encoder is shared)."""
+    from bert_tf.models import BertClassifier
+
+    classifier = BertClassifier(encoder, num_classes=num_labels, dropout_rate=packed_classifier.dropout_rate)
+    classifier.classifier.set_weights(packed_classifier.classifier.get_weights())
+    return classifier
+
+
+def _test_results(classifier, x_test, labels, batch_size: int, max_seq_length: int, packing: bool) -> dict:
+    """The held-out figures: examples, accuracy, and the first 8 examples' logits."""
     if packing:
-        classifier = BertClassifier(encoder, num_classes=num_labels, dropout_rate=trained.dropout_rate)
-        classifier.classifier.set_weights(trained.classifier.get_weights())
-    if test is not None:
-        if packing:
-            logits = packed_logits(trained, x_test, max(train_batch_size, 64), max_seq_length)
-        else:
-            logits = classifier.predict(x_test, batch_size=max(train_batch_size, 64), verbose=0)
-        results["test_examples"] = len(test[0])
-        results["test_accuracy"] = float(np.mean(np.argmax(logits, -1) == np.asarray(test[1])))
-        results["test_logits_head"] = np.asarray(logits[:8], np.float64).tolist()
-    if output_dir:
-        model_dir_lib.write_model_dir(output_dir, classifier, vocab_file=vocab_file)
-    results["model"] = classifier
-    return results
-
-
-#: The Keras dtype policies of the model (`experiments.finetune`'s --mixed_precision values).
-DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
+        logits = packed_logits(classifier, x_test, batch_size, max_seq_length)
+    else:
+        logits = classifier.predict(x_test, batch_size=batch_size, verbose=0)
+    return {
+        "test_examples": len(labels),
+        "test_accuracy": float(np.mean(np.argmax(logits, -1) == np.asarray(labels))),
+        "test_logits_head": np.asarray(logits[:8], np.float64).tolist(),
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,7 +258,7 @@ class KerasFitConfig:
     """`run_keras_fit`'s settings, named after `experiments.keras_fit`'s flags; `fit_classifier` documents them.
 
     `train_file` and `eval_file` (optional) are TSVs with the columns `text` and `label`; `max_train_examples`
-    keeps the first that many (0: all); `mixed_precision` is one of `DTYPE_POLICIES`.
+    keeps the first that many (0: all); `mixed_precision` is one of `PRECISION_POLICIES`.
     """
 
     model_dir: str
@@ -251,8 +282,10 @@ class KerasFitConfig:
         check_int("max_train_examples", self.max_train_examples, minimum=0)
         if not 0.0 <= self.warmup_proportion <= 1.0:
             raise JobArgumentError(f"--warmup_proportion must be in [0, 1], got {self.warmup_proportion}.")
-        if self.mixed_precision not in DTYPE_POLICIES:
-            raise JobArgumentError(f"--mixed_precision must be one of {DTYPE_POLICIES}, got {self.mixed_precision!r}.")
+        if self.mixed_precision not in PRECISION_POLICIES:
+            raise JobArgumentError(
+                f"--mixed_precision must be one of {PRECISION_POLICIES}, got {self.mixed_precision!r}."
+            )
 
 
 def run_keras_fit(output_dir: str, config: KerasFitConfig) -> dict:

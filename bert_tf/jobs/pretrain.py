@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from absl import logging
 
@@ -39,6 +40,9 @@ from bert_tf.jobs import DEFAULT_SEED
 from bert_tf.pretraining_data.knowledge_units import parse_masking_schedule
 from bert_tf.tokenization.vocab import CLS_TOKEN, MASK_TOKEN, SEP_TOKEN
 from bert_tf.training.runtime import RuntimeConfig, training_runtime
+
+if TYPE_CHECKING:  # it loads TensorFlow
+    from bert_tf.data.dynamic_masking import DynamicMaskingConfig
 
 
 def resolve_bert_config(
@@ -177,32 +181,22 @@ def run_pretraining(
     init_checkpoint: str | None = None,
     loop_callback: Callable | None = None,
 ) -> training.TrainingResult:
-    """Pretrains (or resumes pretraining) a BERT in `output_dir`.
+    """Pretrains (or resumes pretraining) a BERT in `output_dir`; returns the loop's `TrainingResult` (model,
+    step, train and eval metrics, checkpoint). Arguments that cannot work raise `JobArgumentError` (a
+    ValueError) naming the flag, before anything is written.
 
     Args:
-      output_dir: checkpoints, summaries, bert_config.json, vocab.txt and
-        eval_results.json; an existing run there is resumed.
+      output_dir: checkpoints, summaries, bert_config.json, vocab.txt, eval_results.json; a run there resumes.
       bert_config: the `BertConfig` to train (`resolve_bert_config` reads the flags').
       data: see its class.
       training_config: the `bert_tf.training.TrainingConfig`, in steps (`num_train_steps`); None: `DEFAULT_SCHEDULE`.
       runtime: strategy, precision, seeds; None: `RuntimeConfig(seed=DEFAULT_SEED)`.
-      vocab_file: the vocabulary the data was written with; copied into
-        `output_dir`; needed by `data.dynamic_masking`.
-      init_checkpoint: warm start from a TF2 model directory or checkpoint
-        (the encoder, and the pretraining heads when it has them); ignored
-        when resuming.
+      vocab_file: the vocabulary the data was written with; copied into `output_dir`; `dynamic_masking` needs it.
+      init_checkpoint: warm start from a TF2 model directory or checkpoint (the encoder, and the pretraining heads
+        when it has them); ignored when resuming.
       loop_callback: the loop's `loop_callback(step, metrics)`.
-
-    Returns:
-      The loop's `TrainingResult` (model, step, train and eval metrics, checkpoint).
-
-    Raises:
-      JobArgumentError (a ValueError) naming the flag, before
-      anything is written, for arguments that cannot work.
     """
-    training_config = training_config if training_config is not None else training.TrainingConfig(**DEFAULT_SCHEDULE)
-    if training_config.num_train_steps is None:
-        raise JobArgumentError("--num_train_steps is required (the TFRecords' epochs are not counted).")
+    training_config = _schedule_in_steps(training_config)
     runtime = runtime if runtime is not None else RuntimeConfig(seed=DEFAULT_SEED)
     train_files, eval_files, vocab = _check_arguments(output_dir, bert_config, data, vocab_file, init_checkpoint)
     # TensorFlow state: determinism, precision, then the strategy before any op runs.
@@ -212,24 +206,12 @@ def run_pretraining(
         error=JobArgumentError,
     ) as strategy:
         sentence_task = _check_records(data, train_files, eval_files)
-        logging.info("Training objective: %s.", SENTENCE_TASK_OBJECTIVES[sentence_task])
         training.check_microbatches(
             training_config.num_microbatches, data.train_batch_size, strategy.num_replicas_in_sync
         )
         init_checkpoint = _find_init_checkpoint(init_checkpoint)
         masking = _dynamic_masking(data, vocab_file, vocab)
-        logging.info(
-            "Strategy %s: %d replica(s), %d worker(s); global batch %d (%d per replica).",
-            runtime.distribution_strategy,
-            strategy.num_replicas_in_sync,
-            training.num_workers(strategy),
-            data.train_batch_size,
-            data.train_batch_size // strategy.num_replicas_in_sync,
-        )
-        if training.is_chief(strategy):
-            _prepare_output_dir(output_dir, bert_config, vocab_file)
-        result = _train(
-            strategy,
+        run = _PretrainingRun(
             output_dir,
             bert_config,
             data,
@@ -239,28 +221,63 @@ def run_pretraining(
             eval_files,
             masking,
             init_checkpoint,
-            loop_callback,
             sentence_task,
         )
+        _log_run(run, strategy)
         if training.is_chief(strategy):
-            # The backend-neutral copy of the final weights (bert_tf/checkpoints/weights_file.py).
-            from bert_tf.checkpoints import weights_file
-
-            weights_file.write_weights_file(output_dir, result.model, checkpoint=result.checkpoint)
-            if result.eval_metrics is not None and not data.dynamic_masking:
-                baselines = _held_out_baselines(
-                    output_dir,
-                    bert_config,
-                    data,
-                    train_files,
-                    eval_files,
-                    training_config.max_eval_steps,
-                    result.eval_metrics,
-                    result.step,
-                    sentence_task,
-                )
-                result.eval_metrics.update(baselines)
+            _prepare_output_dir(output_dir, bert_config, vocab_file)
+        result = _train(strategy, run, loop_callback)
+        if training.is_chief(strategy):
+            _write_final_outputs(run, result)
         return result
+
+
+def _schedule_in_steps(training_config: training.TrainingConfig | None) -> training.TrainingConfig:
+    """`training_config` (None: `DEFAULT_SCHEDULE`), which must give `num_train_steps`."""
+    training_config = training_config if training_config is not None else training.TrainingConfig(**DEFAULT_SCHEDULE)
+    if training_config.num_train_steps is None:
+        raise JobArgumentError("--num_train_steps is required (the TFRecords' epochs are not counted).")
+    return training_config
+
+
+@dataclasses.dataclass(frozen=True)
+class _PretrainingRun:
+    """What `run_pretraining` checked and resolved, handed to its steps: the files, the masking, the warm start."""
+
+    output_dir: str
+    config: BertConfig
+    data: PretrainingDataConfig
+    training_config: training.TrainingConfig
+    runtime: RuntimeConfig
+    train_files: list
+    eval_files: list | None
+    masking: DynamicMaskingConfig | None  # `data.dynamic_masking`'s
+    init_checkpoint: str | None
+    sentence_task: str
+
+
+def _log_run(run: _PretrainingRun, strategy) -> None:
+    """Logs the objective and how the batch is spread over the replicas."""
+    runtime, train_batch_size = run.runtime, run.data.train_batch_size
+    logging.info("Training objective: %s.", SENTENCE_TASK_OBJECTIVES[run.sentence_task])
+    logging.info(
+        "Strategy %s: %d replica(s), %d worker(s); global batch %d (%d per replica).",
+        runtime.distribution_strategy,
+        strategy.num_replicas_in_sync,
+        training.num_workers(strategy),
+        train_batch_size,
+        train_batch_size // strategy.num_replicas_in_sync,
+    )
+
+
+def _write_final_outputs(run: _PretrainingRun, result: training.TrainingResult) -> None:
+    """The chief's last writes: the backend-neutral weights file, and the held-out baselines beside the figures."""
+    # The backend-neutral copy of the final weights (bert_tf/checkpoints/weights_file.py).
+    from bert_tf.checkpoints import weights_file
+
+    weights_file.write_weights_file(run.output_dir, result.model, checkpoint=result.checkpoint)
+    if result.eval_metrics is not None and not run.data.dynamic_masking:
+        result.eval_metrics.update(_held_out_baselines(run, result.eval_metrics, result.step))
 
 
 def evaluate_pretraining(
@@ -432,60 +449,48 @@ def _prepare_output_dir(output_dir: str, config: BertConfig, vocab_file: str | N
     write_model_files(output_dir, config, vocab_file, keep_existing=True)
 
 
-def _train(
-    strategy,
-    output_dir,
-    config: BertConfig,
-    data: PretrainingDataConfig,
-    training_config: training.TrainingConfig,
-    runtime: RuntimeConfig,
-    train_files,
-    eval_files,
-    masking,
-    init_checkpoint,
-    loop_callback,
-    sentence_task="nsp",
-):
-    """Runs the loop; a corrupt record met while training is a `JobArgumentError` naming the file."""
-    import tensorflow as tf
-
-    from bert_tf.checkpoints import model_dir as model_dir_lib
+def _dataset_fns(run: _PretrainingRun):
+    """The loop's `(train_dataset_fn, eval_dataset_fn)`; the second is None without held-out files."""
     from bert_tf.data.pretraining_dataset import pretraining_dataset
-    from bert_tf.models import BertEncoder, BertPretrainer, pretraining_losses
 
-    seed = runtime.seed
-    data_seed = seed if runtime.deterministic else None
+    data, masking = run.data, run.masking
+    shapes = (data.max_seq_length, data.max_predictions_per_seq)
 
     def train_dataset_fn(input_context):
         return pretraining_dataset(
-            train_files,
+            run.train_files,
             data.train_batch_size,
-            data.max_seq_length,
-            data.max_predictions_per_seq,
+            *shapes,
             training=True,
             input_context=input_context,
             shuffle_buffer_size=data.shuffle_buffer_size,
-            seed=data_seed,
-            dynamic_masking=_scheduled(masking, training_config.num_train_steps, input_context),
+            seed=run.runtime.seed if run.runtime.deterministic else None,
+            dynamic_masking=_scheduled(masking, run.training_config.num_train_steps, input_context),
             check_files=False,
-            sentence_task=sentence_task,
+            sentence_task=run.sentence_task,
         )
 
     def eval_dataset_fn(input_context):
         # Evaluation masks (when drawn) use a fixed seed, so evaluations are comparable.
         return pretraining_dataset(
-            eval_files,
+            run.eval_files,
             data.eval_batch_size,
-            data.max_seq_length,
-            data.max_predictions_per_seq,
+            *shapes,
             training=False,
             input_context=input_context,
-            seed=seed,
+            seed=run.runtime.seed,
             dynamic_masking=dataclasses.replace(masking, schedule=()) if masking is not None else None,
             drop_remainder=False,
             check_files=False,
-            sentence_task=sentence_task,
+            sentence_task=run.sentence_task,
         )
+
+    return train_dataset_fn, eval_dataset_fn if run.eval_files else None
+
+
+def _init_fn(init_checkpoint: str | None):
+    """The loop's `init_fn`: the warm start from `init_checkpoint` (with its pretraining heads where it has them)."""
+    from bert_tf.checkpoints import model_dir as model_dir_lib
 
     def init_fn(model):
         if not init_checkpoint:
@@ -497,6 +502,12 @@ def _train(
             model_dir_lib.restore(model.encoder, init_checkpoint)
             logging.info("Initialised the encoder from %s (new pretraining heads).", init_checkpoint)
 
+    return init_fn
+
+
+def _model_fn(config: BertConfig, sentence_task: str):
+    from bert_tf.models import BertEncoder, BertPretrainer
+
     def model_fn():
         pretrainer = BertPretrainer(BertEncoder(config))
         if sentence_task == "none":
@@ -505,27 +516,38 @@ def _train(
             pretrainer.next_sentence.trainable = False
         return pretrainer
 
+    return model_fn
+
+
+def _train(strategy, run: _PretrainingRun, loop_callback):
+    """Runs the loop; a corrupt record met while training is a `JobArgumentError` naming the file."""
+    import tensorflow as tf
+
+    from bert_tf.checkpoints import model_dir as model_dir_lib
+    from bert_tf.models import pretraining_losses
+
+    train_dataset_fn, eval_dataset_fn = _dataset_fns(run)
     try:
         return training.train(
             strategy,
-            model_fn,
+            _model_fn(run.config, run.sentence_task),
             pretraining_losses,
             train_dataset_fn,
-            output_dir,
-            training_config,
-            eval_dataset_fn=eval_dataset_fn if eval_files else None,
-            init_fn=init_fn,
+            run.output_dir,
+            run.training_config,
+            eval_dataset_fn=eval_dataset_fn,
+            init_fn=_init_fn(run.init_checkpoint),
             loop_callback=loop_callback,
-            jit_compile=runtime.jit_compile,
-            preemption=runtime.preemption_watcher(),
+            jit_compile=run.runtime.jit_compile,
+            preemption=run.runtime.preemption_watcher(),
         )
     except tf.errors.DataLossError:
         # The first record of every file was checked; a file damaged further on fails here,
         # after the last checkpoint was written, which stays as it was.
-        where = _find_corrupt_record(train_files + (eval_files or []))
+        where = _find_corrupt_record(run.train_files + (run.eval_files or []))
         if where is None:
             raise
-        latest = model_dir_lib.latest_checkpoint(output_dir)
+        latest = model_dir_lib.latest_checkpoint(run.output_dir)
         raise JobArgumentError(
             f"{where}; training stopped, the latest checkpoint ({latest or 'none'}) is kept."
         ) from None
@@ -536,17 +558,7 @@ def _train(
 BASELINE_TRAIN_RECORDS = 100_000
 
 
-def _held_out_baselines(
-    output_dir,
-    config: BertConfig,
-    data,
-    train_files,
-    eval_files,
-    max_eval_steps,
-    metrics: dict,
-    step: int,
-    sentence_task: str = "nsp",
-) -> dict:
+def _held_out_baselines(run: _PretrainingRun, metrics: dict, step: int) -> dict:
     """The yardsticks of the held-out figures: what a model that ignores its input scores.
 
     `mlm_unigram_accuracy` / `mlm_unigram_loss`: always predicting the masked tokens' unigram distribution
@@ -557,40 +569,53 @@ def _held_out_baselines(
     eval_results.json and logged in one line beside the model's figures.
     """
     from bert_tf import file_io
-    from bert_tf.data.unigram_baseline import next_sentence_baseline, unigram_baseline
 
-    eval_records = max_eval_steps * data.eval_batch_size if max_eval_steps else None
-    shapes = (data.max_seq_length, data.max_predictions_per_seq)
     try:
-        unigram = unigram_baseline(
-            train_files,
-            eval_files,
-            *shapes,
-            config.vocab_size,
-            max_train_records=BASELINE_TRAIN_RECORDS,
-            max_eval_records=eval_records,
-            sentence_task=sentence_task,
-        )
-        sentence = None
-        if sentence_task != "none":
-            sentence = next_sentence_baseline(
-                eval_files, *shapes, max_records=eval_records, sentence_task=sentence_task
-            )
+        unigram, sentence = _score_baselines(run)
     except ValueError as e:  # e.g. no masked positions in the held-out records
         logging.warning("No held-out baselines: %s", e)
         return {}
     baselines = {"mlm_unigram_accuracy": unigram.accuracy, "mlm_unigram_loss": unigram.loss}
+    task = run.sentence_task
     if sentence is not None:
-        baselines.update(
-            {f"{sentence_task}_majority_accuracy": sentence.accuracy, f"{sentence_task}_prior_loss": sentence.loss}
-        )
+        baselines.update({f"{task}_majority_accuracy": sentence.accuracy, f"{task}_prior_loss": sentence.loss})
     # The loop wrote eval_results.json as `dict(metrics, step=step)`; the baselines join it.
     file_io.write_json(
-        os.path.join(output_dir, training.EVAL_RESULTS_NAME),
+        os.path.join(run.output_dir, training.EVAL_RESULTS_NAME),
         dict(metrics, **baselines, step=step),
         sort_keys=True,
         allow_nan=True,
     )
+    logging.info("%s.", _baselines_line(metrics, unigram, sentence, task))
+    return baselines
+
+
+def _score_baselines(run: _PretrainingRun):
+    """`(unigram, sentence)`: the MLM unigram baseline and the sentence task's (None without one)."""
+    from bert_tf.data.unigram_baseline import next_sentence_baseline, unigram_baseline
+
+    data, max_eval_steps = run.data, run.training_config.max_eval_steps
+    eval_records = max_eval_steps * data.eval_batch_size if max_eval_steps else None
+    shapes = (data.max_seq_length, data.max_predictions_per_seq)
+    unigram = unigram_baseline(
+        run.train_files,
+        run.eval_files,
+        *shapes,
+        run.config.vocab_size,
+        max_train_records=BASELINE_TRAIN_RECORDS,
+        max_eval_records=eval_records,
+        sentence_task=run.sentence_task,
+    )
+    sentence = None
+    if run.sentence_task != "none":
+        sentence = next_sentence_baseline(
+            run.eval_files, *shapes, max_records=eval_records, sentence_task=run.sentence_task
+        )
+    return unigram, sentence
+
+
+def _baselines_line(metrics: dict, unigram, sentence, sentence_task: str) -> str:
+    """The log line of the held-out figures beside their baselines."""
     line = (
         f"Held-out: MLM accuracy {metrics.get('mlm_accuracy', float('nan')):.4f} (unigram baseline "
         f"{unigram.accuracy:.4f}), MLM loss {metrics.get('mlm_loss', float('nan')):.4f} (unigram {unigram.loss:.4f})"
@@ -602,8 +627,7 @@ def _held_out_baselines(
             f"{sentence.accuracy:.4f}), {name} loss {metrics.get(f'{sentence_task}_loss', float('nan')):.4f} "
             f"(label prior {sentence.loss:.4f})"
         )
-    logging.info("%s.", line)
-    return baselines
+    return line
 
 
 def _find_corrupt_record(files: list[str]) -> str | None:

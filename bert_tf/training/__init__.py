@@ -20,7 +20,7 @@ _LAZY = {
     "EVAL_RESULTS_NAME": "bert_tf.training.loop",
     "JobArgumentError": "bert_tf.training.runtime",
     "NonFiniteLossError": "bert_tf.training.loop",
-    "PRECISION_POLICIES": "bert_tf.training.precision",
+    "PRECISION_POLICIES": "bert_tf.training.config",
     "PreemptionWatcher": "bert_tf.training.preemption",
     "RuntimeConfig": "bert_tf.training.runtime",
     "STRATEGIES": "bert_tf.training.distribution",

@@ -16,6 +16,10 @@ import math
 
 from bert_tf.errors import JobArgumentError, check_int
 
+#: The Keras dtype policies the jobs take (--mixed_precision); here, where no TensorFlow loads, for the Keras
+#: programs that run without it.
+PRECISION_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
+
 # The optimizers `bert_tf.training.optimizers.create_optimizer` builds.
 OPTIMIZERS = ("adamw", "lamb")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-PRECISION_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
+from bert_tf.training.config import PRECISION_POLICIES
 
 
 def set_precision_policy(name: str) -> None:

@@ -24,8 +24,9 @@ import keras
 
 from bert_tf.errors import JobArgumentError
 from bert_tf.training import distribution
+from bert_tf.training.config import PRECISION_POLICIES
 from bert_tf.training.determinism import enable_determinism
-from bert_tf.training.precision import PRECISION_POLICIES, set_precision_policy
+from bert_tf.training.precision import set_precision_policy
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,22 +42,9 @@ def run_classify_with_hub(
     batches = _batches(config, classifier, train_texts, y_train, test_texts, y_test)
     trained, fit_data, steps_per_epoch, score_test = batches
     _compile(trained, config, config.num_train_epochs * steps_per_epoch)
-    os.makedirs(output_dir, exist_ok=True)
-    start = time.time()
-    history = trained.fit(
-        **fit_data,
-        epochs=config.num_train_epochs,
-        verbose=2,
-        callbacks=[tf.keras.callbacks.TensorBoard(os.path.join(output_dir, "summaries"))],
-    )
-    train_seconds = time.time() - start
+    history, train_seconds = _fit(trained, fit_data, config.num_train_epochs, output_dir)
     test_loss, test_accuracy = score_test(history)
-
-    new_scores = classifier.predict(tf.constant(list(new_sentences)), verbose=0)[:, 0] if new_sentences else []
-    predictions = [
-        {"text": t, "score": float(s), "label": names[1] if s >= 0.5 else names[0]}
-        for t, s in zip(new_sentences, new_scores)
-    ]
+    predictions = _predict(classifier, new_sentences, names)
     with file_io.atomic_path(os.path.join(output_dir, "saved_model"), directory=True) as tmp_dir:
         classifier.save(tmp_dir, include_optimizer=False)
     if task_model_dir:
@@ -80,14 +67,44 @@ def run_classify_with_hub(
         "predictions": predictions,
     }
     file_io.write_json(os.path.join(output_dir, "results.json"), results)
+    _log_results(results)
+    return results
+
+
+def _fit(trained, fit_data: dict, num_train_epochs: int, output_dir: str):
+    """(Keras' history, the seconds `fit` took); TensorBoard's logs in `output_dir`/summaries."""
+    import tensorflow as tf
+
+    os.makedirs(output_dir, exist_ok=True)
+    start = time.time()
+    history = trained.fit(
+        **fit_data,
+        epochs=num_train_epochs,
+        verbose=2,
+        callbacks=[tf.keras.callbacks.TensorBoard(os.path.join(output_dir, "summaries"))],
+    )
+    return history, time.time() - start
+
+
+def _predict(classifier, new_sentences, names) -> list:
+    """[{"text", "score" (the positive class's probability), "label"}] of each of `new_sentences`."""
+    import tensorflow as tf
+
+    new_scores = classifier.predict(tf.constant(list(new_sentences)), verbose=0)[:, 0] if new_sentences else []
+    return [
+        {"text": t, "score": float(s), "label": names[1] if s >= 0.5 else names[0]}
+        for t, s in zip(new_sentences, new_scores)
+    ]
+
+
+def _log_results(results: dict) -> None:
     logging.info(
         "test accuracy %.4f (the training majority class %r scored on test: %.4f; the test majority class: %.4f)",
-        test_accuracy,
+        results["test_accuracy"],
         results["train_majority_class"],
         results["train_majority_class_test_accuracy"],
         results["test_majority_class_accuracy"],
     )
-    return results
 
 
 def _compile(trained, config, num_train_steps):

@@ -11,8 +11,9 @@ from bert_tf.jobs import DEFAULT_SEED
 from bert_tf.jobs.distillation import data as distillation_data
 from bert_tf.jobs.distillation import evaluation, settings, stages, teacher_logits
 from bert_tf.jobs.distillation.config import DistillationConfig, StudentConfig
-from bert_tf.jobs.distillation.route import resolve_student
+from bert_tf.jobs.distillation.route import Student, resolve_student
 from bert_tf.jobs.distillation.teacher import (
+    Teacher,
     check_sentence_pair,
     load_teacher_model,
     read_teacher,
@@ -23,6 +24,7 @@ from bert_tf.jobs.finetuning.config import DEFAULT_SCHEDULE, FinetuningDataConfi
 from bert_tf.tasks.task_config import FinetuningTaskConfig
 
 if TYPE_CHECKING:
+    from bert_tf.data.finetuning_data import ExamplesReader
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
 
@@ -62,13 +64,50 @@ def run_distillation(
     """
     from bert_tf import training
 
-    if training_config is None:
-        training_config = training.TrainingConfig(**DEFAULT_SCHEDULE)
+    training_config = training_config if training_config is not None else training.TrainingConfig(**DEFAULT_SCHEDULE)
     runtime = runtime if runtime is not None else training.RuntimeConfig(seed=DEFAULT_SEED)
-    output_dir = os.path.abspath(output_dir)
     do_eval = do_eval and bool(data.eval_file or data.tfds_name)
-
     # Everything is read and checked before TensorFlow starts and before anything is written.
+    job = _read_and_check(
+        os.path.abspath(output_dir), config, student, data, runtime, trained_intermediates, do_eval, do_predict
+    )
+    with training.training_runtime(runtime, batch_sizes={"train_batch_size": data.train_batch_size}) as strategy:
+        training.check_microbatches(
+            training_config.num_microbatches, data.train_batch_size, strategy.num_replicas_in_sync
+        )
+        # The settings first: a run killed while the teacher labels the data resumes in its own directory.
+        if training.is_chief(strategy):
+            _write_settings(job)
+        teacher_model = _label_training_data(job, config, teacher_logits_file, runtime.seed, strategy)
+        run = _route_training(job, teacher_model, config, training_config, strategy, runtime)
+        trained, step = stages.train_route(run, job.student_model, job.output_dir, job.trained_intermediates)
+        if not training.is_chief(strategy):
+            return {}
+        evaluation.write_student(job.output_dir, trained)
+        return evaluation.evaluate_and_predict(
+            job.inputs, trained, teacher_model, step, data, strategy, runtime, do_eval=do_eval, do_predict=do_predict
+        )
+
+
+@dataclasses.dataclass
+class _DistillationJob:
+    """What `run_distillation` read and checked before TensorFlow starts: teacher, student, route and data."""
+
+    output_dir: str
+    data: FinetuningDataConfig
+    teacher: Teacher
+    student_model: Student
+    trained_intermediates: dict
+    run_settings: dict
+    reader: ExamplesReader
+    inputs: finetuning_inputs.FinetuningInputs
+    unlabeled_features: object  # the task plug-in's features of the teacher-only texts, or None
+
+
+def _read_and_check(
+    output_dir, config, student, data, runtime, trained_intermediates, do_eval, do_predict
+) -> _DistillationJob:
+    """Teacher -> student route -> data, read and checked; nothing is written."""
     teacher = read_teacher(config)
     max_seq_length = teacher.max_seq_length(config.max_seq_length)
     check_compatible(teacher.source.config, None, max_seq_length)
@@ -84,31 +123,25 @@ def run_distillation(
     unlabeled_features = distillation_data.read_inputs(
         inputs, reader, data, config, runtime.seed, do_eval=do_eval, do_predict=do_predict
     )
+    return _DistillationJob(
+        output_dir,
+        data,
+        teacher,
+        student_model,
+        trained_intermediates,
+        run_settings,
+        reader,
+        inputs,
+        unlabeled_features,
+    )
 
-    with training.training_runtime(runtime, batch_sizes={"train_batch_size": data.train_batch_size}) as strategy:
-        is_chief = training.is_chief(strategy)
-        training.check_microbatches(
-            training_config.num_microbatches, data.train_batch_size, strategy.num_replicas_in_sync
-        )
-        # The settings first: a run killed while the teacher labels the data resumes in its own directory.
-        if is_chief:
-            recorded_data = dataclasses.replace(data, **reader.columns_used())
-            settings.write_model_files(
-                output_dir, student_model, teacher, inputs.task_object, recorded_data, run_settings
-            )
-        if teacher_logits_file is None:
-            teacher_logits_file = teacher_logits.teacher_logits_file(output_dir, config, data, runtime.seed)
-        teacher_model = _label_training_data(
-            inputs, teacher, unlabeled_features, teacher_logits_file if is_chief else None, data, strategy
-        )
-        run = _route_training(inputs, teacher_model, config, training_config, data.train_batch_size, strategy, runtime)
-        trained, step = stages.train_route(run, student_model, output_dir, trained_intermediates)
-        if not is_chief:
-            return {}
-        evaluation.write_student(output_dir, trained)
-        return evaluation.evaluate_and_predict(
-            inputs, trained, teacher_model, step, data, strategy, runtime, do_eval=do_eval, do_predict=do_predict
-        )
+
+def _write_settings(job: _DistillationJob) -> None:
+    """The student's model files and the run's settings, with the data columns the reader used."""
+    recorded_data = dataclasses.replace(job.data, **job.reader.columns_used())
+    settings.write_model_files(
+        job.output_dir, job.student_model, job.teacher, job.inputs.task_object, recorded_data, job.run_settings
+    )
 
 
 def _teacher_task(output_dir, teacher, config: DistillationConfig, data, max_seq_length: int):
@@ -126,24 +159,31 @@ def _teacher_task(output_dir, teacher, config: DistillationConfig, data, max_seq
     return reader, finetuning_inputs.FinetuningInputs(output_dir, teacher.source, task_object)
 
 
-def _label_training_data(inputs, teacher, unlabeled_features, logits_file, data, strategy):
-    """Loads the teacher's model and adds its logits to the training features (`with_teacher_logits`)."""
+def _label_training_data(job: _DistillationJob, config: DistillationConfig, logits_file, seed: int, strategy):
+    """Loads the teacher's model and adds its logits to the training features (`with_teacher_logits`), kept in
+    `logits_file` by the chief (None: `teacher_logits_file`'s)."""
+    from bert_tf import training
+
+    if logits_file is None:
+        logits_file = teacher_logits.teacher_logits_file(job.output_dir, config, job.data, seed)
+    inputs = job.inputs
     with strategy.scope():
-        teacher_model = load_teacher_model(inputs.task_object, teacher)
+        teacher_model = load_teacher_model(inputs.task_object, job.teacher)
     inputs.train_features = teacher_logits.with_teacher_logits(
         inputs.task_object,
         teacher_model,
         inputs.train_features,
-        unlabeled_features,
-        data.eval_batch_size,
+        job.unlabeled_features,
+        job.data.eval_batch_size,
         strategy,
-        logits_file,
+        logits_file if training.is_chief(strategy) else None,
     )
     return teacher_model
 
 
-def _route_training(inputs, teacher_model, config, training_config, batch_size, strategy, runtime):
+def _route_training(job: _DistillationJob, teacher_model, config, training_config, strategy, runtime):
     """What every stage of the route trains with: the same features, with the same schedule in steps."""
+    inputs, batch_size = job.inputs, job.data.train_batch_size
     num_features = inputs.task_object.num_features(inputs.train_features)
     schedule = training_config.in_steps(num_features, batch_size)
     return stages.RouteTraining(inputs, teacher_model, config, schedule, batch_size, strategy, runtime)

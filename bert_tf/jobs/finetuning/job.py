@@ -73,18 +73,15 @@ def run_finetuning(
 
     Args:
       output_dir: checkpoints, summaries, results and predictions.
-      task: the task's config: a `FinetuningTaskConfig`, or the registered plug-in's own subclass of it
-        (`bert_tf.tasks.SquadConfig` for SQuAD).
+      task: a `FinetuningTaskConfig`, or its registered plug-in's subclass (`bert_tf.tasks.SquadConfig` for SQuAD).
       model, data: see their classes.
       training_config: the `bert_tf.training.TrainingConfig` (`num_train_steps`, or `num_train_epochs` over
         the training features; `warmup_proportion` of the steps); None: `DEFAULT_SCHEDULE`.
-      runtime: strategy, precision and seeds; None: `RuntimeConfig(seed=DEFAULT_SEED)`.
-        Its seed seeds initialisation, dropout and shuffling; `deterministic`
-        also makes TensorFlow's ops deterministic (process-wide; a GPU op
-        without a deterministic kernel then raises).
+      runtime: strategy, precision and seeds; None: `RuntimeConfig(seed=DEFAULT_SEED)`. Its seed seeds
+        initialisation, dropout and shuffling; `deterministic` also makes TensorFlow's ops deterministic
+        (process-wide; a GPU op without a deterministic kernel then raises).
       do_train, do_eval, do_predict: the phases to run (at least one).
-      overwrite_predictions: replace the `predictions.*` of an earlier `do_predict` in `output_dir` (without
-        it they are refused before any work).
+      overwrite_predictions: replace an earlier `do_predict`'s `predictions.*` in `output_dir` (else: refused).
 
     Raises:
       DataError: bad input data, naming the file and line or record.
@@ -93,8 +90,7 @@ def run_finetuning(
     """
     from bert_tf import training
 
-    if training_config is None:
-        training_config = training.TrainingConfig(**DEFAULT_SCHEDULE)
+    training_config = training_config if training_config is not None else training.TrainingConfig(**DEFAULT_SCHEDULE)
     runtime = runtime if runtime is not None else training.RuntimeConfig(seed=DEFAULT_SEED)
     _check_phases(training_config, do_train, do_eval, do_predict)
     # Packed rows unless the task or an option rules them out (logged); an explicit --packing there is refused.

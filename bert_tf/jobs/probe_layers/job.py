@@ -32,28 +32,11 @@ def run_probe_layers(output_dir: str, config: ProbeLayersConfig) -> dict:
       BadInputError: `BERT_TF_JEMALLOC` names no file (`bert_tf.memory_allocator`).
     """
     start = time.monotonic()
-    if not output_dir:
-        raise JobArgumentError("--output_dir is required.")
-    output_dir = os.path.abspath(output_dir)
-    if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or os.listdir(output_dir)):
-        raise JobArgumentError(f"--output_dir={output_dir} exists and is not empty.")
+    output_dir = _check_output_dir(output_dir)
     model = config.model.resolve(config.max_seq_length)
     finetune_environment = fine_tuning_environment() if config.finetune else {}
     files = config.files()
-    data = {}
-    for task in config.tasks:
-        prefix, train_path, test_path = files[task]
-        read = data_lib.read_token_file if task == data_lib.TOKEN else data_lib.read_sentence_file
-        data[task] = (read(train_path, f"{prefix}_train_file"), read(test_path, f"{prefix}_test_file"))
-        labels = data_lib.task_labels(task, data[task][0])
-        if len(set(labels)) < 2:
-            raise DataError(f"--{prefix}_train_file: {train_path}: needs at least two distinct labels.")
-        # No probe can predict a label it never saw: such test items stay, as errors in every row.
-        warn_unseen_labels(
-            count_unseen_labels(data_lib.task_labels(task, data[task][1]), set(labels)),
-            "words" if task == data_lib.TOKEN else "texts",
-            split=f"test ({test_path})",
-        )
+    data = _read_data(config.tasks, files)
 
     from bert_tf.probing import report as report_lib
 
@@ -62,24 +45,7 @@ def run_probe_layers(output_dir: str, config: ProbeLayersConfig) -> dict:
     parts.done("features", {"seconds": round(feature_seconds, 1)})
     fine_tuned, finetune_seconds = {}, None
     if config.finetune:
-        # Before the probes, in a child process: the parent holds no features yet, and the fine-tuning's memory
-        # goes with the child.
-        from bert_tf.child_process import run_in_child_process
-
-        finetune_start = time.monotonic()
-        for task in config.tasks:
-            fine_tuned[task] = run_in_child_process(
-                fine_tuned_accuracy,
-                task,
-                files[task],
-                finetune_steps(config, data_lib.num_items(task, data[task][0])),
-                config,
-                output_dir,
-                description=f"fine-tuning ({task})",
-                environment=finetune_environment,
-            )
-            parts.done(f"fine_tuned {task}", fine_tuned[task])
-        finetune_seconds = round(time.monotonic() - finetune_start, 1)
+        fine_tuned, finetune_seconds = _fine_tune(config, files, data, output_dir, parts, finetune_environment)
     probe_start = time.monotonic()
     report = {
         "model": {
@@ -106,6 +72,57 @@ def run_probe_layers(output_dir: str, config: ProbeLayersConfig) -> dict:
     report_lib.write_report(output_dir, report)
     parts.close()
     return report
+
+
+def _check_output_dir(output_dir: str) -> str:
+    """`output_dir` made absolute; refused unless given and new or empty."""
+    if not output_dir:
+        raise JobArgumentError("--output_dir is required.")
+    output_dir = os.path.abspath(output_dir)
+    if os.path.exists(output_dir) and (not os.path.isdir(output_dir) or os.listdir(output_dir)):
+        raise JobArgumentError(f"--output_dir={output_dir} exists and is not empty.")
+    return output_dir
+
+
+def _read_data(tasks, files: dict) -> dict:
+    """{task: (training items, test items)}, each training set with two labels at least."""
+    data = {}
+    for task in tasks:
+        prefix, train_path, test_path = files[task]
+        read = data_lib.read_token_file if task == data_lib.TOKEN else data_lib.read_sentence_file
+        data[task] = (read(train_path, f"{prefix}_train_file"), read(test_path, f"{prefix}_test_file"))
+        labels = data_lib.task_labels(task, data[task][0])
+        if len(set(labels)) < 2:
+            raise DataError(f"--{prefix}_train_file: {train_path}: needs at least two distinct labels.")
+        # No probe can predict a label it never saw: such test items stay, as errors in every row.
+        warn_unseen_labels(
+            count_unseen_labels(data_lib.task_labels(task, data[task][1]), set(labels)),
+            "words" if task == data_lib.TOKEN else "texts",
+            split=f"test ({test_path})",
+        )
+    return data
+
+
+def _fine_tune(config: ProbeLayersConfig, files: dict, data: dict, output_dir: str, parts, environment: dict):
+    """({task: the fine-tuned row}, seconds): each task fine-tuned in a child process, before the probes (the
+    parent holds no features yet, and the fine-tuning's memory goes with the child)."""
+    from bert_tf.child_process import run_in_child_process
+
+    start = time.monotonic()
+    fine_tuned = {}
+    for task in config.tasks:
+        fine_tuned[task] = run_in_child_process(
+            fine_tuned_accuracy,
+            task,
+            files[task],
+            finetune_steps(config, data_lib.num_items(task, data[task][0])),
+            config,
+            output_dir,
+            description=f"fine-tuning ({task})",
+            environment=environment,
+        )
+        parts.done(f"fine_tuned {task}", fine_tuned[task])
+    return fine_tuned, round(time.monotonic() - start, 1)
 
 
 class _Parts:
