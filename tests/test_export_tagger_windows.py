@@ -4,6 +4,7 @@ fine-tuning's overlapping windows and tags each word from its max-context window
 import json
 import os
 import random
+import shutil
 
 import numpy as np
 import pytest
@@ -136,6 +137,26 @@ def test_servable_tags_each_word_from_its_max_context_window_as_do_predict(expor
     assert split_tags != predicted
     assert np.abs(split_out["scores"].numpy() - got["scores"][: len(sentences)]).max() > 0.01
     assert len({t for tags in predicted for t in tags}) >= 2
+
+
+def test_a_recorded_long_text_no_tagger_was_fine_tuned_with_exits_2_naming_the_file(exported, tmp_path, capfd):
+    output_dir = exported[0]
+    for bad, named in [
+        ({"long_text": "head_tail"}, "--long_text=head_tail"),
+        ({"window_stride": 7}, "--window_stride=7"),
+    ]:
+        broken = tmp_path / "broken"
+        shutil.copytree(output_dir, broken, dirs_exist_ok=True)
+        path = broken / "task_config.json"
+        task_config = json.loads(path.read_text("utf-8"))
+        task_config["long_text"].update(bad)
+        path.write_text(json.dumps(task_config), "utf-8")
+        export_dir = tmp_path / "export"
+        argv = [f"--model_dir={broken}", f"--export_dir={export_dir}", f"--max_seq_length={SEQ_LENGTH}"]
+        assert run_main(export_cli, argv) == 2
+        err = capfd.readouterr().err.strip().splitlines()[-1]
+        assert str(path) in err and named in err, err
+        assert not export_dir.exists()
 
 
 def test_max_context_window_in_the_graph_is_the_python_rule():

@@ -402,8 +402,8 @@ def export_model_dir(
 
 
 def _recorded_long_text(task_config: dict, model_dir: str):
-    """The `LongTextConfig` a classifier was fine-tuned with (task_config.json's `long_text`; none: truncate),
-    checked against its `max_seq_length`; a bad one is a JobArgumentError naming the file."""
+    """The `LongTextConfig` a classifier or tagger was fine-tuned with (task_config.json's `long_text`; none:
+    truncate), checked against its `max_seq_length`; a bad one is a JobArgumentError naming the file."""
     from bert_tf.checkpoints.model_source import TASK_CONFIG_NAME
     from bert_tf.errors import JobArgumentError
     from bert_tf.tasks.long_text import LongTextConfig
@@ -416,6 +416,10 @@ def _recorded_long_text(task_config: dict, model_dir: str):
         raise JobArgumentError(f"{source}: {e}") from None
     if long_text.long_text != "truncate" and task_config.get("sentence_pair"):
         raise JobArgumentError(f"{source}: --long_text={long_text.long_text} is for single texts, not sentence pairs.")
+    if long_text.long_text == "head_tail" and task_config.get("task") == TAGGING_TASK:
+        raise JobArgumentError(
+            f"{source}: --long_text=head_tail drops the middle of a sentence; a tagger tags every word."
+        )
     return long_text
 
 
