@@ -51,7 +51,7 @@ def reference_owner(num_pieces, window, stride):
 )
 def test_max_context_window_of_each_piece_equals_squads_rule(num_pieces, window, stride):
     starts, owners = reference_owner(num_pieces, window, stride)
-    assert long_text.max_context_windows(num_pieces, starts, window).tolist() == owners
+    assert long_text.max_context_windows(starts, window, num_pieces).tolist() == owners
 
 
 @pytest.fixture(scope="module")

@@ -325,13 +325,14 @@ def export_model_dir(
     classifier = None
     classifier_tasks = _classifier_tasks()
     is_classifier = bool(task_config) and task_config.get("task") in classifier_tasks
-    long_text = _recorded_long_text(task_config, model_dir) if is_classifier else None
+    is_tagger = bool(task_config) and task_config.get("task") == TAGGING_TASK
+    long_text = _recorded_long_text(task_config, model_dir) if is_classifier or is_tagger else None
     if litert is not None:
         _check_litert(task_config, classifier_tasks, model_dir, quantize, long_text)
     tagger = None
     if is_classifier:
         classifier = _restore_classifier(config, task_config, long_text, checkpoint, model_dir, use_weights_file)
-    elif task_config and task_config.get("task") == TAGGING_TASK and not quantize:
+    elif is_tagger and not quantize:
         tagger = _restore_tagger(config, task_config, checkpoint, model_dir, use_weights_file)
     elif task_config:
         logging.warning(
@@ -370,7 +371,9 @@ def export_model_dir(
             )
         if tagger is not None:
             checked.append(
-                _save_tagger(tagger, task_config, vocab_file, lower_case, os.path.join(tmp_dir, TAGGER_SUBDIR), verify)
+                _save_tagger(
+                    tagger, task_config, long_text, vocab_file, lower_case, os.path.join(tmp_dir, TAGGER_SUBDIR), verify
+                )
             )
         if litert is not None:
             from bert_tf.export import litert as litert_lib
@@ -399,8 +402,8 @@ def export_model_dir(
 
 
 def _recorded_long_text(task_config: dict, model_dir: str):
-    """The `LongTextConfig` a classifier was fine-tuned with (task_config.json's `long_text`; none: truncate),
-    checked against its `max_seq_length`; a bad one is a JobArgumentError naming the file."""
+    """The `LongTextConfig` a classifier or tagger was fine-tuned with (task_config.json's `long_text`; none:
+    truncate), checked against its `max_seq_length`; a bad one is a JobArgumentError naming the file."""
     from bert_tf.checkpoints.model_source import TASK_CONFIG_NAME
     from bert_tf.errors import JobArgumentError
     from bert_tf.tasks.long_text import LongTextConfig
@@ -413,6 +416,10 @@ def _recorded_long_text(task_config: dict, model_dir: str):
         raise JobArgumentError(f"{source}: {e}") from None
     if long_text.long_text != "truncate" and task_config.get("sentence_pair"):
         raise JobArgumentError(f"{source}: --long_text={long_text.long_text} is for single texts, not sentence pairs.")
+    if long_text.long_text == "head_tail" and task_config.get("task") == TAGGING_TASK:
+        raise JobArgumentError(
+            f"{source}: --long_text=head_tail drops the middle of a sentence; a tagger tags every word."
+        )
     return long_text
 
 
@@ -479,14 +486,15 @@ def _restore_tagger(config, task_config: dict, checkpoint: str, model_dir: str, 
     return tagger
 
 
-def _save_tagger(tagger, task_config, vocab_file, lower_case, path, verify) -> str:
+def _save_tagger(tagger, task_config, long_text, vocab_file, lower_case, path, verify) -> str:
     """Writes the servable tagger SavedModel to `path`; returns one line of what was checked."""
     from bert_tf.export.classifier_module import custom_ops
     from bert_tf.export.tagger_module import TaggerModule
     from bert_tf.tokenization import BertTokenizer
 
     tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
-    module = TaggerModule(tagger, tokenizer, task_config["label_list"], int(task_config["max_seq_length"]))
+    seq_length = int(task_config["max_seq_length"])
+    module = TaggerModule(tagger, tokenizer, task_config["label_list"], seq_length, long_text)
     with _without_capture_rename_notes():
         module.save(path)
     ops = custom_ops(path)
@@ -494,17 +502,21 @@ def _save_tagger(tagger, task_config, vocab_file, lower_case, path, verify) -> s
     os.makedirs(extra_dir, exist_ok=True)
     file_io.write_json(os.path.join(extra_dir, "task_config.json"), task_config)
     file_io.write_text(os.path.join(extra_dir, REQUIRED_OPS_NAME), "".join(f"{op}\n" for op in ops))
-    what = "tagger serving_default(text)"
+    windows = f", --long_text=windows (--window_stride={long_text.stride(seq_length - 2)})"
+    what = "tagger serving_default(text)" + (windows if long_text.windows else "")
     if not verify:
         return what
-    texts = tf.constant(VERIFY_TEXTS)
+    texts = list(VERIFY_TEXTS)
+    if long_text.windows:  # a sentence of several windows at any seq_length
+        texts.append(" ".join([VERIFY_TEXTS[-1]] * (seq_length // 4 + 1)))
+    texts = tf.constant(texts)
     got = tf.saved_model.load(path).signatures["serving_default"](text=texts)
     expected = module.tag(texts)
     same = all(np.array_equal(got[k].numpy(), expected[k].numpy()) for k in ("words", "tags", "num_words"))
     diff = float(np.max(np.abs(got["scores"].numpy() - expected["scores"].numpy())))
     if not same or diff > VERIFY_TOLERANCE:
         raise ValueError(f"The tagger SavedModel written to {path} does not reproduce the Keras model.")
-    return f"{what} on {len(VERIFY_TEXTS)} texts reproduces the Keras model (max |diff| of the scores {diff:.1e})"
+    return f"{what} on {len(texts)} texts reproduces the Keras model (max |diff| of the scores {diff:.1e})"
 
 
 def _save_classifier(classifier, task_config, long_text, vocab_file, lower_case, path, verify) -> str:

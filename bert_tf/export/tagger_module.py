@@ -10,9 +10,11 @@
              num_words  int32 [batch]
 
 It tags as `experiments.finetune --do_predict` does (`bert_tf.tasks.tagging`): each word is tokenized alone, its
-first piece carries its tag, a word keeps at most `seq_length - 2` pieces, a sentence longer than that is cut
-into windows at word boundaries, and a word without pieces (only deleted characters) gets the "O" tag (the
-first tag without one) with score 0.
+first piece carries its tag, a word keeps at most `seq_length - 2` pieces, and a word without pieces (only
+deleted characters) gets the "O" tag (the first tag without one) with score 0. A sentence longer than
+`seq_length - 2` pieces is cut as fine-tuning's `--long_text` cut it: into rows at word boundaries (truncate), or
+into overlapping windows every `--window_stride` pieces, each word tagged from the window where its first piece
+has the most context (windows; `bert_tf.tasks.long_text.max_context_windows`, SQuAD's rule).
 
     >>> loaded = tf.saved_model.load("export/tagger")  # doctest: +SKIP
     >>> loaded.signatures["serving_default"](text=tf.constant(["Anna lives in Paris"]))["tags"]  # doctest: +SKIP
@@ -22,7 +24,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from bert_tf.errors import JobArgumentError
 from bert_tf.export.encoder_module import _tf_variables
+from bert_tf.tasks import long_text_ops
+from bert_tf.tasks.long_text import LongTextConfig
 
 
 class TaggerModule(tf.Module):
@@ -33,9 +38,10 @@ class TaggerModule(tf.Module):
       tokenizer: a `bert_tf.tokenization.BertTokenizer` of the model's vocabulary and casing.
       tag_list: the tag names in id order.
       seq_length: the packed length (the fine-tuning `max_seq_length`).
+      long_text: the fine-tuning's `LongTextConfig` (task_config.json's `long_text`); None: truncate.
     """
 
-    def __init__(self, tagger, tokenizer, tag_list, seq_length: int):
+    def __init__(self, tagger, tokenizer, tag_list, seq_length: int, long_text: LongTextConfig | None = None):
         super().__init__(name="tagger")
         self.tokenizer = tokenizer  # tracked: its vocabulary asset is saved
         self.tagger_variables = _tf_variables(tagger.variables)
@@ -43,6 +49,10 @@ class TaggerModule(tf.Module):
         self.tag_list = list(tag_list)
         self.default_tag = "O" if "O" in self.tag_list else self.tag_list[0]
         self.seq_length = int(seq_length)
+        self.long_text = long_text or LongTextConfig()
+        if self.long_text.long_text == "head_tail":
+            raise JobArgumentError("--long_text=head_tail drops the middle of a sentence: a tagger tags every word.")
+        self.long_text.check_window(self.seq_length)
         special = tokenizer.get_special_tokens_dict()
         self._cls, self._sep, self._pad = (
             special[k] for k in ("start_of_sequence_id", "end_of_segment_id", "padding_id")
@@ -51,10 +61,30 @@ class TaggerModule(tf.Module):
     def tag(self, texts):
         """tf.string [batch] -> the outputs of the module docstring."""
         words = tf.strings.split(texts)
-        room = self.seq_length - 2
-        pieces = self.tokenizer(words.flat_values)[:, :room]  # [words, (pieces)]
+        pieces = self.tokenizer(words.flat_values)[:, : self.seq_length - 2]  # [words, (pieces)]
         counts = tf.cast(pieces.row_lengths(), tf.int32)
         sentence = tf.cast(words.value_rowids(), tf.int32)
+        if self.long_text.windows:
+            inputs, window, position = self._max_context_rows(words, pieces, sentence)
+        else:
+            inputs, window, position = self._word_boundary_rows(pieces, counts, sentence)
+        probabilities = tf.nn.softmax(tf.cast(self._tagger(inputs, training=False), tf.float32), axis=-1)
+        first_piece = tf.gather_nd(probabilities, tf.stack([window, position], axis=1))  # [words, tags]
+        tag_id = tf.argmax(first_piece, axis=-1, output_type=tf.int32)
+        has_pieces = counts > 0
+        tags = tf.where(has_pieces, tf.gather(tf.constant(self.tag_list), tag_id), self.default_tag)
+        scores = tf.where(has_pieces, tf.reduce_max(first_piece, axis=-1), 0.0)
+        return {
+            "words": words.to_tensor(""),
+            "tags": words.with_flat_values(tags).to_tensor(""),
+            "scores": words.with_flat_values(scores).to_tensor(0.0),
+            "num_words": tf.cast(words.row_lengths(), tf.int32),
+        }
+
+    def _word_boundary_rows(self, pieces, counts, sentence):
+        """--long_text=truncate: (model inputs, row, position) of each word's first piece; a sentence is cut into
+        rows at word boundaries (`_windows`)."""
+        room = self.seq_length - 2
         window, start = _windows(counts, sentence, room)
         num_windows = tf.maximum(tf.reduce_max(window) + 1, 1)  # one row when no text has a word
         # Every piece's (window, position) in the packed rows: [CLS] at 0, the pieces from 1.
@@ -69,25 +99,38 @@ class TaggerModule(tf.Module):
             + self._pad
         )
         lengths = tf.math.unsorted_segment_sum(counts, window, num_windows)
+        return self._packed(ids, lengths), window, 1 + start
+
+    def _max_context_rows(self, words, pieces, sentence):
+        """--long_text=windows: (model inputs, row, position) of each word's first piece; a sentence is read in
+        fine-tuning's overlapping windows (`long_text_ops.window_starts`, not capped) and each word from the
+        window where its first piece has the most context (`long_text_ops.max_context_window`)."""
+        room = self.seq_length - 2
+        sentence_pieces = words.with_flat_values(pieces).merge_dims(1, 2)  # [batch, (pieces)]
+        num_pieces = sentence_pieces.row_lengths()
+        windows = long_text_ops.document_windows(sentence_pieces, room, self.long_text.stride(room), None).values
+        starts = long_text_ops.window_starts(num_pieces, room, self.long_text.stride(room), None)
+        # A word's first piece in its sentence (a word without pieces: where the next word's begins).
+        offset = tf.cumsum(pieces.row_lengths(), exclusive=True)
+        position = offset - tf.gather(sentence_pieces.row_starts(), sentence)
+        owner = long_text_ops.max_context_window(starts, num_pieces, sentence, position, room)
+        row = tf.gather(starts.row_starts(), sentence) + owner
+        in_row = 1 + position - tf.gather(starts.flat_values, row)
+        ids = tf.pad(tf.cast(windows, tf.int32).to_tensor(self._pad, shape=[None, room]), [[0, 0], [1, 1]])
+        lengths = tf.cast(windows.row_lengths(), tf.int32)
+        rows = (tf.cast(row, tf.int32), tf.cast(tf.clip_by_value(in_row, 1, self.seq_length - 1), tf.int32))
+        return self._packed(ids, lengths), *rows
+
+    def _packed(self, ids, lengths):
+        """The model inputs of rows `[CLS] pieces` ([rows, seq_length], `lengths` pieces each): [SEP] after the
+        pieces, the mask over [CLS] to [SEP]."""
         position = tf.range(self.seq_length)[tf.newaxis, :]
         ids = tf.where(position == 0, self._cls, ids)
         ids = tf.where(position == lengths[:, tf.newaxis] + 1, self._sep, ids)
-        inputs = {
+        return {
             "input_word_ids": ids,
             "input_mask": tf.cast(position <= lengths[:, tf.newaxis] + 1, tf.int32),
             "input_type_ids": tf.zeros_like(ids),
-        }
-        probabilities = tf.nn.softmax(tf.cast(self._tagger(inputs, training=False), tf.float32), axis=-1)
-        first_piece = tf.gather_nd(probabilities, tf.stack([window, 1 + start], axis=1))  # [words, tags]
-        tag_id = tf.argmax(first_piece, axis=-1, output_type=tf.int32)
-        has_pieces = counts > 0
-        tags = tf.where(has_pieces, tf.gather(tf.constant(self.tag_list), tag_id), self.default_tag)
-        scores = tf.where(has_pieces, tf.reduce_max(first_piece, axis=-1), 0.0)
-        return {
-            "words": words.to_tensor(""),
-            "tags": words.with_flat_values(tags).to_tensor(""),
-            "scores": words.with_flat_values(scores).to_tensor(0.0),
-            "num_words": tf.cast(words.row_lengths(), tf.int32),
         }
 
     def serving_signature(self):

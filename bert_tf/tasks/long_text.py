@@ -131,20 +131,6 @@ def window_starts(num_pieces: int, window: int, stride: int) -> list[int]:
     return starts
 
 
-def max_context_windows(num_pieces: int, starts: list[int], window: int) -> np.ndarray:
-    """int64 [num_pieces]: for each piece, the index in `starts` of the window where it has the most context.
-
-    google-research/bert's run_squad `_check_is_max_context`: a piece at `p` of a window [s, s + length) scores
-    min(p - s, s + length - 1 - p) + 0.01 * length; the highest score wins, the earlier window on a tie.
-    """
-    positions = np.arange(num_pieces)[None, :]
-    begin = np.asarray(starts, np.int64)[:, None]
-    length = np.minimum(window, num_pieces - begin)  # [windows, 1]
-    score = np.minimum(positions - begin, begin + length - 1 - positions) + 0.01 * length
-    inside = (positions >= begin) & (positions < begin + length)
-    return np.argmax(np.where(inside, score, -np.inf), axis=0)  # argmax: the first of equal maxima
-
-
 def capped_starts(starts: list[int], max_windows: int) -> list[int]:
     """At most `max_windows` of `starts`, spread evenly (the first and last kept)."""
     if len(starts) <= max_windows:

@@ -241,7 +241,7 @@ class TaggingTask(FinetuningTask):
         if tag_ids is not None:
             labels[words >= 0] = np.asarray(tag_ids)[words[words >= 0]]
         starts = long_text_lib.window_starts(len(piece_ids), room, self.long_text.stride(room))
-        owner = long_text_lib.max_context_windows(len(piece_ids), starts, room)
+        owner = long_text_lib.max_context_windows(starts, room, len(piece_ids))
         for window, start in enumerate(starts):
             span = slice(start, start + room)
             own = owner[span] == window
