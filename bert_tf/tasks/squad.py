@@ -167,7 +167,7 @@ class SquadTask(FinetuningTask):
         if self.packing:
             example_ids = ops.cast(features[packed_rows.EXAMPLE_IDS_KEY], "int32")
             example_ids = example_ids * ops.cast(features["input_mask"], "int32")
-            slots = ops.shape(features[FEATURE_INDEX_KEY])[1]
+            slots = packed_rows.max_examples_per_row(self.seq_length)
             filled = ops.cast(ops.greater_equal(features[FEATURE_INDEX_KEY], 0), "float32")
         else:
             example_ids = ops.cast(features["input_mask"], "int32")
