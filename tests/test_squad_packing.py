@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -137,7 +138,7 @@ def _read(path):
         return json.load(f)
 
 
-def test_job_trains_packed_and_writes_the_same_predictions_packed_or_not(tmp_path, caplog):
+def test_job_trains_packed_resumes_exactly_and_writes_the_same_predictions_packed_or_not(tmp_path, caplog):
     caplog.set_level("INFO", logger="absl")
     model_dir = synthetic.make_model_dir(str(tmp_path / "model"))
     train_file = synthetic.write_json(str(tmp_path / "train.json"), synthetic.squad_data(60, 1, 0.3))
@@ -155,17 +156,22 @@ def test_job_trains_packed_and_writes_the_same_predictions_packed_or_not(tmp_pat
         do_predict=True,
         seed=1,
     )
-    packed = finetune(
-        "squad",
-        output_dir,
+    training = dict(
         train_file=train_file,
         model_dir=model_dir,
         train_batch_size=8,
         learning_rate=1e-3,
         num_train_steps=6,
+        save_checkpoints_steps=3,
+        deterministic=True,
         do_train=True,
-        **common,
+        max_seq_length=MAX_SEQ_LENGTH,
+        doc_stride=6,
+        max_query_length=8,
+        version_2_with_negative=True,
+        seed=1,
     )
+    packed = finetune("squad", output_dir, **dict(common, **training))
     logged = [r.getMessage() for r in caplog.records]
     assert any(m.startswith("Packed rows, training") for m in logged), logged
     per_row = [float(re.search(r"([0-9.]+) examples a row", m)[1]) for m in logged if m.startswith("Packed rows, inf")]
@@ -192,3 +198,26 @@ def test_job_trains_packed_and_writes_the_same_predictions_packed_or_not(tmp_pat
     assert {k: v for k, v in packed.items() if k != "global_step"} == pytest.approx(
         {k: v for k, v in unpacked.items() if k != "global_step"}
     )
+
+    # Resumed from its step-3 checkpoint (model, optimizer and the packed iterator), the run ends where it did.
+    resumed_dir = str(tmp_path / "resumed")
+    shutil.copytree(output_dir, resumed_dir)
+    for name in os.listdir(resumed_dir):
+        if name.startswith("ckpt-6"):
+            os.remove(os.path.join(resumed_dir, name))
+    tf.compat.v1.train.update_checkpoint_state(resumed_dir, os.path.join(resumed_dir, "ckpt-3"))
+    finetune("squad", resumed_dir, **training)
+    reference = _checkpoint_values(os.path.join(output_dir, "ckpt-6"))
+    resumed = _checkpoint_values(os.path.join(resumed_dir, "ckpt-6"))
+    assert sorted(resumed) == sorted(reference) and any(n.startswith("optimizer/") for n in reference)
+    for name, value in reference.items():
+        np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+
+
+def _checkpoint_values(path):
+    reader = tf.train.load_checkpoint(path)
+    return {
+        name: reader.get_tensor(name)
+        for name, _ in tf.train.list_variables(path)
+        if not name.startswith(("train_iterator/", "save_counter/", "_CHECKPOINTABLE_OBJECT_GRAPH"))
+    }
