@@ -87,16 +87,18 @@ def test_bad_input_is_one_clear_line(tmp_path):
 
 
 def test_explicit_packing_where_it_cannot_apply_exits_2_naming_the_flag(tmp_path):
-    """SQuAD's default is one window a row (logged); --packing given with it is refused before any work."""
+    """--num_microbatches above 1 turns the default packing off (logged); --packing given with it is refused
+    before any work."""
     model_dir = synthetic.make_model_dir(str(tmp_path / "model"))
     result = run_cli(
-        "--task=squad",
+        "--task=classification",
         "--packing",
-        f"--train_file={tmp_path / 'train.json'}",
+        "--num_microbatches=2",
+        f"--train_file={tmp_path / 'train.tsv'}",
         f"--model_dir={model_dir}",
         f"--output_dir={tmp_path / 'out'}",
         "--do_train",
     )
     assert result.returncode == 2, result.stderr[-3000:]
-    assert "finetune: error: --packing" in result.stderr and "--task=squad" in result.stderr
+    assert "finetune: error: --packing" in result.stderr and "--num_microbatches" in result.stderr
     assert "Traceback" not in result.stderr and not os.path.exists(tmp_path / "out")

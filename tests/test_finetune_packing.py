@@ -216,12 +216,12 @@ def test_packed_loss_is_the_mean_over_the_batchs_examples(tokenizer):
 def test_packing_is_the_default_where_it_can_be_and_refused_where_it_cannot(tmp_path):
     assert FinetuningTaskConfig("classification").resolve_packing().packing is True
     assert FinetuningTaskConfig("token_classification").resolve_packing().packing is True
+    assert SquadConfig("squad").resolve_packing().packing is True  # its windows pack (tests/test_squad_packing.py)
     assert FinetuningTaskConfig("classification", packing=False).resolve_packing().packing is False
     assert FinetuningTaskConfig("classification").packing_note().startswith("Batches of packed rows")
     assert FinetuningTaskConfig("classification", packing=False).packing_note().endswith("(--nopacking).")
-    # The default gives way, with the reason for the log, to a task or option that takes one example a row.
+    # The default gives way, with the reason for the log, to an option that takes one example a row.
     for config, microbatches, reason in [
-        (SquadConfig("squad"), 1, "--task=squad"),
         (FinetuningTaskConfig("classification", group_by_length=True), 1, "--group_by_length"),
         (FinetuningTaskConfig("classification"), 2, "--num_microbatches"),
     ]:
@@ -233,8 +233,6 @@ def test_packing_is_the_default_where_it_can_be_and_refused_where_it_cannot(tmp_
         finetune("classification", str(tmp_path), packing=True, num_microbatches=2, do_train=True, train_file="x.tsv")
     with pytest.raises(JobArgumentError, match="--packing.*--group_by_length"):
         FinetuningTaskConfig("classification", packing=True, group_by_length=True)
-    with pytest.raises(JobArgumentError, match="--packing .*--task=squad"):
-        SquadConfig("squad", packing=True).resolve_packing()
 
 
 def _checkpoint_values(path):

@@ -128,6 +128,13 @@ CASES = [
 # ALBERT's factorised embedding (E < H, so the masked-LM head maps H to E) and cross-layer sharing.
 ALBERT_CONFIG = BertConfig(**dict(CONFIG.to_dict(), num_hidden_layers=3, embedding_size=8, share_layer_weights=True))
 CONFIG_VARIANT_CASES = [
+    # Packed rows (SQuAD's windows, two a row): per-token example ids, 0 for padding.
+    Case(
+        "BertSpanLabeler[packed]",
+        lambda: models.BertSpanLabeler(models.BertEncoder(CONFIG), packed=True),
+        (dict(BATCH, input_example_ids=np.array([[1, 1, 2, 2, 2], [1, 2, 2, 0, 0]], "int32")),),
+        "float32",
+    ),
     Case("BertEncoder[albert]", lambda: models.BertEncoder(ALBERT_CONFIG), (BATCH,), "bfloat16"),
     Case(
         "BertPretrainer[albert]",

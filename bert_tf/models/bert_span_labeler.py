@@ -11,6 +11,13 @@ from bert_tf.models.task_model import TaskModel
 class BertSpanLabeler(TaskModel):
     """Start and end logits over the tokens of `[CLS] question [SEP] context [SEP]`.
 
+    Args:
+      encoder: a `BertEncoder`.
+      packed: rows that pack several windows, with the `input_example_ids` input (0 for padding, 1..k for the
+        row's examples; `BertEncoder.packed_outputs`): each token's logits are those of its window alone (the
+        loss keeps each window's softmax to its own tokens: `SquadTask.compute_loss`). The weights are the
+        same either way.
+
     Inputs: the encoder's dict. Outputs: a dict with `start_logits` and
     `end_logits`, each float32 [batch, seq_length].
 
@@ -29,10 +36,15 @@ class BertSpanLabeler(TaskModel):
     ((1, 6), (1, 6))
     """
 
-    def __init__(self, encoder: BertEncoder, **kwargs):
+    def __init__(self, encoder: BertEncoder, packed: bool = False, **kwargs):
         head = SpanHead(initializer_range=encoder.config.initializer_range, dtype=encoder.dtype_policy, name="span")
-        inputs = encoder_inputs()
-        start_logits, end_logits = head(encoder(inputs)["sequence_output"])
+        inputs = encoder_inputs(packed=packed)
+        outputs = encoder.packed_outputs(inputs) if packed else encoder(inputs)
+        start_logits, end_logits = head(outputs["sequence_output"])
         super().__init__(inputs=inputs, outputs={"start_logits": start_logits, "end_logits": end_logits}, **kwargs)
         self.encoder = encoder
         self.span = head
+        self.packed = packed
+
+    def get_config(self):
+        return {**super().get_config(), "packed": self.packed}

@@ -1,10 +1,11 @@
 """From start/end logits of SQuAD features to answer texts, n-best lists and null odds.
 
 For every question the candidates are the `n_best_size` best starts times
-the `n_best_size` best ends of each of its windows, kept when both lie in the
-context, the end is not before the start, the span has at most
-`max_answer_length` pieces and the window gives the start piece its maximal
-context. The answer text is the context's characters from the start piece's
+the `n_best_size` best ends of each of its windows, among the window's own
+tokens (padding, which a packed row does not compute, never takes a place),
+kept when both lie in the context, the end is not before the start, the span
+has at most `max_answer_length` pieces and the window gives the start piece
+its maximal context. The answer text is the context's characters from the start piece's
 first to the end piece's last character. With SQuAD v2.0 the null answer
 competes through `null_score_diff_threshold`, as in BERT's `run_squad.py`.
 """
@@ -64,7 +65,9 @@ def postprocess_squad(
         candidates = []
         null_score = None
         for f in features_of.get(example_index, []):
-            starts, ends = start_logits[f], end_logits[f]
+            tokens = np.asarray(features.inputs["input_mask"][f][: len(start_logits[f])]) > 0
+            starts = np.where(tokens, start_logits[f], -np.inf)
+            ends = np.where(tokens, end_logits[f], -np.inf)
             char_start, char_end, max_context = features.char_start[f], features.char_end[f], features.is_max_context[f]
             if version_2_with_negative:
                 score = float(starts[0] + ends[0])

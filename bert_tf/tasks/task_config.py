@@ -34,7 +34,7 @@ class FinetuningTaskConfig:
       packing: rows of max_seq_length tokens filled with whole examples in random order, each computed as if
         alone (`bert_tf.data.packed_rows`), instead of one example a row; a batch then holds train_batch_size
         examples on average. None (the default): packed wherever the task's plug-in packs rows
-        (`FinetuningTask.packs_rows`: classification, sentence pairs, regression, tagging) and no option rules
+        (`FinetuningTask.packs_rows`: classification, sentence pairs, regression, tagging, SQuAD) and no option rules
         it out (group_by_length, num_microbatches > 1): `resolve_packing` decides, `packing_note` says why. True:
         packed, and an option or task that cannot be is refused; False: one example a row.
       long_text_config: texts longer than the window (`bert_tf.tasks.long_text`: --long_text, --window_stride,
@@ -78,7 +78,7 @@ class FinetuningTaskConfig:
 
     def unpacked_reasons(self, num_microbatches: int = 1) -> list:
         """Why this config's batches cannot be packed rows (empty: they can): the task's plug-in computes one
-        example a row (SQuAD's windows), `group_by_length` orders the batches instead, or `num_microbatches` > 1
+        example a row, `group_by_length` orders the batches instead, or `num_microbatches` > 1
         splits a batch's rows (whose examples vary in number)."""
         reasons = []
         if not registry.task_class(self.task).packs_rows:
