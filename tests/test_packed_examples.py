@@ -1,16 +1,13 @@
 """Packed rows (several examples a row, `input_example_ids`) compute what the examples compute one by one."""
 
-import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf import BertClassifier
 from bert_tf.layers import packed_examples
-from tests.helpers import packed_check, training_data
+from tests.helpers import packed_check
 
 IDS = np.array([[1, 1, 1, 2, 2, 3, 0, 0], [1, 1, 1, 1, 1, 1, 1, 1]], "int32")
 
@@ -52,16 +49,7 @@ def test_packed_rows_match_with_albert_factorised_and_shared_layers():
 
 
 def test_packed_rows_match_on_the_jax_backend():
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.helpers.packed_check"],
-        env=training_data.subprocess_env(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=str(training_data.ROOT),
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    check_result(json.loads(result.stdout.split("RESULT", 1)[1]))
+    check_result(packed_check.run_on_jax("tests.helpers.packed_check"))
 
 
 def test_xla_compiled_packed_logits_equal_eager_ones():

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from bert_tf import BertConfig, BertEncoder, BertPretrainer
-from tests.helpers import packed_pretraining_check, training_data
+from tests.helpers import packed_check, packed_pretraining_check, training_data
 
 
 def check_result(result):
@@ -25,16 +25,7 @@ def test_packed_rows_give_the_unpacked_losses_and_gradients():
 
 
 def test_packed_rows_match_on_the_jax_backend():
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.helpers.packed_pretraining_check"],
-        env=training_data.subprocess_env(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=str(training_data.ROOT),
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    check_result(json.loads(result.stdout.split("RESULT", 1)[1]))
+    check_result(packed_check.run_on_jax("tests.helpers.packed_pretraining_check"))
 
 
 def test_packed_pretrainer_outputs_a_sentence_logit_pair_per_slot_and_keeps_its_config():

@@ -60,13 +60,13 @@ def single_batch(indices=None):
     return batch
 
 
-def models(**config_overrides):
-    """(packed classifier, one-example-a-row classifier) on one encoder, with the same head weights."""
-    from bert_tf import BertClassifier, BertConfig, BertEncoder
+def tiny_config(vocab_size: int, **config_overrides):
+    """The packed checks' encoder config: 2 layers, no dropout, and weights drawn wide (initializer_range 0.5),
+    so that states that differ show it."""
+    from bert_tf import BertConfig
 
-    keras.utils.set_random_seed(0)
-    config = BertConfig(
-        vocab_size=70,
+    return BertConfig(
+        vocab_size=vocab_size,
         hidden_size=32,
         num_hidden_layers=2,
         num_attention_heads=4,
@@ -74,10 +74,36 @@ def models(**config_overrides):
         max_position_embeddings=SEQ_LENGTH,
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
-        initializer_range=0.5,  # large weights: states that differ show it
+        initializer_range=0.5,
         **config_overrides,
     )
-    encoder = BertEncoder(config)
+
+
+def run_on_jax(module: str) -> dict:
+    """Runs `python -m module` (a check that prints `RESULT {json}`) on the JAX backend; its result."""
+    import subprocess
+    import sys
+
+    from tests.helpers import training_data
+
+    result = subprocess.run(
+        [sys.executable, "-m", module],
+        env=training_data.subprocess_env(KERAS_BACKEND="jax", JAX_PLATFORMS="cpu"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=str(training_data.ROOT),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.split("RESULT", 1)[1])
+
+
+def models(**config_overrides):
+    """(packed classifier, one-example-a-row classifier) on one encoder, with the same head weights."""
+    from bert_tf import BertClassifier, BertEncoder
+
+    keras.utils.set_random_seed(0)
+    encoder = BertEncoder(tiny_config(70, **config_overrides))
     packed = BertClassifier(encoder, NUM_CLASSES, examples_per_row=SLOTS)
     single = BertClassifier(encoder, NUM_CLASSES)
     single.classifier.set_weights(packed.classifier.get_weights())

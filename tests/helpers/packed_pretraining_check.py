@@ -65,21 +65,11 @@ def single_batch():
 
 def models():
     """(packed pretrainer, one-instance-a-row pretrainer) on one encoder, with the same head weights."""
-    from bert_tf import BertConfig, BertEncoder, BertPretrainer
+    from bert_tf import BertEncoder, BertPretrainer
+    from tests.helpers.packed_check import tiny_config
 
     keras.utils.set_random_seed(0)
-    config = BertConfig(
-        vocab_size=80,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=SEQ_LENGTH,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        initializer_range=0.5,  # large weights: states that differ show it
-    )
-    encoder = BertEncoder(config)
+    encoder = BertEncoder(tiny_config(80))
     packed = BertPretrainer(encoder, examples_per_row=SLOTS)
     single = BertPretrainer(encoder)
     single.masked_lm.set_weights(packed.masked_lm.get_weights())
