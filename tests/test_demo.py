@@ -76,7 +76,7 @@ def _labels(path, limit):
     return [int(row.rsplit("\t", 1)[1]) for row in rows]
 
 
-def test_default_run_is_the_life_cycle_and_its_printed_command_adds_a_tour(tmp_path):
+def test_default_run_is_the_life_cycle_and_prints_the_tours_commands(tmp_path):
     output_dir = tmp_path / "demo"
     stdout, stderr = run_demo(f"--output_dir={output_dir}", *TINY_FLAGS)
     for title in (
@@ -194,34 +194,6 @@ def test_default_run_is_the_life_cycle_and_its_printed_command_adds_a_tour(tmp_p
             assert (output_dir / "export" / label / part / "saved_model.pb").exists()
     curves = output_dir / "curves.png"
     assert curves.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and curves.stat().st_size > 10_000
-
-    # The printed command of a tour runs it and reuses every step of the life cycle. The probes' tour runs
-    # here; the distillation's tool is experiments.distill_frontier, run end to end by tests/test_distill.py.
-    words = shlex.split(summary["skipped_tours"]["probes"])
-    stdout, _ = run_demo(*words[3:])
-    assert stdout.count("reusing") == len(LIFE_CYCLE_KEYS)
-    assert "$ python -m experiments.probe_layers" in stdout and "experiments.distill_frontier" not in stdout
-    toured = json.loads((output_dir / "summary.json").read_text())
-    assert set(toured["seconds"]) == set(LIFE_CYCLE_KEYS + ["probe_layers"])
-    assert set(toured["skipped_tours"]) == {"distillation"} and toured["distillation"] is None
-    unchanged = ("real_weights_accuracy", "random_init_accuracy", "from_scratch_accuracy", "mlm_accuracy")
-    assert {key: toured[key] for key in unchanged} == {key: summary[key] for key in unchanged}
-    # Layer probing: the summary's numbers are the reports' own.
-    for label, tasks in (("real_weights", ("token", "sentence_mean", "sentence_cls")), ("from_scratch", ("token",))):
-        report_dir = output_dir / "probe_layers" / label
-        report = json.loads((report_dir / "report.json").read_text())
-        assert report["data"]["token"]["train_sentences"] == 40
-        for task in tasks:
-            row, section = toured["probe_layers"][label][task], report[task]
-            assert (
-                row["best_accuracy"]
-                == section["rows"][section["best_layer"]]
-                == max(v for k, v in section["rows"].items() if k.startswith("layer_"))
-            )
-            assert row["last_layer_accuracy"] == section["rows"][f"layer_{report['model']['num_hidden_layers']}"]
-            assert row["baseline_accuracy"] == section["baseline"]["accuracy"]
-        assert set(toured["probe_layers"][label]) == {"report_dir", *tasks}
-        assert (report_dir / "layers.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_the_tours_are_checked_once_in_the_config():
