@@ -185,6 +185,18 @@ def sharded(dataset, input_context):
     return dataset
 
 
+def packed_row_tables(lengths, batch_size: int, seq_length: int, training: bool, seed=None, input_context=None):
+    """The slot tables of packed rows (`bert_tf.data.packed_rows`) over examples of `lengths` tokens: for
+    training a random order each epoch drawn from `seed` (a fresh one when None), else the input order,
+    sharded by input pipeline."""
+    from bert_tf.data import packed_rows
+
+    if training:
+        seed = int(np.random.default_rng().integers(2**31)) if seed is None else seed
+        return packed_rows.training_row_batches(lengths, batch_size, seq_length, seed, input_context)
+    return sharded(packed_rows.inference_row_batches(lengths, batch_size, seq_length), input_context)
+
+
 def with_feature_index(columns: dict, batch_size: int, training: bool) -> dict:
     """Adds `feature_index`; for evaluation, pads to a multiple of `batch_size`.
 

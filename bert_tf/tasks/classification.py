@@ -33,6 +33,7 @@ from bert_tf.tasks.base import (
     LABEL_WEIGHT_KEY,
     FinetuningTask,
     length_bucketed_dataset,
+    packed_row_tables,
     sharded,
 )
 from bert_tf.tasks.registry import register_task
@@ -400,11 +401,7 @@ class ClassificationTask(FinetuningTask):
 
     def _packed_dataset(self, features, columns, batch_size, training, seed, input_context):
         lengths = self.packed_lengths(features)
-        if training:
-            seed = int(np.random.default_rng().integers(2**31)) if seed is None else seed
-            tables = packed_rows.training_row_batches(lengths, batch_size, self.seq_length, seed, input_context)
-        else:
-            tables = sharded(packed_rows.inference_row_batches(lengths, batch_size, self.seq_length), input_context)
+        tables = packed_row_tables(lengths, batch_size, self.seq_length, training, seed, input_context)
         # Every column but the texts is one value (or vector) per example: labels, a distillation's label weights
         # and teacher logits.
         slot_keys = tuple(k for k in columns if k not in ("text_a", "text_b"))

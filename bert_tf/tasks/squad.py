@@ -14,7 +14,6 @@ import dataclasses
 import os
 from collections.abc import Sequence
 
-import numpy as np
 from keras import ops
 
 from bert_tf.data import packed_rows
@@ -24,7 +23,7 @@ from bert_tf.errors import JobArgumentError, check_int
 from bert_tf.layers import packed_examples
 from bert_tf.models import BertSpanLabeler
 from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks.base import FEATURE_INDEX_KEY, FinetuningTask, numpy_dataset, sharded
+from bert_tf.tasks.base import FEATURE_INDEX_KEY, FinetuningTask, numpy_dataset, packed_row_tables
 from bert_tf.tasks.io_utils import write_json_atomic
 from bert_tf.tasks.registry import register_task
 from bert_tf.tasks.squad_features import SquadFeatures, featurize_squad
@@ -198,11 +197,7 @@ class SquadTask(FinetuningTask):
     def dataset(self, features, batch_size, training, seed=None, input_context=None):
         if self.packing:  # rows of whole windows; start/end positions per slot, from each window's [CLS]
             lengths = features.inputs["input_mask"].sum(axis=1)
-            if training:
-                seed = int(np.random.default_rng().integers(2**31)) if seed is None else seed
-                tables = packed_rows.training_row_batches(lengths, batch_size, self.seq_length, seed, input_context)
-            else:
-                tables = sharded(packed_rows.inference_row_batches(lengths, batch_size, self.seq_length), input_context)
+            tables = packed_row_tables(lengths, batch_size, self.seq_length, training, seed, input_context)
             slot_keys = tuple(k for k in self.label_keys if k in features.inputs)
             token_keys = {k: 0 for k in features.inputs if k not in packed_rows.ENCODER_KEYS + slot_keys}
             return packed_rows.gather_packed_batches(

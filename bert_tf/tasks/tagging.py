@@ -31,7 +31,7 @@ from bert_tf.errors import DataError, JobArgumentError
 from bert_tf.models import BertTokenClassifier
 from bert_tf.tasks import long_text as long_text_lib
 from bert_tf.tasks import metrics as metrics_lib
-from bert_tf.tasks.base import FinetuningTask, numpy_dataset, sharded
+from bert_tf.tasks.base import FinetuningTask, numpy_dataset, packed_row_tables
 from bert_tf.tasks.registry import register_task
 
 IGNORED_LABEL = -1
@@ -322,11 +322,7 @@ class TaggingTask(FinetuningTask):
     def dataset(self, features, batch_size, training, seed=None, input_context=None):
         if self.packing:  # rows of whole sentences (or windows), each tagged as alone; the loss is per tag as ever
             lengths = features.inputs["input_mask"].sum(axis=1)
-            if training:
-                seed = int(np.random.default_rng().integers(2**31)) if seed is None else seed
-                tables = packed_rows.training_row_batches(lengths, batch_size, self.seq_length, seed, input_context)
-            else:
-                tables = sharded(packed_rows.inference_row_batches(lengths, batch_size, self.seq_length), input_context)
+            tables = packed_row_tables(lengths, batch_size, self.seq_length, training, seed, input_context)
             # Every column but the encoder inputs is per token: tags (padded as ignored), a teacher's logits (0).
             token_keys = {
                 k: IGNORED_LABEL if k in self.label_keys else 0
