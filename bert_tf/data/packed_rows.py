@@ -189,12 +189,7 @@ def training_row_batches(
     seed = tf.constant(int(seed), tf.int64)
 
     def epoch_batches(epoch):
-        order = (
-            tf.random.experimental.stateless_shuffle(
-                tf.range(size * repeats, dtype=tf.int64), seed=tf.stack([seed, 2 * epoch])
-            )
-            % size
-        )
+        order = _epoch_order(size, repeats, seed, epoch)
         table = slot_table(order, lengths_t, max_seq_length, slots, window)
         num_batches = tf.shape(table, out_type=tf.int64)[0] // rows
         batches = tf.reshape(table[: num_batches * rows], [-1, rows, slots])
@@ -206,6 +201,17 @@ def training_row_batches(
     first = np.stack([b.numpy() for b in epoch_batches(tf.constant(0, tf.int64))])
     _log_packing("training (epoch 1)", first, lengths, max_seq_length)
     return tf.data.Dataset.counter(dtype=tf.int64).flat_map(epoch_batches)
+
+
+def _epoch_order(size: int, repeats: int, seed, epoch):
+    """Epoch `epoch`'s permutation of `repeats` copies of examples 0..size-1, drawn statelessly from (`seed`,
+    epoch): the same for a resumed run."""
+    import tensorflow as tf
+
+    shuffled = tf.random.experimental.stateless_shuffle(
+        tf.range(size * repeats, dtype=tf.int64), seed=tf.stack([seed, 2 * epoch])
+    )
+    return shuffled % size
 
 
 def inference_row_batches(lengths, batch_size: int, max_seq_length: int, window: int = DEFAULT_WINDOW):
@@ -345,12 +351,7 @@ def document_row_batches(
     seed = tf.constant(int(seed), tf.int64)
 
     def epoch_batches(epoch):
-        order = (
-            tf.random.experimental.stateless_shuffle(
-                tf.range(size * repeats, dtype=tf.int64), seed=tf.stack([seed, 2 * epoch])
-            )
-            % size
-        )
+        order = _epoch_order(size, repeats, seed, epoch)
         groups = tf.reshape(order[: (size * repeats // batch_size) * batch_size], [-1, batch_size])
         dataset = tf.data.Dataset.from_tensor_slices(groups)
         if pipelines > 1:
