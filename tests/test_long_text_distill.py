@@ -3,6 +3,7 @@ logits pooled as `experiments.finetune --do_predict` pools them), the student in
 learns a label that sits only in a document's last window; a conflicting flag exits 2 naming it."""
 
 import json
+import logging
 import os
 
 import numpy as np
@@ -61,7 +62,11 @@ def test_student_learns_the_last_window_from_per_document_soft_targets(teacher, 
     root = teacher["root"]
     output_dir = str(root / "student")
     student_config = synthetic.write_json(str(root / "student_config.json"), synthetic.tiny_config().to_dict())
-    with caplog.at_level("INFO"):
+    # absl's logger, which an earlier test in the worker may keep from propagating to caplog's root handler.
+    absl_logger, previous_level = logging.getLogger("absl"), logging.getLogger("absl").level
+    absl_logger.setLevel(logging.INFO)
+    absl_logger.addHandler(caplog.handler)
+    try:
         results = distill(
             output_dir,
             teacher_dir=teacher["teacher_dir"],
@@ -73,6 +78,9 @@ def test_student_learns_the_last_window_from_per_document_soft_targets(teacher, 
             num_train_steps=250,
             **dict(COMMON, max_seq_length=None, train_batch_size=16),
         )
+    finally:
+        absl_logger.removeHandler(caplog.handler)
+        absl_logger.setLevel(previous_level)
     assert "reads long texts as its teacher was fine-tuned" in caplog.text
     assert results["teacher"]["accuracy"] >= 0.95 and results["student"]["accuracy"] >= 0.9
     with open(os.path.join(output_dir, "task_config.json")) as f:
