@@ -3,7 +3,6 @@ logits pooled as `experiments.finetune --do_predict` pools them), the student in
 learns a label that sits only in a document's last window; a conflicting flag exits 2 naming it."""
 
 import json
-import logging
 import os
 
 import numpy as np
@@ -12,7 +11,7 @@ import pytest
 from bert_tf.errors import JobArgumentError
 from bert_tf.tasks import long_text
 from tests.fixtures.finetune import synthetic
-from tests.helpers.absl_flags import run_main
+from tests.helpers.absl_flags import listening_to_absl, run_main
 from tests.helpers.jobs import distill, finetune
 from tests.test_long_text import COMMON, last_window_rows
 
@@ -62,11 +61,7 @@ def test_student_learns_the_last_window_from_per_document_soft_targets(teacher, 
     root = teacher["root"]
     output_dir = str(root / "student")
     student_config = synthetic.write_json(str(root / "student_config.json"), synthetic.tiny_config().to_dict())
-    # absl's logger, which an earlier test in the worker may keep from propagating to caplog's root handler.
-    absl_logger, previous_level = logging.getLogger("absl"), logging.getLogger("absl").level
-    absl_logger.setLevel(logging.INFO)
-    absl_logger.addHandler(caplog.handler)
-    try:
+    with listening_to_absl(caplog.handler):
         results = distill(
             output_dir,
             teacher_dir=teacher["teacher_dir"],
@@ -78,9 +73,6 @@ def test_student_learns_the_last_window_from_per_document_soft_targets(teacher, 
             num_train_steps=250,
             **dict(COMMON, max_seq_length=None, train_batch_size=16),
         )
-    finally:
-        absl_logger.removeHandler(caplog.handler)
-        absl_logger.setLevel(previous_level)
     assert "reads long texts as its teacher was fine-tuned" in caplog.text
     assert results["teacher"]["accuracy"] >= 0.95 and results["student"]["accuracy"] >= 0.9
     with open(os.path.join(output_dir, "task_config.json")) as f:

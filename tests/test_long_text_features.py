@@ -4,7 +4,6 @@ pack (short documents' windows share rows), and the cut report is logged and wri
 whatever --long_text is."""
 
 import json
-import logging
 import os
 import random
 
@@ -16,6 +15,7 @@ from bert_tf.errors import JobArgumentError
 from bert_tf.tasks.task_tokenizer import TaskTokenizer
 from tests.fixtures.finetune import synthetic
 from tests.helpers import jobs
+from tests.helpers.absl_flags import listening_to_absl
 
 SEQ = 12  # a window holds 10 pieces
 STRIDE = 4
@@ -164,17 +164,8 @@ def test_per_token_features_come_from_the_max_context_window(setup):
 @pytest.mark.parametrize("long_text", ["truncate", "head_tail"])
 def test_truncate_and_head_tail_report_their_cut(setup, long_text, caplog):
     tokenizer, pieces = setup[3], setup[4]
-    # The tool logs through absl's logger, which an earlier test in this process may have kept from
-    # propagating to the root logger (where caplog listens): caplog's handler listens on it directly.
-    absl_logger = logging.getLogger("absl")
-    previous_level = absl_logger.level
-    absl_logger.setLevel(logging.INFO)
-    absl_logger.addHandler(caplog.handler)
-    try:
+    with listening_to_absl(caplog.handler):
         path, summary = extract(setup, f"{long_text}.npz", layers=[-1], pooling="cls", long_text=long_text)
-    finally:
-        absl_logger.removeHandler(caplog.handler)
-        absl_logger.setLevel(previous_level)
     assert summary["cut"]["texts_longer_than_window"] == 3
     assert summary["cut"]["dropped_piece_share_of_long_texts"] == round((5 + 17 + 30) / (15 + 27 + 40), 4)
     assert "3 of 6 texts are longer than the window (10 pieces)" in caplog.text

@@ -17,6 +17,7 @@ from bert_tf import BertEncoder, BertPretrainer, pretraining_losses, training
 from bert_tf.checkpoints import restore
 from bert_tf.data.pretraining_dataset import pretraining_dataset
 from tests.helpers import training_data
+from tests.helpers.absl_flags import listening_to_absl
 
 REAL_STEPS = 40
 BATCH = 16
@@ -125,15 +126,8 @@ class _Lines(logging.Handler):
 def real_text_run(records, tmp_path_factory):
     model_dir = tmp_path_factory.mktemp("real_text")
     losses = []
-    absl_logger, handler = logging.getLogger("absl"), _Lines()
-    previous_level = absl_logger.level
-    absl_logger.setLevel(logging.INFO)
-    absl_logger.addHandler(handler)
-    try:
+    with listening_to_absl(_Lines()) as handler:
         result = _pretrain(records, model_dir, callback=lambda step, metrics: losses.append((step, metrics)))
-    finally:
-        absl_logger.removeHandler(handler)
-        absl_logger.setLevel(previous_level)
     return result, losses, model_dir, handler.lines
 
 

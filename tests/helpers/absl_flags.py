@@ -1,6 +1,7 @@
 """Running absl entry points in the test process without leaking their flags."""
 
 import contextlib
+import logging as python_logging
 import sys
 
 from absl import flags
@@ -32,8 +33,6 @@ def absl_logs_to_current_stderr():
     and it keeps the stream that was `sys.stderr` when absl was imported; a
     test's capsys/capfd would miss every line a tool logs.
     """
-    import logging as python_logging
-
     from absl import logging
 
     handler = logging.get_absl_handler()
@@ -48,6 +47,24 @@ def absl_logs_to_current_stderr():
         handler.python_handler.stream = saved
         if added:
             python_logging.root.removeHandler(handler)
+
+
+@contextlib.contextmanager
+def listening_to_absl(handler, level=python_logging.INFO):
+    """Sends what absl's logger logs at `level` and above to `handler` (e.g. `caplog.handler`) while entered.
+
+    A tool logs through absl's logger, which an earlier test in the same process may have kept from
+    propagating to the root logger, where caplog listens; a handler on absl's logger does not depend on that.
+    """
+    absl_logger = python_logging.getLogger("absl")
+    previous_level = absl_logger.level
+    absl_logger.setLevel(level)
+    absl_logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        absl_logger.removeHandler(handler)
+        absl_logger.setLevel(previous_level)
 
 
 def run_main(module, argv, program=None) -> int:
