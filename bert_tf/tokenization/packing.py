@@ -98,13 +98,34 @@ def bert_pack_inputs(segments, seq_length, start_of_sequence_id, end_of_segment_
         )
     segments = [_after(checks, s) for s in segments]
     trimmed = tf_text.RoundRobinTrimmer(max_seq_length=seq_length - num_special).trim(segments)
-    word_ids, type_ids = tf_text.combine_segments(
-        trimmed, start_of_sequence_id=start_of_sequence_id, end_of_segment_id=end_of_segment_id
-    )
-    input_word_ids, input_mask = tf_text.pad_model_inputs(word_ids, max_seq_length=seq_length, pad_value=padding_id)
-    input_type_ids, _ = tf_text.pad_model_inputs(type_ids, max_seq_length=seq_length, pad_value=0)
+    return _combine_and_pad(trimmed, seq_length, start_of_sequence_id, end_of_segment_id, padding_id)
+
+
+def _combine_and_pad(segments, seq_length, start_of_sequence_id, end_of_segment_id, padding_id):
+    """`[CLS] A [SEP] B [SEP] ...` padded to `seq_length`, from segments already trimmed to fit.
+
+    Each output position looks up its token in a dense copy of its segment: a few ops per segment, where
+    tensorflow_text's ragged `combine_segments` and `pad_model_inputs` build hundreds, which made every
+    SavedModel trace of the packer slow (an export traces it six times).
+    """
+    positions = tf.range(seq_length)[tf.newaxis, :]  # [1, seq_length]
+    shape = tf.stack([segments[0].nrows(out_type=tf.int32), seq_length])
+    word_ids = tf.broadcast_to(tf.where(positions == 0, start_of_sequence_id, padding_id), shape)
+    type_ids = tf.zeros(shape, tf.int32)
+    start = tf.ones([shape[0], 1], tf.int32)  # where the next segment begins in each row
+    for type_id, segment in enumerate(segments):
+        length = tf.cast(segment.row_lengths(), tf.int32)[:, tf.newaxis]
+        # One padding column, so that the gather has a column to read for an all-empty segment.
+        tokens = tf.pad(segment.to_tensor(default_value=padding_id), [[0, 0], [0, 1]], constant_values=padding_id)
+        offset = positions - start  # [batch, seq_length]: the position's index inside this segment
+        index = tf.clip_by_value(offset, 0, tf.shape(tokens)[1] - 1)
+        inside = (offset >= 0) & (offset < length)
+        word_ids = tf.where(inside, tf.gather(tokens, index, batch_dims=1), word_ids)
+        word_ids = tf.where(offset == length, end_of_segment_id, word_ids)
+        type_ids = tf.where((offset >= 0) & (offset <= length), type_id, type_ids)
+        start += length + 1
     return {
-        "input_word_ids": tf.cast(input_word_ids, tf.int32),
-        "input_mask": tf.cast(input_mask, tf.int32),
-        "input_type_ids": tf.cast(input_type_ids, tf.int32),
+        "input_word_ids": word_ids,
+        "input_mask": tf.cast(positions < start, tf.int32),
+        "input_type_ids": type_ids,
     }
