@@ -89,6 +89,15 @@ def test_matches_round_robin_model(data, num_segments, seq_length):
         assert out["input_type_ids"][row].tolist() == types
 
 
+def test_an_empty_batch_and_all_empty_segments_pack():
+    empty = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros([0], tf.int64))
+    assert all(v.shape == (0, 5) for v in pack([empty, empty], 5).values())
+    out = pack([ragged([[], []]), ragged([[], []])], 5)
+    assert out["input_word_ids"].tolist() == [[CLS, SEP, SEP, PAD, PAD]] * 2
+    assert out["input_mask"].tolist() == [[1, 1, 1, 0, 0]] * 2
+    assert out["input_type_ids"].tolist() == [[0, 0, 1, 0, 0]] * 2
+
+
 def test_seq_length_as_tensor_in_one_graph():
     fn = tf.function(
         lambda a, b, n: bert_pack_inputs([a, b], n, CLS, SEP, PAD)["input_word_ids"],
