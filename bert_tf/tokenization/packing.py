@@ -1,7 +1,6 @@
 """Packing tokenized segments into BERT's fixed-length inputs."""
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 MAX_SEGMENTS = 3
 
@@ -57,7 +56,8 @@ def bert_pack_inputs(segments, seq_length, start_of_sequence_id, end_of_segment_
     When the segments do not fit, the room is handed out one token per
     segment in turn (so a short segment stays whole and the long ones are
     cut), like TF Hub's BERT preprocessors (tensorflow_text's
-    `RoundRobinTrimmer`).
+    `RoundRobinTrimmer`). Built from dense core ops only (no TF Text op), so
+    it traces fast and converts to LiteRT's built-in ops.
 
     Args:
       segments: list of 1 to 3 int RaggedTensors [batch, (tokens)] (or
@@ -97,16 +97,38 @@ def bert_pack_inputs(segments, seq_length, start_of_sequence_id, end_of_segment_
             )
         )
     segments = [_after(checks, s) for s in segments]
-    trimmed = tf_text.RoundRobinTrimmer(max_seq_length=seq_length - num_special).trim(segments)
-    return _combine_and_pad(trimmed, seq_length, start_of_sequence_id, end_of_segment_id, padding_id)
+    kept = _round_robin_lengths([tf.cast(s.row_lengths(), tf.int32) for s in segments], seq_length - num_special)
+    return _combine_and_pad(segments, kept, seq_length, start_of_sequence_id, end_of_segment_id, padding_id)
 
 
-def _combine_and_pad(segments, seq_length, start_of_sequence_id, end_of_segment_id, padding_id):
-    """`[CLS] A [SEP] B [SEP] ...` padded to `seq_length`, from segments already trimmed to fit.
+def _round_robin_lengths(lengths, budget):
+    """How many tokens of each segment fit in `budget`, handed out one per segment in turn.
+
+    Args:
+      lengths: list of k int32 [batch] segment lengths.
+      budget: int32 scalar, the tokens there is room for.
+
+    Returns:
+      int32 [batch, k]. After `level` full rounds each segment holds min(length, level), where `level` is the
+      most rounds that fit: sum(min(length, level)) <= budget, which is max over j of (budget - the j
+      shortest lengths) // (k - j); the tokens left over go one each to the first segments longer than `level`.
+    """
+    lengths = tf.stack(lengths, axis=1)  # [batch, k]
+    k = lengths.shape[1]
+    shortest_first = tf.cumsum(tf.sort(lengths, axis=1), axis=1, exclusive=True)
+    level = tf.reduce_max((budget - shortest_first) // tf.range(k, 0, -1), axis=1, keepdims=True)
+    kept = tf.minimum(lengths, level)
+    left_over = budget - tf.reduce_sum(kept, axis=1, keepdims=True)
+    longer = tf.cast(lengths > level, tf.int32)
+    return kept + longer * tf.cast(tf.cumsum(longer, axis=1, exclusive=True) < left_over, tf.int32)
+
+
+def _combine_and_pad(segments, kept, seq_length, start_of_sequence_id, end_of_segment_id, padding_id):
+    """`[CLS] A [SEP] B [SEP] ...` padded to `seq_length`, from each segment's first `kept[:, i]` tokens.
 
     Each output position looks up its token in a dense copy of its segment: a few ops per segment, where
-    tensorflow_text's ragged `combine_segments` and `pad_model_inputs` build hundreds, which made every
-    SavedModel trace of the packer slow (an export traces it six times).
+    tensorflow_text's trimmer and its ragged `combine_segments` and `pad_model_inputs` build hundreds, which
+    made every SavedModel trace of the packer slow (an export traces it six times).
     """
     positions = tf.range(seq_length)[tf.newaxis, :]  # [1, seq_length]
     shape = tf.stack([segments[0].nrows(out_type=tf.int32), seq_length])
@@ -114,7 +136,7 @@ def _combine_and_pad(segments, seq_length, start_of_sequence_id, end_of_segment_
     type_ids = tf.zeros(shape, tf.int32)
     start = tf.ones([shape[0], 1], tf.int32)  # where the next segment begins in each row
     for type_id, segment in enumerate(segments):
-        length = tf.cast(segment.row_lengths(), tf.int32)[:, tf.newaxis]
+        length = kept[:, type_id : type_id + 1]
         # One padding column, so that the gather has a column to read for an all-empty segment.
         tokens = tf.pad(segment.to_tensor(default_value=padding_id), [[0, 0], [0, 1]], constant_values=padding_id)
         offset = positions - start  # [batch, seq_length]: the position's index inside this segment
