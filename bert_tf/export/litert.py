@@ -19,8 +19,9 @@ their float32 bytes); "full_int8" (int8 weights and activations, calibrated on t
 softmax and the inputs and outputs stay as they are). The tokenizer's tables are the same in every form (about
 2 MB for a 30,522-token vocabulary).
 
-It gives the in-graph tokenizer's ids (`bert_tf.tokenization.BertTokenizer`) but where a character's
-normalization depends on its neighbours (`litert_tokenizer.CONTEXT_DIFFERENCES`).
+It gives the in-graph tokenizer's ids (`bert_tf.tokenization.BertTokenizer`) but in the cases
+`litert_tokenizer.CONTEXT_DIFFERENCES` lists (a final capital sigma, NFC composing a letter and a mark, invalid
+UTF-8).
 
     >>> from bert_tf.export import litert  # doctest: +SKIP
     >>> runner = litert.interpreter("export/litert/classifier.tflite").get_signature_runner()  # doctest: +SKIP
