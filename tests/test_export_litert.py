@@ -1,11 +1,9 @@
 """`experiments.export --litert`: a LiteRT classifier that takes raw text, run in the `ai-edge-litert` interpreter."""
 
-import csv
 import doctest
 import io
 import json
 import os
-import unicodedata
 
 import numpy as np
 import pytest
@@ -19,7 +17,6 @@ from tests.helpers.absl_flags import temporary_flags
 SEQ_LENGTH = export_fixtures.CLASSIFIER_SEQ_LENGTH
 LABELS = export_fixtures.CLASSIFIER_LABELS
 TEXTS = export_fixtures.CLASSIFIER_TEXTS
-TOKENIZATION = os.path.join(export_fixtures.REPO_ROOT, "tests", "fixtures", "tokenization")
 
 
 def run_cli(*args):
@@ -171,56 +168,6 @@ def test_bad_flags_and_directories_are_refused_before_writing(classifier_dir, tm
         run_cli(f"--model_dir={tmp_path / 'pretrained' / 'model'}", f"--export_dir={export_dir}", "--litert=float32")
     assert not export_dir.exists()
     assert export_cli.FORMS == litert.FORMS  # the flag's choices, listed without importing TensorFlow
-
-
-def _documented_difference(text, lower_case):
-    """Whether `text` has a character of a kind `litert.TOKENIZER_DIFFERENCES` names."""
-    for char in text:
-        if unicodedata.category(char).startswith("C") and char not in "\t\n\r" or char == "\ufffd":
-            return True  # control, format, private-use, unassigned
-        if lower_case and (
-            unicodedata.normalize("NFKD", char) != unicodedata.normalize("NFD", char)
-            or char.casefold() != char.lower()
-            or char == "\u03a3"
-        ):
-            return True  # compatibility forms, ß, capital sigma
-    return not lower_case and unicodedata.normalize("NFC", text) != text
-
-
-@pytest.mark.parametrize("casing", ["uncased", "cased"])
-def test_tokenizer_ids_equal_the_in_graph_tokenizers(casing):
-    """Every real text of the tokenizer fixtures and every bundled test review gets the in-graph tokenizer's ids;
-    the unusual texts too, but for the documented kinds of characters."""
-    import keras
-
-    from bert_tf.models import BertClassifier, BertEncoder
-    from bert_tf.tokenization import BertPreprocessor
-    from bert_tf.tokenization.vocab import load_vocab
-
-    lower_case = casing == "uncased"
-    vocab_file = os.path.join(TOKENIZATION, f"vocab_{casing}.txt")
-    vocab = load_vocab(vocab_file)
-    seq_length = 512  # every text whole
-    keras.utils.set_random_seed(0)
-    model = BertClassifier(BertEncoder(export_fixtures.tiny_config(len(vocab), seq_length)), num_classes=2)
-    module = litert.LiteRTClassifierModule(model, vocab, lower_case, ["a", "b"], seq_length)
-    runner = litert.interpreter(litert.convert(module, litert.LiteRTConfig())).get_signature_runner()
-    preprocessor = BertPreprocessor(vocab_file, lower_case=lower_case, default_seq_length=seq_length)
-
-    with open(os.path.join(TOKENIZATION, "texts.json"), encoding="utf-8") as f:
-        fixtures = json.load(f)["texts"]
-    texts = [t["text"] for t in fixtures]
-    if lower_case:  # the bundled reviews, for the uncased vocabulary the demo models use
-        with open(os.path.join(export_fixtures.REPO_ROOT, "data", "fine_foods_test.tsv"), encoding="utf-8") as f:
-            texts += [row["text"] for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
-    got = litert.run(runner, texts)["input_word_ids"]
-    expected = preprocessor(tf.constant(texts))["input_word_ids"].numpy()
-    assert np.mean(expected[:, -1] == 0) > 0.99  # (almost) every text whole
-    differing = [text for text, a, b in zip(texts, got, expected) if not np.array_equal(a, b)]
-    edge_cases = {t["text"] for t in fixtures if t["source"].startswith("edge_case")}
-    assert [text for text in differing if text not in edge_cases] == []
-    assert [text for text in differing if not _documented_difference(text, lower_case)] == []
-    assert len(differing) < len(edge_cases) // 4  # most unusual texts still agree
 
 
 def test_the_module_docstring_example_runs():

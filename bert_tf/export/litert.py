@@ -8,18 +8,20 @@
              label_id  int32 [batch]                 the most probable label's index (not for regression)
              input_word_ids int32 [batch, seq_length] the packed WordPiece ids, for checking the tokenizer
 
-The text is tokenized by TF Text's `FastBertTokenizer` (BERT's basic tokenization and WordPiece as two TF Text
-ops that LiteRT runs as custom ops) and packed with built-in ops, so the file needs LiteRT's built-in ops and the
-TF Text ops listed in `required_ops.txt` beside it, never the Flex (TF Select) delegate. Run it with
-`interpreter(path)`, which registers TF Text's ops in the `ai-edge-litert` interpreter.
+The text is tokenized by `bert_tf.export.litert_tokenizer.LiteRTTokenizer` (TF Text's `FastBertNormalize` with
+the in-graph tokenizer's normalization table, then `FastWordpieceTokenizeWithOffsets`: two TF Text ops that LiteRT
+runs as custom ops) and packed with built-in ops, so the file needs LiteRT's built-in ops and the TF Text ops
+listed in `required_ops.txt` beside it, never the Flex (TF Select) delegate. Run it with `interpreter(path)`,
+which registers TF Text's ops in the `ai-edge-litert` interpreter.
 
 Forms (`FORMS`): "float32"; "dynamic_int8" (int8 weights, float activations: the weights take a quarter of
 their float32 bytes); "full_int8" (int8 weights and activations, calibrated on training texts; the tokenizer, the
 softmax and the inputs and outputs stay as they are). The tokenizer's tables are the same in every form (about
 2 MB for a 30,522-token vocabulary).
 
-The fast tokenizer gives the in-graph tokenizer's ids (`bert_tf.tokenization.BertTokenizer`) on ordinary text;
-it differs on a few kinds of unusual characters (`TOKENIZER_DIFFERENCES`).
+It gives the in-graph tokenizer's ids (`bert_tf.tokenization.BertTokenizer`) but in the cases
+`litert_tokenizer.CONTEXT_DIFFERENCES` lists (a final capital sigma, NFC composing a letter and a mark, invalid
+UTF-8).
 
     >>> from bert_tf.export import litert  # doctest: +SKIP
     >>> runner = litert.interpreter("export/litert/classifier.tflite").get_signature_runner()  # doctest: +SKIP
@@ -41,19 +43,8 @@ LITERT_SUBDIR = "litert"
 MODEL_NAME = "classifier.tflite"
 REQUIRED_OPS_NAME = "required_ops.txt"
 FORMS = ("float32", "dynamic_int8", "full_int8")
-# What the fast tokenizer does otherwise than the in-graph one (docs/export_and_serving.md, "On a device").
-TOKENIZER_DIFFERENCES = (
-    "control and format characters (BEL, ESC, DEL, NEL, form feed, zero-width joiners, soft hyphen, BOM) split "
-    "words instead of being deleted",
-    "U+FFFD, private-use and unassigned code points become [UNK] instead of being deleted",
-    "uncased: compatibility forms are decomposed too (full-width letters, ligatures, fractions, superscripts, "
-    "'…' -> '...', 'ß' -> 'ss'), and a final capital sigma lower-cases to 'σ', not 'ς'",
-    "cased: no NFC normalization (U+037E GREEK QUESTION MARK stays itself instead of becoming ';')",
-    "words of more than 100 bytes, not characters, become [UNK] (the same on ASCII words)",
-)
 # Float32 LiteRT against the SavedModel: the kernels differ (fused, reordered), not the arithmetic's precision.
 FLOAT32_TOLERANCE = 1e-4
-MAX_BYTES_PER_WORD = 100  # the in-graph tokenizer's 100-character word limit, exact on ASCII words
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,22 +95,12 @@ class LiteRTClassifierModule(tf.Module):
 
     def __init__(self, classifier, vocab, lower_case, label_list, seq_length, sentence_pair=False):
         super().__init__(name="litert_classifier")
-        import tensorflow_text as tf_text
-
+        from bert_tf.export.litert_tokenizer import LiteRTTokenizer
         from bert_tf.tokenization import vocab as vocab_lib
 
         self.classifier_variables = _tf_variables(classifier.variables)
         object.__setattr__(self, "_classifier", classifier)
-        self._tokenizer = tf_text.FastBertTokenizer(
-            list(vocab),
-            suffix_indicator=vocab_lib.SUFFIX_INDICATOR,
-            max_bytes_per_word=MAX_BYTES_PER_WORD,
-            token_out_type=tf.int32,
-            unknown_token=vocab_lib.UNK_TOKEN,
-            no_pretokenization=False,
-            support_detokenization=False,
-            lower_case_nfd_strip_accents=bool(lower_case),
-        )
+        self._tokenizer = LiteRTTokenizer(vocab, lower_case)
         ids = {token: i for i, token in enumerate(vocab)}
         self._cls, self._sep, self._pad = (
             ids[t] for t in (vocab_lib.CLS_TOKEN, vocab_lib.SEP_TOKEN, vocab_lib.PAD_TOKEN)
@@ -130,9 +111,8 @@ class LiteRTClassifierModule(tf.Module):
 
     def _segment(self, texts):
         """(flat ids with a trailing [PAD], row starts, row lengths), all int32: the tokens without raggedness."""
-        tokens = self._tokenizer.tokenize(texts)
-        splits = tf.cast(tokens.row_splits, tf.int32)
-        values = tf.concat([tf.cast(tokens.flat_values, tf.int32), [self._pad]], axis=0)
+        ids, splits = self._tokenizer(texts)
+        values = tf.concat([ids, [self._pad]], axis=0)
         return values, splits[:-1], splits[1:] - splits[:-1]
 
     def pack(self, texts):

@@ -1,0 +1,106 @@
+"""`bert_tf.export.litert_tokenizer`: the in-graph tokenizer's ids from the TF Text ops LiteRT runs.
+
+The tokenizer alone, converted and run in the `ai-edge-litert` interpreter, against `BertTokenizer` on the
+tokenizer fixtures' texts; its normalization table on every code point with TF Text's own kernel, eagerly.
+(The classifier around it: tests/test_export_litert.py.)
+"""
+
+import csv
+import json
+import os
+import unicodedata
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from bert_tf.export import litert, litert_tokenizer
+from bert_tf.tokenization import BertTokenizer, char_classes
+from bert_tf.tokenization.vocab import load_vocab
+from tests.helpers.export_fixtures import REPO_ROOT
+
+TOKENIZATION = os.path.join(REPO_ROOT, "tests", "fixtures", "tokenization")
+_CODE_POINTS = [cp for cp in range(1, 0x110000) if not 0xD800 <= cp < 0xE000]
+
+
+def _litert_tokenizer(vocab, lower_case):
+    """A signature runner of `LiteRTTokenizer` alone: text [batch] -> ids, row_splits."""
+    tokenizer = litert_tokenizer.LiteRTTokenizer(vocab, lower_case)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+    def tokenize(text):
+        ids, row_splits = tokenizer(text)
+        return {"ids": ids, "row_splits": row_splits}
+
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([tokenize.get_concrete_function()], tokenizer)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]  # no Flex ops
+    converter.allow_custom_ops = True  # TF Text's
+    return litert.interpreter(converter.convert()).get_signature_runner()
+
+
+def _context_dependent(text, lower_case):
+    """Whether the in-graph normalization of `text` is not that of its characters one by one
+    (`litert_tokenizer.CONTEXT_DIFFERENCES`: a final capital sigma, NFC composing a letter and a mark)."""
+    if lower_case:
+        return text.lower() != "".join(char.lower() for char in text)
+    return unicodedata.normalize("NFC", text) != "".join(unicodedata.normalize("NFC", char) for char in text)
+
+
+@pytest.mark.parametrize("casing", ["uncased", "cased"])
+def test_litert_ids_equal_the_in_graph_tokenizers(casing):
+    """Every text of the tokenizer fixtures (the unusual ones too: accents, CJK, emoji, control characters, very
+    long words) and every bundled test review gets `BertTokenizer`'s ids through the LiteRT interpreter, but
+    where a character's normalization depends on its neighbours (one Greek text with a final capital sigma)."""
+    lower_case = casing == "uncased"
+    vocab_file = os.path.join(TOKENIZATION, f"vocab_{casing}.txt")
+    with open(os.path.join(TOKENIZATION, "texts.json"), encoding="utf-8") as f:
+        fixtures = json.load(f)["texts"]
+    texts = [t["text"] for t in fixtures]
+    if lower_case:  # the bundled reviews, for the uncased vocabulary the demo models use
+        with open(os.path.join(REPO_ROOT, "data", "fine_foods_test.tsv"), encoding="utf-8") as f:
+            texts += [row["text"] for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)]
+
+    out = _litert_tokenizer(load_vocab(vocab_file), lower_case)(text=np.array(texts, object))
+    got = [ids.tolist() for ids in np.split(out["ids"], out["row_splits"][1:-1])]
+    expected = BertTokenizer(vocab_file, lower_case=lower_case)(tf.constant(texts)).to_list()
+    assert len(got) == len(texts)
+    differing = [text for text, a, b in zip(texts, got, expected) if a != b]
+    assert [text for text in differing if not _context_dependent(text, lower_case)] == []
+    # The fixtures' one final capital sigma changes the uncased ids ('##ος', not '##οσ').
+    assert len(differing) == (1 if lower_case else 0)
+    # Words of at most 100 characters but more bytes are tokenized, longer ones are one [UNK]: as in graph.
+    long_words = [t for t in texts if any(len(w.encode()) > 100 for w in t.split())]
+    assert len(long_words) >= 4 and not set(long_words) & set(differing)
+
+
+@pytest.mark.parametrize("lower_case", [True, False])
+def test_the_table_normalizes_every_code_point_as_the_in_graph_tokenizer(lower_case):
+    """TF Text's kernel reads the table written here (a darts-clone trie of UTF-8 keys) as intended, on all of
+    Unicode; NUL is deleted (it has its own slot in TF Text's format)."""
+    table = litert_tokenizer.normalization_table(lower_case)
+    normalizer = tf_text.FastBertNormalizer(model_buffer=litert_tokenizer.normalizer_model(lower_case))
+    got = normalizer.normalize(tf.constant([chr(cp) for cp in _CODE_POINTS])).numpy()
+    wrong = [cp for cp, text in zip(_CODE_POINTS, got) if text.decode() != table.get(cp, chr(cp))]
+    assert wrong == []
+    assert normalizer.normalize(tf.constant(["a\0b"])).numpy().tolist() == [b"ab"]
+    # The table has teeth: deletions, case and accents (uncased) or NFC singletons (cased).
+    assert table[0x200B] == "" and table[0xE000] == "" and table[0xE0080] == ""
+    assert (table[ord("É")] == "e") if lower_case else (table[0x212B] == "Å" and ord("É") not in table)
+
+
+def test_the_fast_tokenizer_splits_words_where_bert_does():
+    """FastWordpieceTokenizer's own splitting (whitespace, punctuation, CJK) is BERT's on every character that
+    survives cleaning, so the table needs no spaces of its own: x + c + x is one word, two or three ([UNK]s)."""
+    tokenizer = tf_text.FastWordpieceTokenizer(
+        ["[UNK]", "y"], token_out_type=tf.int32, no_pretokenization=False, unknown_token="[UNK]"
+    )
+    code_points = np.asarray(char_classes.kept_code_points())
+    counts = tokenizer.tokenize(tf.constant(["x" + chr(cp) + "x" for cp in code_points])).row_lengths().numpy()
+    masks = char_classes._masks()
+    separate = masks["punctuation"].copy()
+    for lo, hi in char_classes.CJK_RANGES:
+        separate[lo : hi + 1] = True
+    bert = np.where(masks["whitespace"][code_points], 2, np.where(separate[code_points], 3, 1))
+    assert np.flatnonzero(counts != bert).tolist() == []
+    assert set(bert.tolist()) == {1, 2, 3}
