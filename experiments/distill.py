@@ -20,8 +20,9 @@ regression or tagging); its task, labels, vocabulary and --max_seq_length carry 
 `--temperature` (times T^2) plus `1 - alpha` times the loss on the labels, plus `--hidden_loss_weight` times
 TinyBERT's hidden-state loss. A teacher fine-tuned with --long_text=windows or head_tail gives soft targets per
 document, and the student trains on the same cut (--long_text and its options are the teacher's). Training is
-the fine-tuning loop's (strategies, length buckets, or --packing: the teacher's labelling pass, the training and
-the evaluation on packed rows); the same command resumes a killed run. --output_dir becomes a fine-tuned model
+the fine-tuning loop's (strategies; packed rows by default: the teacher's labelling pass, the training and the
+evaluations; --nopacking: one example a row in length buckets; --hidden_loss_weight and a teacher's windows take
+one example a row, logged); the same command resumes a killed run. --output_dir becomes a fine-tuned model
 directory: evaluate it with `experiments.finetune --do_eval --output_dir=...`, export it with
 `experiments.export --model_dir=...`.
 See docs/distillation.md.
@@ -91,7 +92,7 @@ def define_flags():
         notes={"do_eval": "The student's and the teacher's, side by side."},
         defaults={"do_eval": (True, "On by default here: a student is read beside its teacher.")},
     )
-    job_flags.define_packing_flag(default=False)
+    job_flags.define_packing_flag()
     job_flags.define_long_text_flags(
         long_text_help="Default here: the teacher's (its task_config.json), which the student always reads with: "
         "the teacher's soft targets are per document, pooled over windows as it was trained. A value that differs "

@@ -345,9 +345,9 @@ def define_packing_flag(default: bool | None = None) -> None:
         "Fill rows of --max_seq_length tokens with whole examples (in random order when training), each computed "
         "as if alone (a block-diagonal mask, its own positions and [CLS]), instead of one example a row; a "
         "batch holds the batch size in examples on average (squad: windows, each scored over its own tokens). "
-        "Fine-tuning packs by default where it can (not --group_by_length or --num_microbatches>1, which then "
-        "take one example a row and log why; giving --packing with them is refused); --nopacking: one example a "
-        "row, padded to its batch's length.",
+        "Fine-tuning and distillation pack by default where they can (not --group_by_length, --num_microbatches>1, "
+        "--hidden_loss_weight or a teacher's --long_text=windows, which then take one example a row and log why; "
+        "giving --packing with them is refused); --nopacking: one example a row, padded to its batch's length.",
     )
 
 

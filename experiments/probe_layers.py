@@ -38,7 +38,7 @@ def define_flags():
     flags.DEFINE_string("sentence_test_file", None, "text<TAB>label test TSV (default: bundled reviews).")
     flags.DEFINE_list("tasks", list(TASKS), "Which tasks to probe.")
     job_flags.define("max_seq_length", "batch_size", "bucket_width")
-    job_flags.define_packing_flag(default=False)
+    job_flags.define_packing_flag(default=True)
     flags.DEFINE_enum("word_piece", "first", list(WORD_PIECE_MODES), "A word's WordPiece: the first or the mean.")
     flags.DEFINE_boolean("random_control", True, "Also probe the same architecture randomly initialised.")
     flags.DEFINE_boolean("finetune", True, "Add the fine-tuned reference row (fine-tunes the whole encoder).")

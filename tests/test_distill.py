@@ -347,6 +347,7 @@ def test_sentence_pair_student_with_unlabeled_text_and_hidden_state_loss(tmp_pat
     with open(os.path.join(output_dir, "distillation.json")) as f:
         settings = json.load(f)
     assert settings["hidden_loss_weight"] == 1.0 and settings["unlabeled_file"] == unlabeled
+    assert "packing" not in settings  # the hidden-state loss: one example a row by default, not a refusal
     assert settings["augmented_copies"] == 2
     # The teacher labelled the 96 training pairs, the 32 unlabeled ones and two altered copies of each training pair.
     assert np.load(logits_file).shape == (96 + 32 + 2 * 96, 2)

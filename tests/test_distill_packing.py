@@ -1,4 +1,5 @@
-"""Distillation on packed rows (`experiments.distill --packing`): the teacher's logits, the losses, the job.
+"""Distillation on packed rows (`experiments.distill`'s default): the teacher's logits, the losses, the job, and
+which cases take one example a row instead.
 
 A tiny teacher (L=2, H=32) is fine-tuned unpacked on the synthetic keyword-sentiment task at length 16, where a
 row holds one to three of its sentences; packed, every example must get what it gets alone.
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.fixtures.finetune import synthetic
-from tests.helpers.absl_flags import run_main
+from tests.helpers.absl_flags import run_main, temporary_flags
 from tests.helpers.jobs import distill, finetune
 
 SEQ_LENGTH = 16
@@ -121,7 +122,7 @@ def test_per_example_distillation_losses_of_a_packed_batch_equal_the_unpacked_on
     assert len(set(np.round(list(packed[0].values()), 4))) > 3  # examples with losses of their own
 
 
-def test_packed_distillation_runs_end_to_end_and_its_teacher_scores_as_unpacked(teacher, tmp_path):
+def test_default_distillation_packs_end_to_end_and_its_teacher_scores_as_unpacked(teacher, tmp_path):
     arguments = dict(
         teacher_dir=teacher["teacher_dir"],
         student_num_layers=1,
@@ -135,7 +136,7 @@ def test_packed_distillation_runs_end_to_end_and_its_teacher_scores_as_unpacked(
         seed=1,
     )
     packed_dir = str(tmp_path / "student")
-    results = distill(packed_dir, packing=True, **arguments)
+    results = distill(packed_dir, **arguments)  # packing left to its default
     # The teacher, evaluated on packed rows, scores what fine-tuning's (unpacked) evaluation measured; its
     # logits are kept for resuming (their equality packed or not: the test above).
     assert results["teacher"]["accuracy"] == pytest.approx(teacher["teacher_eval"]["accuracy"], abs=1e-6)
@@ -145,8 +146,66 @@ def test_packed_distillation_runs_end_to_end_and_its_teacher_scores_as_unpacked(
     student = results["student"]
     assert student["global_step"] == 12 and 0.0 <= student["accuracy"] <= 1.0
     # The same command resumes (here: finds its run complete) rather than refusing its own directory.
-    again = distill(packed_dir, packing=True, **arguments)
+    again = distill(packed_dir, **arguments)
     assert again["student"] == student
+
+
+def test_the_packing_flag_left_out_packs_unless_the_teacher_or_an_option_rules_it_out():
+    """The default resolves to packed rows; the hidden-state loss, a windows teacher and microbatches to one example a
+    row with the reason logged; --nopacking stays unpacked; an explicit --packing in such a case is refused."""
+    import dataclasses
+
+    from bert_tf.errors import JobArgumentError
+    from bert_tf.jobs.distillation import DistillationConfig
+    from bert_tf.tasks.long_text import LongTextConfig
+    from experiments import distill as tool
+    from experiments import job_flags
+
+    truncate, windows = LongTextConfig(), LongTextConfig("windows")
+    with temporary_flags(tool.define_flags, ["distill", "--teacher_dir=t"]):
+        default = job_flags.config_from_flags(DistillationConfig)
+    with temporary_flags(tool.define_flags, ["distill", "--teacher_dir=t", "--nopacking"]):
+        unpacked = job_flags.config_from_flags(DistillationConfig)
+    assert default.packing is None and unpacked.packing is False
+    for task in ("classification", "sentence_pair_classification", "regression", "token_classification"):
+        assert default.resolve_packing(task, truncate).packing is True
+    assert default.packing_note("classification", truncate).startswith("Batches of packed rows")
+    assert unpacked.resolve_packing("classification", truncate).packing is False
+    assert unpacked.packing_note("classification", truncate) == "Batches of one example a row (--nopacking)."
+
+    hidden = dataclasses.replace(default, hidden_loss_weight=1.0)
+    cases = [
+        (hidden, truncate, 1, "--hidden_loss_weight compares the hidden states of unpacked rows"),
+        (default, windows, 1, "the teacher's --long_text=windows is not packed in distillation yet"),
+        (default, truncate, 2, "--num_microbatches splits each batch's rows"),
+    ]
+    for config, long_text, microbatches, reason in cases:
+        assert config.resolve_packing("classification", long_text, microbatches).packing is False
+        note = config.packing_note("classification", long_text, microbatches)
+        assert note == f"Batches of one example a row, not packed rows: {reason}."
+        if config is not hidden:  # --packing with the hidden-state loss is refused as the config is built
+            explicit = dataclasses.replace(config, packing=True)
+            with pytest.raises(JobArgumentError, match=f"--packing is not possible here: {reason}"):
+                explicit.resolve_packing("classification", long_text, microbatches)
+
+
+def test_a_run_of_the_other_batches_is_named_with_the_flag_that_resumes_it(tmp_path):
+    """A run started with --nopacking (or before packed rows were the default) is refused by the default's settings
+    with the flag that resumes it; another distillation's run is refused as such."""
+    from bert_tf.errors import JobArgumentError
+    from bert_tf.jobs.distillation import settings
+
+    unpacked = {"teacher_dir": "/t", "temperature": 2.0, "max_seq_length": 16}
+    packed = dict(unpacked, packing=True)
+    (tmp_path / "distillation.json").write_text(json.dumps(unpacked))
+    settings.check_output_dir(str(tmp_path), unpacked)  # its own run: resumes
+    with pytest.raises(JobArgumentError, match="this distillation's run with --nopacking: give --nopacking"):
+        settings.check_output_dir(str(tmp_path), packed)
+    (tmp_path / "distillation.json").write_text(json.dumps(packed))
+    with pytest.raises(JobArgumentError, match="this distillation's run with --packing: give --packing"):
+        settings.check_output_dir(str(tmp_path), unpacked)
+    with pytest.raises(JobArgumentError, match="another distillation's run"):
+        settings.check_output_dir(str(tmp_path), dict(packed, temperature=1.0))
 
 
 def test_packing_with_the_hidden_state_loss_exits_2_naming_the_flags(teacher, tmp_path, capfd):

@@ -74,6 +74,8 @@ def test_student_learns_the_last_window_from_per_document_soft_targets(teacher, 
             **dict(COMMON, max_seq_length=None, train_batch_size=16),
         )
     assert "reads long texts as its teacher was fine-tuned" in caplog.text
+    # The default batches: one document a row, for the reason logged (an explicit --packing exits 2, below).
+    assert "one example a row, not packed rows: the teacher's --long_text=windows" in caplog.text
     assert results["teacher"]["accuracy"] >= 0.95 and results["student"]["accuracy"] >= 0.9
     with open(os.path.join(output_dir, "task_config.json")) as f:
         assert json.load(f)["long_text"] == long_text.LongTextConfig("windows").recorded()

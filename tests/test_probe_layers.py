@@ -13,7 +13,7 @@ from bert_tf.jobs.probe_layers import job
 from bert_tf.jobs.probe_layers.report_sections import model_section
 from bert_tf.probing import probes
 from tests.fixtures.finetune import synthetic
-from tests.helpers.absl_flags import run_main
+from tests.helpers.absl_flags import run_main, temporary_flags
 
 NUM_LAYERS = 2
 COMBINATION_ROWS = ("second_to_last", "last", "mean_last_four", "concat_last_four", "scalar_mix")
@@ -126,6 +126,20 @@ def test_packed_rows_give_the_word_and_sentence_features_of_one_sequence_a_row(t
         assert packed[name].shape == (6, NUM_LAYERS + 1, 32) and np.abs(unpacked[name]).max() > 0.1
         np.testing.assert_allclose(packed[name], unpacked[name], rtol=0, atol=1e-5)
     assert not np.allclose(packed["cls"], packed["mean"])
+
+
+def test_packed_rows_are_the_default_and_nopacking_gives_one_sentence_a_row():
+    from bert_tf.checkpoints.model_source import ModelSource
+    from bert_tf.jobs.probe_layers import ProbeLayersConfig
+    from experiments import job_flags
+    from experiments import probe_layers as tool
+
+    packing = {}
+    for argv in ([], ["--nopacking"]):
+        with temporary_flags(tool.define_flags, ["probe_layers", *argv]):
+            packing[bool(argv)] = job_flags.config_from_flags(ProbeLayersConfig, model=ModelSource()).packing
+    assert packing == {False: True, True: False}
+    assert ProbeLayersConfig(model=ModelSource()).packing is True
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,29 @@ from bert_tf.tasks import registry
 from bert_tf.tasks.long_text import LongTextConfig
 
 
+def choose_packing(packing: bool | None, reasons: list) -> bool:
+    """Whether a job runs packed rows: `packing` None (the flag left out) packs unless `reasons` (why this job's
+    rows cannot be packed) holds one; False does not; True does, and is refused where there is a reason.
+
+    Raises:
+      JobArgumentError: `packing=True` with `reasons`, naming them.
+    """
+    if packing is None:
+        return not reasons
+    if packing and reasons:
+        raise JobArgumentError(f"--packing is not possible here: {'; '.join(reasons)}; leave it out.")
+    return packing
+
+
+def describe_packing(packing: bool | None, reasons: list) -> str:
+    """One line for a job's log: the batches `choose_packing` gives, and why."""
+    if choose_packing(packing, reasons):
+        return "Batches of packed rows (--nopacking: one example a row, padded)."
+    if packing is False:
+        return "Batches of one example a row (--nopacking)."
+    return f"Batches of one example a row, not packed rows: {'; '.join(reasons)}."
+
+
 @dataclasses.dataclass(frozen=True)
 class FinetuningTaskConfig:
     """The task and the options every task has (the flags of the same names).
@@ -69,12 +92,8 @@ class FinetuningTaskConfig:
         Raises:
           JobArgumentError: `packing=True` where it cannot be, naming the flags.
         """
-        reasons = self.unpacked_reasons(num_microbatches)
-        if self.packing is None:
-            return dataclasses.replace(self, packing=not reasons)
-        if self.packing and reasons:
-            raise JobArgumentError(f"--packing is not possible here: {'; '.join(reasons)}; leave it out.")
-        return self
+        packing = choose_packing(self.packing, self.unpacked_reasons(num_microbatches))
+        return self if packing == self.packing else dataclasses.replace(self, packing=packing)
 
     def unpacked_reasons(self, num_microbatches: int = 1) -> list:
         """Why this config's batches cannot be packed rows (empty: they can): the task's plug-in computes one
@@ -91,12 +110,7 @@ class FinetuningTaskConfig:
 
     def packing_note(self, num_microbatches: int = 1) -> str:
         """One line for the job's log: the batches `resolve_packing` gives this config, and why."""
-        resolved = self.resolve_packing(num_microbatches)
-        if resolved.packing:
-            return "Batches of packed rows (--nopacking: one example a row, padded)."
-        if self.packing is False:
-            return "Batches of one example a row (--nopacking)."
-        return f"Batches of one example a row, not packed rows: {'; '.join(self.unpacked_reasons(num_microbatches))}."
+        return describe_packing(self.packing, self.unpacked_reasons(num_microbatches))
 
     def refuse_long_text(self) -> None:
         """A task that keeps its own windows (SQuAD) refuses --long_text other than truncate."""

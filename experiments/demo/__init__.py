@@ -21,11 +21,12 @@ BERT's life cycle (the default run):
 
 The tours (`--tours=probes,distillation`; each takes minutes more, so the default run prints the
 command that adds it, which reuses every finished step):
-  probes: every layer's frozen features (`experiments.probe_layers`): which layer of the real encoder is
-     best for part-of-speech tags and for the reviews (--probe_sentences, --probe_reviews), against its
-     randomly initialised twin, and whether the encoder from step 3 learned anything a token probe sees;
-  distillation: the real-weights classifier distilled into a 3-layer student from its own layers
-     (`experiments.distill_frontier`): both models' held-out accuracy and the sequences per second of
+  probes: every layer's frozen features (`experiments.probe_layers`, on packed rows): which layer of the
+     real encoder is best for part-of-speech tags and for the reviews (--probe_sentences, --probe_reviews),
+     against its randomly initialised twin, and whether the encoder from step 3 learned anything a token
+     probe sees;
+  distillation: the real-weights classifier distilled into a 3-layer student from its own layers, on packed
+     rows (`experiments.distill_frontier`): both models' held-out accuracy and the sequences per second of
      their exported encoder SavedModels, timed interleaved in one process.
 
 Every step runs the project's real command-line tool in a subprocess, so its

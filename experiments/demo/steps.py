@@ -571,8 +571,9 @@ def distill_classifier(config: DemoConfig, real_classifier, train_file, test_fil
     """The distillation tour: the real-weights classifier distilled into a shallower student, both exported and
     timed interleaved.
 
-    `experiments.distill_frontier` does the work: it distils the student from the teacher's layers, measures
-    both on the held-out reviews, exports both encoders and times the SavedModels in one process.
+    `experiments.distill_frontier` does the work: it distils the student from the teacher's layers (on packed
+    rows, distillation's default), measures both on the held-out reviews, exports both encoders and times the
+    SavedModels in one process.
     """
 
     def work(step_dir):

@@ -9,6 +9,7 @@ import dataclasses
 
 from bert_tf.errors import JobArgumentError, check_int
 from bert_tf.tasks.long_text import LongTextConfig
+from bert_tf.tasks.task_config import FinetuningTaskConfig, choose_packing, describe_packing
 
 DISTILLATION_CONFIG_NAME = "distillation.json"
 DISTILLATION_RESULTS_NAME = "distillation_results.json"
@@ -75,9 +76,12 @@ class DistillationConfig:
       augmented_copies: altered copies of each training text (words dropped, some cropped to a span) that only
         the teacher labels (`bert_tf.distillation.augmentation`; texts and sentence pairs, not tagging). 0: none.
       max_seq_length: packed length; None: the teacher's (`task_config.json`).
-      bucket_width, dropout_rate, packing: as `FinetuningTaskConfig`'s. With packing the teacher labels and the
-        student trains and is evaluated on packed rows, every example computed as if alone; not with the
-        hidden-state loss, whose states of packed rows are not matched yet.
+      bucket_width, dropout_rate: as `FinetuningTaskConfig`'s.
+      packing: the teacher labels and the student trains and is evaluated on packed rows, every example computed
+        as if alone. None (the default): packed unless `unpacked_reasons` gives a reason (fine-tuning's, the
+        hidden-state loss, whose states of packed rows are not matched yet, or a teacher's windows), which
+        `resolve_packing` decides and `packing_note` logs; True: packed, refused where there is a reason;
+        False: one example a row.
       do_lower_case: the teacher's vocabulary is uncased.
       long_text_config: texts longer than the window (`bert_tf.tasks.long_text`). None: the teacher's
         (`task_config.json`'s `long_text`), which the student always reads with: the teacher's soft targets are
@@ -94,7 +98,7 @@ class DistillationConfig:
     max_seq_length: int | None = None
     bucket_width: int = 16
     dropout_rate: float | None = None
-    packing: bool = False
+    packing: bool | None = None
     do_lower_case: bool = True
     long_text_config: LongTextConfig | None = None
 
@@ -115,6 +119,30 @@ class DistillationConfig:
         if self.max_seq_length is not None:
             check_int("max_seq_length", self.max_seq_length, minimum=2)
         check_int("bucket_width", self.bucket_width, minimum=0)
+
+    def unpacked_reasons(self, task: str, long_text: LongTextConfig, num_microbatches: int = 1) -> list:
+        """Why this distillation's batches cannot be packed rows (empty: they can): fine-tuning's reasons for the
+        teacher's `task` (`FinetuningTaskConfig.unpacked_reasons`), the hidden-state loss, or a teacher fine-tuned
+        with windows (`long_text`: how the student reads, `teacher.student_long_text`)."""
+        reasons = FinetuningTaskConfig(task).unpacked_reasons(num_microbatches)
+        if self.hidden_loss_weight:
+            reasons.append("--hidden_loss_weight compares the hidden states of unpacked rows")
+        if long_text.windows:
+            reasons.append("the teacher's --long_text=windows is not packed in distillation yet")
+        return reasons
+
+    def resolve_packing(self, task: str, long_text: LongTextConfig, num_microbatches: int = 1) -> DistillationConfig:
+        """This config with `packing` True or False (see the attribute and `unpacked_reasons`).
+
+        Raises:
+          JobArgumentError: `packing=True` where it cannot be, naming the reasons.
+        """
+        packing = choose_packing(self.packing, self.unpacked_reasons(task, long_text, num_microbatches))
+        return self if packing == self.packing else dataclasses.replace(self, packing=packing)
+
+    def packing_note(self, task: str, long_text: LongTextConfig, num_microbatches: int = 1) -> str:
+        """One line for the job's log: the batches `resolve_packing` gives, and why."""
+        return describe_packing(self.packing, self.unpacked_reasons(task, long_text, num_microbatches))
 
 
 @dataclasses.dataclass(frozen=True)

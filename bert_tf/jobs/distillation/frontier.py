@@ -166,7 +166,7 @@ def _distil_students(output_dir, config: FrontierConfig, data, training_config, 
 def _evaluation_data(teacher: Teacher, config: FrontierConfig, data) -> _EvaluationData:
     task_type = teacher.task_type
     max_seq_length = teacher.max_seq_length(config.max_seq_length)
-    # One example a row, as the frontier's students and its timed forms read them.
+    # One example a row, as its timed forms read them (the students train on packed rows by default).
     task_config = FinetuningTaskConfig(task_type, max_seq_length=max_seq_length, packing=False)
     reader, task_object = teacher.task(task_config, data)
     examples = reader.read("eval", data.eval_file)

@@ -6,6 +6,8 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING
 
+from absl import logging
+
 from bert_tf.checkpoints.model_source import check_compatible
 from bert_tf.jobs import DEFAULT_SEED
 from bert_tf.jobs.distillation import data as distillation_data
@@ -69,17 +71,18 @@ def run_distillation(
     do_eval = do_eval and bool(data.eval_file or data.tfds_name)
     # Everything is read and checked before TensorFlow starts and before anything is written.
     job = _read_and_check(
-        os.path.abspath(output_dir), config, student, data, runtime, trained_intermediates, do_eval, do_predict
+        output_dir, config, student, data, runtime, training_config, trained_intermediates, do_eval, do_predict
     )
     with training.training_runtime(runtime, batch_sizes={"train_batch_size": data.train_batch_size}) as strategy:
         training.check_microbatches(
             training_config.num_microbatches, data.train_batch_size, strategy.num_replicas_in_sync
         )
+        logging.info("%s", job.packing_note)
         # The settings first: a run killed while the teacher labels the data resumes in its own directory.
         if training.is_chief(strategy):
             _write_settings(job)
-        teacher_model = _label_training_data(job, config, teacher_logits_file, runtime.seed, strategy)
-        run = _route_training(job, teacher_model, config, training_config, strategy, runtime)
+        teacher_model = _label_training_data(job, teacher_logits_file, runtime.seed, strategy)
+        run = _route_training(job, teacher_model, training_config, strategy, runtime)
         trained, step = stages.train_route(run, job.student_model, job.output_dir, job.trained_intermediates)
         if not training.is_chief(strategy):
             return {}
@@ -91,9 +94,15 @@ def run_distillation(
 
 @dataclasses.dataclass
 class _DistillationJob:
-    """What `run_distillation` read and checked before TensorFlow starts: teacher, student, route and data."""
+    """What `run_distillation` read and checked before TensorFlow starts: teacher, student, route and data.
+
+    `config`: the job's, with `packing` resolved (`DistillationConfig.resolve_packing`); `packing_note` says
+    which batches and why.
+    """
 
     output_dir: str
+    config: DistillationConfig
+    packing_note: str
     data: FinetuningDataConfig
     teacher: Teacher
     student_model: Student
@@ -105,26 +114,33 @@ class _DistillationJob:
 
 
 def _read_and_check(
-    output_dir, config, student, data, runtime, trained_intermediates, do_eval, do_predict
+    output_dir, config, student, data, runtime, training_config, trained_intermediates, do_eval, do_predict
 ) -> _DistillationJob:
     """Teacher -> student route -> data, read and checked; nothing is written."""
+    output_dir, num_microbatches = os.path.abspath(output_dir), training_config.num_microbatches
     teacher = read_teacher(config)
     max_seq_length = teacher.max_seq_length(config.max_seq_length)
     check_compatible(teacher.source.config, None, max_seq_length)
     student_model = resolve_student(student, teacher, config, max_seq_length)
     check_data_sources(data, True, do_eval, do_predict)
     distillation_data.check_unlabeled_file(config)
+    # Packed rows unless the teacher or an option rules them out (logged); an explicit --packing there is refused.
+    long_text = student_long_text(teacher, config)
+    packing_note = config.packing_note(teacher.task_type, long_text, num_microbatches)
+    config = config.resolve_packing(teacher.task_type, long_text, num_microbatches)
     trained_intermediates = settings.on_route(trained_intermediates, student_model)
     run_settings = settings.run_settings(
         config, student, student_model, teacher, max_seq_length, trained_intermediates, output_dir
     )
     settings.check_output_dir(output_dir, run_settings)
-    reader, inputs = _teacher_task(output_dir, teacher, config, data, max_seq_length)
+    reader, inputs = _teacher_task(output_dir, teacher, config, data, max_seq_length, long_text)
     unlabeled_features = distillation_data.read_inputs(
         inputs, reader, data, config, runtime.seed, do_eval=do_eval, do_predict=do_predict
     )
     return _DistillationJob(
         output_dir,
+        config,
+        packing_note,
         data,
         teacher,
         student_model,
@@ -144,28 +160,29 @@ def _write_settings(job: _DistillationJob) -> None:
     )
 
 
-def _teacher_task(output_dir, teacher, config: DistillationConfig, data, max_seq_length: int):
-    """(the examples reader, new `FinetuningInputs`) of the teacher's task plug-in for `data`."""
+def _teacher_task(output_dir, teacher, config: DistillationConfig, data, max_seq_length: int, long_text):
+    """(the examples reader, new `FinetuningInputs`) of the teacher's task plug-in for `data`, read as `long_text`
+    (`student_long_text`)."""
     task = FinetuningTaskConfig(
         teacher.task_type,
         max_seq_length=max_seq_length,
         dropout_rate=config.dropout_rate,
         bucket_width=config.bucket_width,
         packing=config.packing,
-        long_text_config=student_long_text(teacher, config),
+        long_text_config=long_text,
     )
     reader, task_object = teacher.task(task, data)
     check_sentence_pair(teacher, task_object, config.teacher_dir)
     return reader, finetuning_inputs.FinetuningInputs(output_dir, teacher.source, task_object)
 
 
-def _label_training_data(job: _DistillationJob, config: DistillationConfig, logits_file, seed: int, strategy):
+def _label_training_data(job: _DistillationJob, logits_file, seed: int, strategy):
     """Loads the teacher's model and adds its logits to the training features (`with_teacher_logits`), kept in
     `logits_file` by the chief (None: `teacher_logits_file`'s)."""
     from bert_tf import training
 
     if logits_file is None:
-        logits_file = teacher_logits.teacher_logits_file(job.output_dir, config, job.data, seed)
+        logits_file = teacher_logits.teacher_logits_file(job.output_dir, job.config, job.data, seed)
     inputs = job.inputs
     with strategy.scope():
         teacher_model = load_teacher_model(inputs.task_object, job.teacher)
@@ -181,9 +198,9 @@ def _label_training_data(job: _DistillationJob, config: DistillationConfig, logi
     return teacher_model
 
 
-def _route_training(job: _DistillationJob, teacher_model, config, training_config, strategy, runtime):
+def _route_training(job: _DistillationJob, teacher_model, training_config, strategy, runtime):
     """What every stage of the route trains with: the same features, with the same schedule in steps."""
     inputs, batch_size = job.inputs, job.data.train_batch_size
     num_features = inputs.task_object.num_features(inputs.train_features)
     schedule = training_config.in_steps(num_features, batch_size)
-    return stages.RouteTraining(inputs, teacher_model, config, schedule, batch_size, strategy, runtime)
+    return stages.RouteTraining(inputs, teacher_model, job.config, schedule, batch_size, strategy, runtime)

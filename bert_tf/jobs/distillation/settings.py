@@ -75,12 +75,22 @@ def check_output_dir(output_dir: str, settings: dict) -> None:
                 saved = json.load(f)
         except (OSError, json.JSONDecodeError):
             saved = None
-    if saved != json.loads(json.dumps(settings)):
+    expected = json.loads(json.dumps(settings))
+    if saved != expected:
         raise JobArgumentError(
             f"--output_dir={output_dir} exists and is not empty"
-            + (" (another distillation's run)" if saved is not None else "")
+            + (f" ({_other_run(saved, expected)})" if saved is not None else "")
             + "; use a new --output_dir (the same command resumes its own run)."
         )
+
+
+def _other_run(saved: dict, expected: dict) -> str:
+    """What the run in an output directory is: this distillation with the other batches (a run started with
+    --nopacking, or before packed rows were the default, resumes with --nopacking), or another one."""
+    if {k: v for k, v in saved.items() if k != "packing"} == {k: v for k, v in expected.items() if k != "packing"}:
+        flag = "--packing" if saved.get("packing") else "--nopacking"
+        return f"this distillation's run with {flag}: give {flag} to resume it"
+    return "another distillation's run"
 
 
 def write_model_files(output_dir, student: Student, teacher: Teacher, task_object, data, settings) -> None:

@@ -29,8 +29,9 @@ class ProbeLayersConfig:
       tasks: a subset of `TASKS`.
       max_seq_length, batch_size, bucket_width: the forward passes (bucket_width 0: pad to max_seq_length).
       packing: the forward passes run rows filled with whole sentences, each computed as if alone
-        (`bert_tf.data.packed_rows`): the same features to float rounding, so the cache key leaves it out.
-        The fine-tuned reference row trains unpacked.
+        (`bert_tf.data.packed_rows`; the default); False: one sentence a row in length buckets. The same
+        features to float rounding, so the cache key leaves it out. The fine-tuned reference row batches as
+        fine-tuning resolves it (one example a row while `finetune_microbatches` > 1, logged).
       word_piece: "first" or "mean": a word's representation.
       random_control: also probe the randomly initialised twin.
       finetune: add the fine-tuned reference row; finetune_epochs, finetune_learning_rate,
@@ -53,7 +54,7 @@ class ProbeLayersConfig:
     max_seq_length: int = 128
     batch_size: int = 32
     bucket_width: int = DEFAULT_BUCKET_WIDTH
-    packing: bool = False
+    packing: bool = True
     word_piece: str = "first"
     random_control: bool = True
     finetune: bool = True
