@@ -44,6 +44,7 @@ def define_flags():
     flags.DEFINE_integer("speed_examples", 512, "Evaluation texts timed per model and round.")
     flags.DEFINE_integer("speed_batch_size", 32, "Batch size of the timed batches.")
     flags.DEFINE_integer("speed_rounds", 3, "Interleaved timing rounds; the median is reported.")
+    job_flags.define_packing_flag()
     distill.define_data_and_schedule_flags()
 
 

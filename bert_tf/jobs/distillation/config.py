@@ -163,6 +163,7 @@ class FrontierConfig:
       speed_examples: evaluation texts timed per model and round.
       speed_batch_size: batch size of the timed batches.
       speed_rounds: interleaved timing rounds (the median is reported).
+      packing: the students' batches (`DistillationConfig.packing`): None packs where it can.
     """
 
     teacher_dir: str
@@ -176,6 +177,7 @@ class FrontierConfig:
     speed_examples: int = 512
     speed_batch_size: int = 32
     speed_rounds: int = 3
+    packing: bool | None = None
 
     def __post_init__(self):
         from bert_tf.distillation.inference import INFERENCE_FORMS

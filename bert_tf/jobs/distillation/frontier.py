@@ -129,6 +129,7 @@ def _distil_students(output_dir, config: FrontierConfig, data, training_config, 
         temperature=config.temperature,
         alpha=config.alpha,
         max_seq_length=config.max_seq_length,
+        packing=config.packing,
     )
     logits_file = teacher_logits_file(output_dir, distillation, data, None)
     models, distillation_seconds = {}, {}
