@@ -46,7 +46,13 @@ def parse_args(argv=None):
     p.add_argument("--student_seq_length", type=int, default=64)
     p.add_argument("--teacher_seq_length", type=int, default=128)
     p.add_argument("--augmented_copies", type=int, default=0, help="Altered copies of each review (augmentation).")
-    p.add_argument("--skip_random_init", action="store_true", help="Reuse the random-init runs already recorded.")
+    p.add_argument(
+        "--recipe",
+        choices=("job", "B"),
+        default="job",
+        help="Fine-tuning of both encoders: the job's (Adam, constant 1e-3, 2 epochs), or part 1's recipe B "
+        "(peak 3e-4, 10%% warm-up then linear decay, 3 epochs).",
+    )
     return p.parse_args(argv)
 
 
@@ -198,7 +204,16 @@ def export(config, model_dir, export_dir, config_file, *extra):
     )
 
 
-def fine_tune(config, export_dir, out_dir, seed):
+def recipe_flags(config, recipe):
+    if recipe == "B":
+        return ["--num_train_epochs=3", "--learning_rate=3e-4", "--warmup_proportion=0.1"]
+    return [
+        f"--num_train_epochs={config.small_encoder_epochs}",
+        f"--learning_rate={config.small_encoder_learning_rate}",
+    ]
+
+
+def fine_tune(config, export_dir, out_dir, seed, recipe):
     """The job's fine-tuning of a small encoder (`steps.fine_tune_with_hub`'s command) with `--seed`."""
     from bert_tf.datasets import bundled
 
@@ -209,8 +224,7 @@ def fine_tune(config, export_dir, out_dir, seed):
         f"--train_file={bundled.sentiment_path('train')}",
         f"--eval_file={bundled.sentiment_path('test')}",
         f"--output_dir={out_dir}",
-        f"--num_train_epochs={config.small_encoder_epochs}",
-        f"--learning_rate={config.small_encoder_learning_rate}",
+        *recipe_flags(config, recipe),
         f"--label_names={','.join(LABEL_NAMES)}",
         f"--seed={seed}",
         env=dict(os.environ, TF_USE_LEGACY_KERAS="1"),
@@ -222,7 +236,8 @@ def fine_tune(config, export_dir, out_dir, seed):
 def random_init_accuracy(args, config, model_config, vocab, seed):
     """The job's random-init twin fine-tuned with `seed`, once per work directory and seed."""
     root = os.path.join(args.work_dir, "random_init")
-    result_path = os.path.join(root, f"seed{seed}.json")
+    suffix = "" if args.recipe == "job" else f"_{args.recipe}"
+    result_path = os.path.join(root, f"seed{seed}{suffix}.json")
     if os.path.exists(result_path):
         with open(result_path, encoding="utf-8") as f:
             return json.load(f)["test_accuracy"]
@@ -232,10 +247,15 @@ def random_init_accuracy(args, config, model_config, vocab, seed):
         config_file = os.path.join(root, "bert_config.json")
         model_config.to_json_file(config_file)
         export(
-            config, None, export_dir, config_file, f"--vocab_file={vocab['vocab_file']}", "--init_from=random",
+            config,
+            None,
+            export_dir,
+            config_file,
+            f"--vocab_file={vocab['vocab_file']}",
+            "--init_from=random",
             "--seed=0",
         )
-    accuracy = fine_tune(config, export_dir, os.path.join(root, f"classifier_seed{seed}"), seed)
+    accuracy = fine_tune(config, export_dir, os.path.join(root, f"classifier_seed{seed}{suffix}"), seed, args.recipe)
     with open(result_path, "w", encoding="utf-8") as f:
         json.dump({"test_accuracy": accuracy}, f)
     return accuracy
@@ -254,14 +274,17 @@ def main(argv=None):
     for seed in [int(s) for s in args.seeds.split(",")]:
         run_dir = os.path.join(args.work_dir, args.tag, f"seed{seed}")
         os.makedirs(run_dir, exist_ok=True)
-        distilled = distil(
-            args, seed, model_config, vocab, pretrained, texts, targets, os.path.join(run_dir, "model")
-        )
-        config_file = os.path.join(run_dir, "bert_config.json")
-        model_config.to_json_file(config_file)
-        export(config, os.path.join(run_dir, "model"), os.path.join(run_dir, "export"), config_file)
+        distilled = {"distil_seconds": None, "distil_loss": None}  # an earlier run's model, fine-tuned again
+        if not os.path.isdir(os.path.join(run_dir, "export")):
+            distilled = distil(
+                args, seed, model_config, vocab, pretrained, texts, targets, os.path.join(run_dir, "model")
+            )
+            config_file = os.path.join(run_dir, "bert_config.json")
+            model_config.to_json_file(config_file)
+            export(config, os.path.join(run_dir, "model"), os.path.join(run_dir, "export"), config_file)
+        suffix = "" if args.recipe == "job" else f"_{args.recipe}"
         pretrained_accuracy = fine_tune(
-            config, os.path.join(run_dir, "export"), os.path.join(run_dir, "classifier"), seed
+            config, os.path.join(run_dir, "export"), os.path.join(run_dir, f"classifier{suffix}"), seed, args.recipe
         )
         random_accuracy = random_init_accuracy(args, config, model_config, vocab, seed)
         row = {
