@@ -101,7 +101,12 @@ def teacher_embeddings(work_dir, real, texts, seq_length, augmented_copies):
     if os.path.exists(path):
         return np.load(path), 0.0
     start = time.time()
-    embeddings = sentence_embeddings(real["model_dir"], texts, seq_length)
+    originals = os.path.join(work_dir, f"teacher_{seq_length}_copies0.npy")
+    if augmented_copies and os.path.exists(originals):  # the reviews' own come first in `texts`
+        done = np.load(originals)
+        embeddings = np.concatenate([done, sentence_embeddings(real["model_dir"], texts[len(done) :], seq_length)])
+    else:
+        embeddings = sentence_embeddings(real["model_dir"], texts, seq_length)
     np.save(path, embeddings)
     return embeddings, time.time() - start
 
