@@ -81,6 +81,15 @@ OURS = [
 FLOAT32_SAVED_MODEL = OURS[-1][0]
 
 
+def _export_in_child(tmp, flags):
+    """Exports our encoder into `tmp` in a child process; returns (its export directory, the child's report)."""
+    export_dir = os.path.join(tmp, "encoder")
+    out = _common.run_child(sys.executable, SCRIPT, ["--child=ours_export", f"--export_dir={export_dir}", *flags])
+    if "error" in out:
+        sys.exit(f"export failed:\n{out['error']}")
+    return export_dir, out
+
+
 def form_contender(form):
     """The row of our SavedModel exported in a cheaper inference form (--forms)."""
     return (f"ours SavedModel {form} via hub.KerasLayer", None, "ours_hub", [f"--form={form}"])
@@ -343,14 +352,7 @@ def main_layouts(args):
     results = {layout: {"step_s": [], "first_step_s": []} for layout in layouts}
     versions = {}
     with tempfile.TemporaryDirectory() as tmp:
-        export_dir = os.path.join(tmp, "encoder")
-        out = _common.run_child(
-            sys.executable,
-            SCRIPT,
-            ["--child=ours_export", f"--export_dir={export_dir}", f"--layouts={args.layouts}"] + common_flags,
-        )
-        if "error" in out:
-            sys.exit(f"export failed:\n{out['error']}")
+        export_dir, out = _export_in_child(tmp, [f"--layouts={args.layouts}", *common_flags])
         stats = out["layouts"]
         for round_index in range(args.rounds):
             for layout in layouts:
@@ -487,14 +489,7 @@ def main():
     versions = {}
     matmul_rate = None
     with tempfile.TemporaryDirectory() as tmp:
-        export_dir = os.path.join(tmp, "encoder")
-        out = _common.run_child(
-            sys.executable,
-            SCRIPT,
-            ["--child=ours_export", f"--export_dir={export_dir}", f"--forms={args.forms}"] + common_flags,
-        )
-        if "error" in out:
-            sys.exit(f"export failed:\n{out['error']}")
+        export_dir, out = _export_in_child(tmp, [f"--forms={args.forms}", *common_flags])
         for round_index in range(args.rounds):
             for label, venv, kind, flags in contenders:
                 env = {"TF_USE_LEGACY_KERAS": "1"} if kind in ("ours_hub", "model_garden") else {}

@@ -20,7 +20,6 @@ The teacher's embeddings are computed once per work directory and text set (`tea
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import random
@@ -62,20 +61,11 @@ def base_config(work_dir):
 
 def build_base(config):
     """The main job's steps 1-4 (cached in `config.output_dir`), as `experiments.demo.main` calls them."""
-    from bert_tf.config import BertConfig
     from bert_tf.datasets import bundled
 
     train_texts, _ = bundled.read_sentiment("train")
-    model_config = BertConfig(
-        vocab_size=config.vocab_size,
-        hidden_size=config.hidden_size,
-        num_hidden_layers=config.num_layers,
-        num_attention_heads=config.hidden_size // 64,
-        intermediate_size=4 * config.hidden_size,
-        max_position_embeddings=max(128, config.max_seq_length),
-    )
     vocab, _ = steps.learn_vocabulary(config, train_texts)
-    model_config = dataclasses.replace(model_config, vocab_size=vocab["vocab_size"])
+    model_config = config.small_encoder_config(vocab["vocab_size"])
     data, _ = steps.write_tfrecords(config, vocab)
     pretrained, _ = steps.pretrain_from_scratch(config, model_config, vocab, data)
     real, _ = steps.convert_real_weights(config)

@@ -253,7 +253,6 @@ def _skip_tour(title, tour):
 @cli.main_function("demo")
 def main(argv):
     del argv
-    from bert_tf.config import BertConfig
     from bert_tf.datasets import bundled
 
     config = _config_from_flags()
@@ -268,15 +267,6 @@ def main(argv):
     train_texts, _ = bundled.read_sentiment("train")
     if config.train_examples:
         train_texts = train_texts[: config.train_examples]
-    model_config = BertConfig(
-        vocab_size=config.vocab_size,
-        hidden_size=config.hidden_size,
-        num_hidden_layers=config.num_layers,
-        num_attention_heads=config.hidden_size // 64,
-        intermediate_size=4 * config.hidden_size,
-        max_position_embeddings=max(128, config.max_seq_length),
-    )
-
     steps = []
 
     def step(result_and_step):
@@ -285,7 +275,7 @@ def main(argv):
         return result
 
     vocab = step(learn_vocabulary(config, train_texts))
-    model_config = dataclasses.replace(model_config, vocab_size=vocab["vocab_size"])
+    model_config = config.small_encoder_config(vocab["vocab_size"])
     data = step(write_tfrecords(config, vocab))
     pretrained = step(pretrain_from_scratch(config, model_config, vocab, data))
     real = step(convert_real_weights(config))

@@ -115,5 +115,19 @@ class DemoConfig:
         """Whether the optional tour `tour` (a key of `TOURS`) is part of this run."""
         return tour in self.tours
 
+    def small_encoder_config(self, vocab_size=None):
+        """The `BertConfig` of the encoder step 3 pretrains (and of its random twin); `vocab_size`: the learned
+        vocabulary's, when step 1 has run."""
+        from bert_tf.config import BertConfig
+
+        return BertConfig(
+            vocab_size=vocab_size or self.vocab_size,
+            hidden_size=self.hidden_size,
+            num_hidden_layers=self.num_layers,
+            num_attention_heads=self.hidden_size // 64,
+            intermediate_size=4 * self.hidden_size,
+            max_position_embeddings=max(128, self.max_seq_length),
+        )
+
     def tool_time_limit_seconds(self) -> float:
         return 60.0 * self.tool_time_limit_minutes
