@@ -196,6 +196,15 @@ def sequences(reading: str, windows: int | None, train_windows: list, test_windo
     return train + sum(map(count, test_windows))
 
 
+def job_sequences(reading: str, result: dict, args, train_windows: list, test_windows: list) -> int:
+    """`sequences` of one run: its training job's (windows a training text from its flags), or an evaluation's."""
+    if reading == "as trained":
+        windows = int(result["windows"].split("=")[1]) if result.get("windows") else None
+        mode = "windows_mean" if windows else "truncate"
+        return sequences(mode, windows, train_windows, test_windows)
+    return sequences(reading, args.max_windows, [], test_windows)
+
+
 def row_label(training: str, reading: str, args) -> str:
     trained = TRAININGS[training]
     trained_text = trained[0].replace("windows_", "windows, ") + (
@@ -299,14 +308,12 @@ def main():
         )
         runs_path = os.path.join(work_dir, f"{dataset}_runs.json")
         runs = load_runs(runs_path)
+        for (_, reading, _), result in runs.items():  # a run written before `sequences` was stored
+            result.setdefault("sequences", job_sequences(reading, result, args, train_windows, test_windows))
         for seed in seeds:
             for training in trainings:
                 for (trained, reading), result in run_seed(training, files, model_dir, seed, args, work_dir, runs):
-                    if reading == "as trained":
-                        windows = int(result["windows"].split("=")[1]) if result["windows"] else None
-                        result["sequences"] = sequences(TRAININGS[trained][0], windows, train_windows, test_windows)
-                    else:
-                        result["sequences"] = sequences(reading, args.max_windows, [], test_windows)
+                    result["sequences"] = job_sequences(reading, result, args, train_windows, test_windows)
                     runs[(trained, reading, seed)] = result
                     print(
                         f"{dataset} seed {seed} trained {trained}, read {reading}: accuracy {result['accuracy']:.4f}, "
