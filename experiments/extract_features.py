@@ -63,7 +63,7 @@ def define_flags():
         long_text_help="Lines longer than --max_seq_length: truncate (keep the first pieces), head_tail (the first "
         "quarter and the last three quarters, Sun et al. 2019) or windows (every window of a document: a sentence "
         "feature is the mean of the windows' vectors; per token, each piece once, from the window where it has the "
-        "most context). Single texts only. What was cut: the log and <output_file>.summary.json.",
+        "most context). Single texts only. Default: truncate. What was cut: the log and <output_file>.summary.json.",
     )
     job_flags.define(
         "bucket_width",

@@ -44,15 +44,19 @@ on small data (benchmarks/RESULTS.md, finetune_accuracy). SQuAD, and
 --group_by_length or --num_microbatches>1, take one example a row (logged);
 SQuAD keeps fixed windows and an example-by-example shuffle. The job logs the
 share of real tokens of its batches. --long_text says what a text longer than
-the window becomes: truncate (the first pieces, the default), head_tail (its
-first and last pieces) or windows (every window of a document, their logits
-pooled by --window_pooling into the document's before the loss; a tagger tags
-each word from the window where it has the most context; windows pack;
-docs/finetuning.md, "Long documents"); the log and eval_results.json say how
-many texts were cut and by how much. Adam corrects its moments' bias and uses
-epsilon 1e-8, as PyTorch's AdamW; --noadam_bias_correction --adam_epsilon=1e-6
-gives the original BERT's update. Labels or tags of the evaluation data that the training data
-never had count as errors, and a warning and eval_results.json say how many.
+the window becomes: truncate (the first pieces), head_tail (its first and last
+pieces) or windows (every window of a document, their logits pooled by
+--window_pooling into the document's before the loss; a tagger tags each word
+from the window where it has the most context; windows pack;
+docs/finetuning.md, "Long documents"). Without --long_text, classification and
+regression of single texts read their texts in windows when one is longer than
+the window (windows beat truncation on long documents: benchmarks/RESULTS.md,
+long_documents), and every other case truncates; task_config.json records the
+mode. The log and eval_results.json say how many texts were cut and by how
+much. Adam corrects its moments' bias and uses epsilon 1e-8, as PyTorch's
+AdamW; --noadam_bias_correction --adam_epsilon=1e-6 gives the original BERT's
+update. Labels or tags of the evaluation data that the training data never had
+count as errors, and a warning and eval_results.json say how many.
 
 Outputs in --output_dir: checkpoints (training resumes from them), TensorBoard
 summaries, `eval_results.json`, `eval_predictions.*`, `predictions.*`, and

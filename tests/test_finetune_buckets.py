@@ -14,12 +14,15 @@ from bert_tf.models import BertEncoder
 from bert_tf.tasks.base import FEATURE_INDEX_KEY, length_bucketed_dataset
 from bert_tf.tasks.classification import ClassificationTask
 from bert_tf.tasks.inference import predict_outputs
+from bert_tf.tasks.long_text import LongTextConfig
 from bert_tf.tasks.tagging import TaggingTask
 from bert_tf.tasks.task_tokenizer import TaskTokenizer
 from tests.fixtures.finetune import synthetic
 from tests.helpers.jobs import finetune
 
 MAX_SEQ_LENGTH = 48
+# The job tests batch rows of texts cut to the window; the default would read the longer ones in windows.
+TRUNCATE = LongTextConfig("truncate")
 WIDTH = 8
 
 
@@ -181,6 +184,7 @@ def test_job_evaluates_the_same_bucketed_or_padded(tmp_path, caplog):
     dev = synthetic.write_tsv(str(tmp_path / "dev.tsv"), ["text_a", "label"], rows[50:])
     # --nopacking: batches of one example a row, which the buckets pad (the default packs rows).
     common = dict(eval_file=dev, max_seq_length=MAX_SEQ_LENGTH, eval_batch_size=6, do_eval=True, seed=1, packing=False)
+    common["long_text_config"] = TRUNCATE  # rows of truncated texts (the default reads these in windows)
     output_dir = str(tmp_path / "out")
     bucketed = finetune(
         "classification",
@@ -263,6 +267,7 @@ def test_training_bucketed_or_padded_reaches_the_same_weights(task_name, tmp_pat
             bucket_width=width,
             packing=False,  # one example a row (the default packs rows)
             seed=1,
+            **({"long_text_config": TRUNCATE} if task_name == "classification" else {}),
         )
         assert os.path.exists(os.path.join(output_dir, "ckpt-12.index")), sorted(os.listdir(output_dir))
         weights[width] = load_file(os.path.join(output_dir, "weights.safetensors"))

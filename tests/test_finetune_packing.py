@@ -16,6 +16,7 @@ from bert_tf.models import BertClassifier, BertEncoder, BertTokenClassifier
 from bert_tf.tasks.base import FEATURE_INDEX_KEY
 from bert_tf.tasks.classification import ClassificationTask
 from bert_tf.tasks.inference import predict_outputs
+from bert_tf.tasks.long_text import LongTextConfig
 from bert_tf.tasks.squad import SquadConfig
 from bert_tf.tasks.tagging import TaggingTask
 from bert_tf.tasks.task_config import FinetuningTaskConfig
@@ -251,7 +252,10 @@ def test_job_trains_packed_by_default_resumes_exactly_and_evaluates_the_same_pac
     rows = [(_long(t, rng), y) for t, y in synthetic.sentiment_rows(70, 1)]
     train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["text_a", "label"], rows[:50])
     dev = synthetic.write_tsv(str(tmp_path / "dev.tsv"), ["text_a", "label"], rows[50:])
+    # Rows of texts cut to the window (the default would read the longer ones in windows, which pack too).
+    truncate = LongTextConfig("truncate")
     common = dict(eval_file=dev, max_seq_length=MAX_SEQ_LENGTH, eval_batch_size=6, do_eval=True, seed=1)
+    common["long_text_config"] = truncate
     output_dir = str(tmp_path / "out")
     packed = finetune(
         "classification",

@@ -79,6 +79,36 @@ def test_config_refuses_bad_values_naming_the_flag():
         long_text.LongTextConfig(window_pooling="median")
 
 
+def test_default_reads_single_texts_longer_than_the_window_in_windows(model_dir):
+    import types
+
+    from bert_tf.data.examples import TextExample
+    from bert_tf.jobs.finetuning.inputs import resolve_long_text
+    from bert_tf.tasks.task_config import FinetuningTaskConfig
+    from bert_tf.tasks.task_tokenizer import TaskTokenizer
+
+    tokenizer = TaskTokenizer(os.path.join(model_dir, "vocab.txt"))
+    single, pairs = types.SimpleNamespace(sentence_pair=False), types.SimpleNamespace(sentence_pair=True)
+    # 14 one-piece words fill the window (14 pieces); 15 do not.
+    fits, longer = [TextExample(str(n), " ".join(["the"] * n), label="pos") for n in (14, 15)]
+
+    def mode(task, reader, examples, saved=None, **given):
+        config = FinetuningTaskConfig(task, 16, long_text_config=long_text.LongTextConfig(**given))
+        return resolve_long_text(config, tokenizer, reader, examples, saved).long_text_config.long_text
+
+    assert mode("classification", single, [fits]) == "truncate"  # the same model and batches as before
+    assert mode("classification", single, [fits, longer]) == "windows"
+    assert mode("regression", single, [longer]) == "windows"
+    assert mode("sentence_pair_classification", pairs, [longer]) == "truncate"  # windows are for single texts
+    assert mode("classification", single, [fits, longer], long_text="truncate") == "truncate"  # a given mode stays
+    # A fine-tuned directory (a resumed run, a later evaluation) keeps its recorded mode; one that recorded
+    # none was fine-tuned before the mode was recorded, truncated. So is a library task built without a config.
+    windows = {"task": "classification", "long_text": long_text.LongTextConfig("windows").recorded()}
+    assert mode("classification", single, [fits], saved=windows) == "windows"
+    assert mode("classification", single, [longer], saved={"task": "classification"}) == "truncate"
+    assert long_text.LongTextConfig().resolved(windows=False).long_text == "truncate"
+
+
 @pytest.mark.parametrize("pooling", ["mean", "max"])
 def test_window_pooling_ignores_padding_slots(pooling):
     from bert_tf.layers import WindowPooling
@@ -249,20 +279,21 @@ def _run(tmp_path, model_dir, long_data, name, **options):
 
 
 def test_label_in_the_last_window_is_learned_with_windows_and_missed_with_truncate(tmp_path, model_dir, long_data):
-    _, truncated = _run(tmp_path, model_dir, long_data, "truncate")
+    truncate = long_text.LongTextConfig("truncate")
+    _, truncated = _run(tmp_path, model_dir, long_data, "truncate", long_text_config=truncate)
     # Every document is longer than the window; truncation reads 14 of about 50 pieces, never the label's.
     assert truncated["texts_longer_than_window"] == 100 and truncated["dropped_piece_share_of_long_texts"] > 0.6
     assert truncated["accuracy"] <= 0.7  # chance: the first 14 pieces say nothing about the label
 
-    config = long_text.LongTextConfig("windows", window_pooling="mean")
-    output_dir, windowed = _run(tmp_path, model_dir, long_data, "windows", long_text_config=config)
+    # The default (no --long_text) reads these texts, longer than the window, in windows pooled by their mean.
+    output_dir, windowed = _run(tmp_path, model_dir, long_data, "windows")
     assert windowed["accuracy"] >= 0.95
     assert windowed["texts_longer_than_window"] == 100 and windowed["dropped_piece_share_of_long_texts"] == 0.0
     with open(os.path.join(output_dir, "predictions.tsv")) as f:
         rows = list(csv.reader(f, delimiter="\t"))
     assert len(rows) == 21  # one row per document
     with open(os.path.join(output_dir, "task_config.json")) as f:
-        assert json.load(f)["long_text"]["long_text"] == "windows"
+        assert json.load(f)["long_text"] == long_text.LongTextConfig("windows").recorded()
 
     # The directory evaluates again with only --output_dir: its recorded windows and pooling.
     import experiments.finetune as job

@@ -101,7 +101,7 @@ def test_head_tail_teacher_is_inherited_and_conflicts_are_refused(teacher):
     head_tail = Teacher(None, {"task": "classification", "long_text": long_text.LongTextConfig("head_tail").recorded()})
     config = DistillationConfig(teacher_dir="t", packing=True)
     assert student_long_text(head_tail, config).long_text == "head_tail"  # head_tail packs as truncation does
-    assert student_long_text(Teacher(None, {"task": "classification"}), config) == long_text.LongTextConfig()
+    assert student_long_text(Teacher(None, {"task": "classification"}), config) == long_text.LongTextConfig("truncate")
     given = DistillationConfig(teacher_dir="t", long_text_config=long_text.LongTextConfig("windows"))
     with pytest.raises(JobArgumentError, match="--long_text=windows differs from the teacher's --long_text=head_tail"):
         student_long_text(head_tail, given)

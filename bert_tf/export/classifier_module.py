@@ -74,7 +74,7 @@ class ClassifierModule(tf.Module):
         self.label_list = list(label_list) if label_list else None
         self.seq_length = int(seq_length)
         self.sentence_pair = bool(sentence_pair)
-        self.long_text = long_text or LongTextConfig()
+        self.long_text = (long_text or LongTextConfig()).resolved(windows=False)
         if sentence_pair and self.long_text.long_text != "truncate":
             raise ValueError(f"--long_text={self.long_text.long_text} is for single texts, not sentence pairs.")
         self.long_text.check_window(self.seq_length)

@@ -49,7 +49,7 @@ class TaggerModule(tf.Module):
         self.tag_list = list(tag_list)
         self.default_tag = "O" if "O" in self.tag_list else self.tag_list[0]
         self.seq_length = int(seq_length)
-        self.long_text = long_text or LongTextConfig()
+        self.long_text = (long_text or LongTextConfig()).resolved(windows=False)
         if self.long_text.long_text == "head_tail":
             raise JobArgumentError("--long_text=head_tail drops the middle of a sentence: a tagger tags every word.")
         self.long_text.check_window(self.seq_length)

@@ -173,7 +173,7 @@ def run_feature_extraction(
     extension = os.path.splitext(output_file)[1].lower()
     if extension not in OUTPUT_FORMATS:
         raise JobArgumentError(f"--output_file must end in {', '.join(OUTPUT_FORMATS)}, got {output_file}.")
-    max_seq_length, long_text = config.max_seq_length, config.long_text_config
+    max_seq_length, long_text = config.max_seq_length, config.long_text_config.resolved(windows=False)
     model = config.model.resolve(max_seq_length)
     names, positions = _layer_names(config.layers, config.pooling, model.config.num_hidden_layers)
 
@@ -290,7 +290,7 @@ def _summary(output_file: str, config: FeatureExtractionConfig, num_lines: int, 
         "pooling": config.pooling,
         "normalize": config.normalize,
         "packing": config.packing,
-        "long_text": config.long_text_config.recorded(),
+        "long_text": config.long_text_config.resolved(windows=False).recorded(),
         "cut": cut,
     }
 

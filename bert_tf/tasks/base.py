@@ -57,6 +57,9 @@ class FinetuningTask(abc.ABC):
     #: `from_config` builds a task of packed rows when the config's `packing` is True (its default resolves
     #: to it: `FinetuningTaskConfig.resolve_packing`); False: one example a row, `--packing` refused.
     packs_rows: bool = False
+    #: the default --long_text (None) reads single texts in windows when one is longer than the window
+    #: (`bert_tf.jobs.finetuning.inputs.resolve_long_text`); False: it truncates.
+    windows_by_default: bool = False
 
     @classmethod
     @abc.abstractmethod

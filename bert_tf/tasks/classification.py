@@ -61,8 +61,9 @@ class ClassificationTask(FinetuningTask):
         `input_example_ids` and gives logits per example slot [rows, slots, classes]; the loss is the mean over
         the batch's examples. With windows, a batch's documents' windows fill its rows, and the model pools
         them into logits per document [documents, classes].
-      long_text: a `LongTextConfig`: texts longer than the window truncated (default), cut to head and tail, or
-        read in windows (features [documents, windows, seq_length]; a batch counts documents).
+      long_text: a `LongTextConfig`: texts longer than the window truncated (also its default, None; the
+        fine-tuning job decides that default by the data first), cut to head and tail, or read in windows
+        (features [documents, windows, seq_length]; a batch counts documents).
     """
 
     names = ("classification", "sentence_pair_classification", "regression")
@@ -70,6 +71,7 @@ class ClassificationTask(FinetuningTask):
     exports_as_classifier = True
     head_input = "pooled_output"
     packs_rows = True
+    windows_by_default = True
 
     @classmethod
     def examples_reader(cls, config, data) -> TextExamplesReader:
@@ -79,7 +81,7 @@ class ClassificationTask(FinetuningTask):
     @classmethod
     def from_config(cls, config, tokenizer, labels, reader) -> ClassificationTask:
         options = config.head_and_batch_options()
-        if reader.sentence_pair and config.long_text_config.long_text != "truncate":
+        if reader.sentence_pair and config.long_text_config.long_text not in (None, "truncate"):
             raise JobArgumentError(
                 f"--long_text={config.long_text_config.long_text} is for single texts, not sentence pairs."
             )
@@ -125,7 +127,7 @@ class ClassificationTask(FinetuningTask):
         long_text: long_text_lib.LongTextConfig | None = None,
     ):
         self.tokenizer = tokenizer
-        self.long_text = long_text or long_text_lib.LongTextConfig()
+        self.long_text = (long_text or long_text_lib.LongTextConfig()).resolved(windows=False)
         self.packing = packing
         self.bucket_width = bucket_width or 0
         self.group_by_length = group_by_length
@@ -161,7 +163,7 @@ class ClassificationTask(FinetuningTask):
             "label_list": self.label_list,
             "max_seq_length": self.seq_length,
             "sentence_pair": self.sentence_pair,
-            **({"long_text": self.long_text.recorded()} if self.long_text != long_text_lib.LongTextConfig() else {}),
+            "long_text": self.long_text.recorded(),
         }
 
     @property

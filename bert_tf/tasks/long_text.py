@@ -14,6 +14,10 @@ into the document's, before the loss: the label belongs to the document. A docum
 `max_windows` windows (a static shape for XLA); one that needs more keeps `max_windows` windows spread evenly
 over it (the first and the last included), and `cut_report` counts it.
 
+The default (`long_text=None`) is the job's to decide (`LongTextConfig.resolved`): fine-tuning reads single
+texts of classification and regression in windows when one is longer than the window
+(`bert_tf.jobs.finetuning.inputs.resolve_long_text`), and everything else truncates.
+
 Tagging reads the same windows (not capped: every word is tagged) and tags each word from the window where its
 first piece has the most context (`max_context_windows`, SQuAD's rule); `head_tail` would leave words untagged.
 Loads no TensorFlow.
@@ -38,7 +42,9 @@ FLAG_HELP = {
     "quarter and the last three quarters of the pieces, Sun et al. 2019) or windows (every window of a document, "
     "encoded and pooled into one prediction; classification and regression of single texts; tagging tags each "
     "word from the window where it has the most context). Tagging's truncate splits a long sentence at word "
-    "boundaries, each part tagged alone; tagging refuses head_tail.",
+    "boundaries, each part tagged alone; tagging refuses head_tail. Default: windows for classification and "
+    "regression of single texts when a text of the data is longer than the window (docs/finetuning.md, 'Long "
+    "documents'), else truncate; an --output_dir's recorded setting.",
     "window_stride": "--long_text=windows: pieces between the starts of a document's windows, 1 to the window "
     "(--max_seq_length - 2); default: the window (windows that touch, no overlap).",
     "window_pooling": "--long_text=windows: how a document's window logits become its logits: mean or max "
@@ -54,19 +60,21 @@ class LongTextConfig:
     """What happens to a text longer than the window (the flags of the same names, `FLAG_HELP`).
 
     Attributes:
-      long_text: truncate, head_tail or windows.
+      long_text: truncate, head_tail or windows; None (the default): decided by the job (`resolved`): the
+        fine-tuning job reads single texts of classification and regression in windows when one is longer than
+        the window (benchmarks/RESULTS.md, `long_documents`), every other job and task truncates.
       window_stride: pieces between window starts; None: the window's length (no overlap).
       window_pooling: mean or max of the windows' logits.
       max_windows: the most windows a document is read in.
     """
 
-    long_text: str = "truncate"
+    long_text: str | None = None
     window_stride: int | None = None
     window_pooling: str = "mean"
     max_windows: int = 16
 
     def __post_init__(self):
-        if self.long_text not in LONG_TEXT_MODES:
+        if self.long_text is not None and self.long_text not in LONG_TEXT_MODES:
             raise JobArgumentError(f"--long_text must be one of {', '.join(LONG_TEXT_MODES)}, got {self.long_text!r}.")
         if self.window_pooling not in WINDOW_POOLINGS:
             raise JobArgumentError(
@@ -79,6 +87,12 @@ class LongTextConfig:
     @property
     def windows(self) -> bool:
         return self.long_text == "windows"
+
+    def resolved(self, windows: bool) -> LongTextConfig:
+        """This config with the default mode (None) made windows (`windows`) or truncate; a given mode stays."""
+        if self.long_text is not None:
+            return self
+        return dataclasses.replace(self, long_text="windows" if windows else "truncate")
 
     def check_window(self, max_seq_length: int) -> None:
         """Refuses a `window_stride` longer than the window (`max_seq_length` - 2 pieces), naming the flag."""
@@ -98,17 +112,17 @@ class LongTextConfig:
 
     @classmethod
     def from_recorded(cls, recorded, source: str) -> LongTextConfig:
-        """`recorded()`'s dict read back (None: the defaults, truncate); a bad one raises JobArgumentError
-        naming `source` (the file it was read from)."""
+        """`recorded()`'s dict read back (None, a directory fine-tuned before the setting was recorded: truncate); a
+        bad one raises JobArgumentError naming `source` (the file it was read from)."""
         names = {field.name for field in dataclasses.fields(cls)}
         if recorded is None:
-            return cls()
+            return cls(long_text="truncate")
         if not isinstance(recorded, dict) or not set(recorded) <= names:
             raise JobArgumentError(
                 f"{source}: long_text must be an object with the keys {sorted(names)}, got {recorded!r}."
             )
         try:
-            return cls(**recorded)
+            return cls(**recorded).resolved(windows=False)
         except JobArgumentError as e:
             raise JobArgumentError(f"{source}: {e}") from None
 

@@ -121,7 +121,7 @@ class TaggingTask(FinetuningTask):
         packing: bool = False,
         long_text: long_text_lib.LongTextConfig | None = None,
     ):
-        self.long_text = long_text or long_text_lib.LongTextConfig()
+        self.long_text = (long_text or long_text_lib.LongTextConfig()).resolved(windows=False)
         if self.long_text.long_text == "head_tail":
             raise JobArgumentError(
                 "--long_text=head_tail drops the middle of a long sentence, whose words tagging must all tag: give "
@@ -149,7 +149,7 @@ class TaggingTask(FinetuningTask):
             "task": self.name,
             "label_list": self.tag_list,
             "max_seq_length": self.seq_length,
-            **({"long_text": self.long_text.recorded()} if self.long_text != long_text_lib.LongTextConfig() else {}),
+            "long_text": self.long_text.recorded(),
         }
 
     def build_model(self, encoder):

@@ -61,7 +61,9 @@ class FinetuningTaskConfig:
         it out (group_by_length, num_microbatches > 1): `resolve_packing` decides, `packing_note` says why. True:
         packed, and an option or task that cannot be is refused; False: one example a row.
       long_text_config: texts longer than the window (`bert_tf.tasks.long_text`: --long_text, --window_stride,
-        --window_pooling, --max_windows); truncation by default. Windows pack as other examples do.
+        --window_pooling, --max_windows). Its default mode (None) is decided by the data
+        (`bert_tf.jobs.finetuning.inputs.resolve_long_text`): windows for single texts of classification and
+        regression when one is longer than the window, else truncate. Windows pack as other examples do.
     """
 
     task: str
@@ -114,7 +116,7 @@ class FinetuningTaskConfig:
 
     def refuse_long_text(self) -> None:
         """A task that keeps its own windows (SQuAD) refuses --long_text other than truncate."""
-        if self.long_text_config.long_text != "truncate":
+        if self.long_text_config.long_text not in (None, "truncate"):
             raise JobArgumentError(
                 f"--long_text={self.long_text_config.long_text} is supported for classification and regression "
                 f"of single texts and for tagging, not --task={self.task}."

@@ -86,8 +86,8 @@ def student_long_text(teacher: Teacher, config: DistillationConfig) -> LongTextC
     """How the student reads texts longer than the window: as the teacher was fine-tuned (its soft targets are
     per document, pooled over its windows), logged. An explicit `config.long_text_config` that differs is refused,
     naming the flag, as are the options that cannot combine with the teacher's windows yet."""
-    recorded = LongTextConfig(**teacher.task_config.get("long_text", {}))
-    given = config.long_text_config
+    recorded = LongTextConfig.from_recorded(teacher.task_config.get("long_text"), TASK_CONFIG_NAME)
+    given = config.long_text_config and config.long_text_config.resolved(recorded.windows)
     if given is not None and given != recorded:
         name = next(
             f.name for f in dataclasses.fields(LongTextConfig) if getattr(given, f.name) != getattr(recorded, f.name)

@@ -17,11 +17,18 @@ import dataclasses
 from absl import logging
 
 from bert_tf import checkpoints
-from bert_tf.checkpoints.model_source import ModelSource, ResolvedModel, check_resumable, read_task_config
+from bert_tf.checkpoints.model_source import (
+    TASK_CONFIG_NAME,
+    ModelSource,
+    ResolvedModel,
+    check_resumable,
+    read_task_config,
+)
 from bert_tf.data.finetuning_data import ExamplesReader
 from bert_tf.errors import JobArgumentError
 from bert_tf.jobs.finetuning.config import FinetuningDataConfig
 from bert_tf.tasks import registry
+from bert_tf.tasks.long_text import LongTextConfig
 from bert_tf.tasks.task_config import FinetuningTaskConfig
 
 
@@ -72,6 +79,52 @@ def build_task(task: FinetuningTaskConfig, tokenizer, labels, reader: ExamplesRe
     A config whose `packing` is still the default (None) is resolved first (`resolve_packing`).
     """
     return task_class_for(task).from_config(task.resolve_packing(), tokenizer, labels, reader)
+
+
+def resolve_long_text(
+    task: FinetuningTaskConfig, tokenizer, reader: ExamplesReader, examples, saved_task_config=None
+) -> FinetuningTaskConfig:
+    """`task` with its default --long_text (None) decided: by the fine-tuned directory's `saved_task_config`
+    (none recorded: truncated), else by `examples` (the training data, or the data read).
+
+    Windows where the plug-in reads single texts in windows by default (`windows_by_default`: classification
+    and regression) and a text is longer than the window: on long documents windows beat truncation
+    (benchmarks/RESULTS.md, `long_documents`), and a text that fits is one window, as truncated. Else truncate.
+    A given mode stays; the job logs the decision, and task_config.json records it.
+    """
+    config = task.long_text_config
+    if config.long_text is not None:
+        return task
+    if saved_task_config:
+        recorded = LongTextConfig.from_recorded(saved_task_config.get("long_text"), TASK_CONFIG_NAME)
+        resolved = recorded if config == LongTextConfig() else dataclasses.replace(config, long_text=recorded.long_text)
+        return dataclasses.replace(task, long_text_config=resolved)
+    window = task.max_seq_length - 2
+    single_texts = task_class_for(task).windows_by_default and not reader.sentence_pair
+    long_text = single_texts and _first_longer(tokenizer, [e.text_a for e in examples], window)
+    resolved = config.resolved(windows=bool(long_text))
+    if resolved.windows:
+        logging.info(
+            "%s is longer than the window (%d pieces): texts are read in windows (--long_text=windows, the default "
+            "for single texts longer than the window), one sequence per window, at most --max_windows=%d a text; "
+            "--long_text=truncate keeps their first pieces.",
+            long_text,
+            window,
+            config.max_windows,
+        )
+    return dataclasses.replace(task, long_text_config=resolved)
+
+
+def _first_longer(tokenizer, texts: list, window: int, chunk: int = 256) -> str | None:
+    """The first of `texts` with more than `window` pieces (quoted, shortened), or None."""
+    # A text of at most `window` characters has at most `window` pieces: only longer ones are tokenized.
+    candidates = [text for text in texts if len(text) > window]
+    for start in range(0, len(candidates), chunk):
+        batch = candidates[start : start + chunk]
+        for text, pieces in zip(batch, tokenizer.tokenize(batch)):
+            if len(pieces) > window:
+                return repr(text[:40] + "...")
+    return None
 
 
 def task_tokenizer(source: ResolvedModel):
@@ -150,7 +203,11 @@ def read_inputs(
     tokenizer = task_tokenizer(source)
 
     train_examples = reader.read("train", data.train_file) if do_train else None
+    eval_examples = reader.read("eval", data.eval_file) if do_eval else None
+    predict_examples = reader.read("predict", data.predict_file) if do_predict else None
     labels = resolve_labels(task, data, saved_task_config, reader, train_examples)
+    read = next((e for e in (train_examples, eval_examples, predict_examples) if e is not None), [])
+    task = resolve_long_text(task, tokenizer, reader, read, saved_task_config)
     task_object = build_task(task, tokenizer, labels, reader)
     if finetuned is not None:
         _check_resumable(output_dir, saved_task_config, source, task_object)
@@ -160,9 +217,9 @@ def read_inputs(
     if do_train:
         inputs.add_phase("train", train_examples)
     if do_eval:
-        inputs.add_phase("eval", reader.read("eval", data.eval_file))
+        inputs.add_phase("eval", eval_examples)
     if do_predict:
-        inputs.add_phase("predict", reader.read("predict", data.predict_file))
+        inputs.add_phase("predict", predict_examples)
     return inputs
 
 

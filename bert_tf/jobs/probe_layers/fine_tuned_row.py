@@ -28,6 +28,7 @@ def fine_tuned_accuracy(task, files, num_train_steps, config, output_dir) -> flo
     load_tensorflow_lean()  # this child needs none of jax, scikit-learn, matplotlib
     from bert_tf.jobs.finetuning.config import FinetuningDataConfig
     from bert_tf.jobs.finetuning.job import run_finetuning
+    from bert_tf.tasks.long_text import LongTextConfig
     from bert_tf.tasks.task_config import FinetuningTaskConfig
     from bert_tf.training import RuntimeConfig, TrainingConfig
 
@@ -46,7 +47,9 @@ def fine_tuned_accuracy(task, files, num_train_steps, config, output_dir) -> flo
         data = FinetuningDataConfig(train_file=train_file, eval_file=test_file, **batch_sizes)
         metric = "token_accuracy"
     else:
-        task_config = FinetuningTaskConfig("classification", max_seq_length=config.max_seq_length)
+        # Truncated, as the probes' frozen features read the reviews (the default would read long ones in windows).
+        truncate = LongTextConfig("truncate")
+        task_config = FinetuningTaskConfig("classification", config.max_seq_length, long_text_config=truncate)
         data = FinetuningDataConfig(
             train_file=train_file,
             eval_file=test_file,
