@@ -85,6 +85,8 @@ def test_sentiment_classification_from_tsv(tmp_path, model_dir):
                 "conll_word_column": 0,
                 "conll_label_column": -1,
             },
+            # Every text fits the window, so the default read them whole (recorded, for evaluation later).
+            "long_text": {"long_text": "truncate", "max_windows": 16, "window_pooling": "mean", "window_stride": None},
         }
     from bert_tf.checkpoints import load_encoder
 
