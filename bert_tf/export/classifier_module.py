@@ -29,7 +29,7 @@ import tensorflow as tf
 
 from bert_tf.export.encoder_module import _tf_variables
 from bert_tf.tasks import long_text_ops
-from bert_tf.tasks.long_text import LongTextConfig
+from bert_tf.tasks.long_text import LongTextConfig, truncate_unless_given
 
 # Texts the export checks run through a written classifier (SavedModel, LiteRT): empty, short, and longer
 # than a small seq_length.
@@ -74,7 +74,7 @@ class ClassifierModule(tf.Module):
         self.label_list = list(label_list) if label_list else None
         self.seq_length = int(seq_length)
         self.sentence_pair = bool(sentence_pair)
-        self.long_text = (long_text or LongTextConfig()).resolved(windows=False)
+        self.long_text = truncate_unless_given(long_text)
         if sentence_pair and self.long_text.long_text != "truncate":
             raise ValueError(f"--long_text={self.long_text.long_text} is for single texts, not sentence pairs.")
         self.long_text.check_window(self.seq_length)

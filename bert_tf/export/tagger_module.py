@@ -27,7 +27,7 @@ import tensorflow as tf
 from bert_tf.errors import JobArgumentError
 from bert_tf.export.encoder_module import _tf_variables
 from bert_tf.tasks import long_text_ops
-from bert_tf.tasks.long_text import LongTextConfig
+from bert_tf.tasks.long_text import LongTextConfig, truncate_unless_given
 
 
 class TaggerModule(tf.Module):
@@ -49,7 +49,7 @@ class TaggerModule(tf.Module):
         self.tag_list = list(tag_list)
         self.default_tag = "O" if "O" in self.tag_list else self.tag_list[0]
         self.seq_length = int(seq_length)
-        self.long_text = (long_text or LongTextConfig()).resolved(windows=False)
+        self.long_text = truncate_unless_given(long_text)
         if self.long_text.long_text == "head_tail":
             raise JobArgumentError("--long_text=head_tail drops the middle of a sentence: a tagger tags every word.")
         self.long_text.check_window(self.seq_length)

@@ -68,7 +68,7 @@ from bert_tf.data.text_inputs import pack_texts
 from bert_tf.errors import DataError, JobArgumentError, check_int
 from bert_tf.features.layer_selection import check_layer_specs, parse_layers, select_layers
 from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES
-from bert_tf.tasks.long_text import LongTextConfig, cut_report, describe_cut
+from bert_tf.tasks.long_text import LongTextConfig, cut_report, describe_cut, truncate_unless_given
 
 OUTPUT_FORMATS = (".jsonl", ".npy", ".npz")
 POOLINGS = ("cls", "mean", "max", "pooled")
@@ -173,7 +173,7 @@ def run_feature_extraction(
     extension = os.path.splitext(output_file)[1].lower()
     if extension not in OUTPUT_FORMATS:
         raise JobArgumentError(f"--output_file must end in {', '.join(OUTPUT_FORMATS)}, got {output_file}.")
-    max_seq_length, long_text = config.max_seq_length, config.long_text_config.resolved(windows=False)
+    max_seq_length, long_text = config.max_seq_length, truncate_unless_given(config.long_text_config)
     model = config.model.resolve(max_seq_length)
     names, positions = _layer_names(config.layers, config.pooling, model.config.num_hidden_layers)
 
@@ -290,7 +290,7 @@ def _summary(output_file: str, config: FeatureExtractionConfig, num_lines: int, 
         "pooling": config.pooling,
         "normalize": config.normalize,
         "packing": config.packing,
-        "long_text": config.long_text_config.resolved(windows=False).recorded(),
+        "long_text": truncate_unless_given(config.long_text_config).recorded(),
         "cut": cut,
     }
 

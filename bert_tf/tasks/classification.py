@@ -127,7 +127,7 @@ class ClassificationTask(FinetuningTask):
         long_text: long_text_lib.LongTextConfig | None = None,
     ):
         self.tokenizer = tokenizer
-        self.long_text = (long_text or long_text_lib.LongTextConfig()).resolved(windows=False)
+        self.long_text = long_text_lib.truncate_unless_given(long_text)
         self.packing = packing
         self.bucket_width = bucket_width or 0
         self.group_by_length = group_by_length

@@ -127,6 +127,12 @@ class LongTextConfig:
             raise JobArgumentError(f"{source}: {e}") from None
 
 
+def truncate_unless_given(config: LongTextConfig | None) -> LongTextConfig:
+    """`config` (None: the defaults) with an undecided mode read as truncate: how every reader decides the
+    default but fine-tuning's, which looks at the data first (`bert_tf.jobs.finetuning.inputs.resolve_long_text`)."""
+    return (config or LongTextConfig()).resolved(windows=False)
+
+
 def head_tail_split(budget: int) -> tuple[int, int]:
     """(head, tail) pieces kept of a text longer than `budget`: 128/510 of the budget first, the rest last."""
     head = budget * HEAD_SHARE[0] // HEAD_SHARE[1]

@@ -121,7 +121,7 @@ class TaggingTask(FinetuningTask):
         packing: bool = False,
         long_text: long_text_lib.LongTextConfig | None = None,
     ):
-        self.long_text = (long_text or long_text_lib.LongTextConfig()).resolved(windows=False)
+        self.long_text = long_text_lib.truncate_unless_given(long_text)
         if self.long_text.long_text == "head_tail":
             raise JobArgumentError(
                 "--long_text=head_tail drops the middle of a long sentence, whose words tagging must all tag: give "
