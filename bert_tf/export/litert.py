@@ -9,8 +9,9 @@
              input_word_ids int32 [batch, seq_length] the packed WordPiece ids, for checking the tokenizer
 
 The text is tokenized by `bert_tf.export.litert_tokenizer.LiteRTTokenizer` (TF Text's `FastBertNormalize` with
-the in-graph tokenizer's normalization table, then `FastWordpieceTokenizeWithOffsets`: two TF Text ops that LiteRT
-runs as custom ops) and packed with built-in ops, so the file needs LiteRT's built-in ops and the TF Text ops
+the in-graph tokenizer's normalization table, then `FastWordpieceTokenizeWithOffsets`, with TF Text's byte
+splitter and, uncased, its WordPiece detokenizer for the capital sigmas: TF Text ops that LiteRT runs as custom
+ops) and packed with built-in ops, so the file needs LiteRT's built-in ops and the TF Text ops
 listed in `required_ops.txt` beside it, never the Flex (TF Select) delegate. Run it with `interpreter(path)`,
 which registers TF Text's ops in the `ai-edge-litert` interpreter.
 
@@ -20,8 +21,7 @@ softmax and the inputs and outputs stay as they are). The tokenizer's tables are
 2 MB for a 30,522-token vocabulary).
 
 It gives the in-graph tokenizer's ids (`bert_tf.tokenization.BertTokenizer`) but in the cases
-`litert_tokenizer.CONTEXT_DIFFERENCES` lists (a final capital sigma, NFC composing a letter and a mark, invalid
-UTF-8).
+`litert_tokenizer.CONTEXT_DIFFERENCES` lists (NFC composing a letter and a mark, invalid UTF-8).
 
     >>> from bert_tf.export import litert  # doctest: +SKIP
     >>> runner = litert.interpreter("export/litert/classifier.tflite").get_signature_runner()  # doctest: +SKIP
