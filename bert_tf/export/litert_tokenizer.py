@@ -222,16 +222,21 @@ def _utf8_blocks(data):
 
 
 def _row_ids(row_splits):
-    """int32 [values]: the row of each value of a ragged tensor with `row_splits` (int32)."""
-    return tf.repeat(tf.range(tf.shape(row_splits)[0] - 1), row_splits[1:] - row_splits[:-1])
+    """int32 [values]: the row of each value of a ragged tensor with `row_splits` (int32).
+
+    The rows' inner starts counted and summed up: a few LiteRT ops (`tf.repeat` lowers to many more)."""
+    size, starts = row_splits[-1], row_splits[1:-1]
+    counts = tf.math.unsorted_segment_sum(tf.ones_like(starts), starts, size + 1)
+    return tf.cumsum(counts[:size])
 
 
 class FinalSigma(tf.Module):
     """Raw text -> the same text with each capital sigma spelled 'σ' or final 'ς', as the in-graph tokenizer's
     lower case spells it (see the module docstring), in built-in ops and three TF Text ops LiteRT runs.
 
-    Call: tf.string [batch] -> tf.string [batch], each string one space longer (a space first; it changes no
-    word). A NUL byte becomes U+0001 (both are deleted by the normalization that follows).
+    Call: tf.string [batch] -> tf.string [batch]: the texts themselves if none has a capital sigma, else each one
+    space longer (a space first; it changes no word) with a NUL byte as U+0001 (the normalization that follows
+    deletes both).
     """
 
     def __init__(self, name=None):
@@ -244,17 +249,25 @@ class FinalSigma(tf.Module):
             ["[UNK]", " "] + [b"##" + bytes([b]) for b in range(1, 256)],
             token_out_type=tf.int32,
             unknown_token="[UNK]",
+            no_pretokenization=True,  # (a smaller model; only its vocabulary is used)
             support_detokenization=True,
         )
 
     def __call__(self, texts):
         import tensorflow_text as tf_text
 
-        splitter = tf_text.ByteSplitter()
-        final = _sigma_is_final(splitter.split(self._classes.normalize(texts)))
-        raw = splitter.split(texts)
-        splits = tf.cast(raw.row_splits, tf.int32)
-        spelled = _spell_sigmas(tf.cast(raw.flat_values, tf.int32), splits, final)
+        values = tf.cast(tf_text.ByteSplitter().split(texts).flat_values, tf.int32)
+        # Texts without a capital sigma (nearly all) skip the step: a LiteRT IF. Its branches take only `texts`,
+        # whose shape a one-text call keeps (LiteRT prepares both branches again when an input's shape changes).
+        return tf.cond(tf.reduce_any(_sigma_starts(values)), lambda: self._spelled(texts), lambda: texts)
+
+    def _spelled(self, texts):
+        import tensorflow_text as tf_text
+
+        raw = tf_text.ByteSplitter().split(texts)
+        values, splits = tf.cast(raw.flat_values, tf.int32), tf.cast(raw.row_splits, tf.int32)
+        final = _sigma_is_final(tf_text.ByteSplitter().split(self._classes.normalize(texts)))
+        spelled = _spell_sigmas(values, splits, final)
         # Token ids: the space (1) first in each row, then byte b as b + 1 (NUL as U+0001: no empty token).
         rows = tf.shape(splits)[0] - 1
         joined_splits = splits + tf.range(rows + 1)
@@ -287,13 +300,17 @@ def _sigma_is_final(classes):
     return tf.concat([cased_neighbour(-1) & tf.logical_not(cased_neighbour(1)), [False]], axis=0)
 
 
+def _sigma_starts(values):
+    """bool [bytes]: where a capital sigma (CE A3) may start in the raw bytes `values` (int32, rows end to end:
+    a row's last byte is no sigma's start, checked by the caller). CE never continues a character, so each is a
+    sigma the class pass sees too."""
+    return (values == 0xCE) & (tf.concat([values[1:], [0]], axis=0) == 0xA3)
+
+
 def _spell_sigmas(values, splits, final):
-    """The raw bytes `values` (int32, rows `splits`) with the n-th capital sigma (CE A3) made CF 82 'ς' if
-    `final[n]`, else CF 83 'σ'. CE never continues a character, so each CE A3 is the sigma the class pass saw."""
-    size = tf.shape(values)[0]
-    following = tf.concat([values[1:], [0]], axis=0)
-    same_row = tf.range(size) + 1 < tf.gather(splits[1:], _row_ids(splits))
-    first = (values == 0xCE) & (following == 0xA3) & same_row
+    """The raw bytes `values` (int32, rows `splits`) with the n-th capital sigma made CF 82 'ς' if `final[n]`,
+    else CF 83 'σ'."""
+    first = _sigma_starts(values) & (tf.range(tf.shape(values)[0]) + 1 < tf.gather(splits[1:], _row_ids(splits)))
     second = tf.concat([[False], first[:-1]], axis=0)
     index = tf.clip_by_value(tf.cumsum(tf.cast(first, tf.int32)) - 1, 0, tf.shape(final)[0] - 1)
     last = tf.where(tf.gather(final, index), 0x82, 0x83)
