@@ -64,7 +64,24 @@ def test_litert_ids_equal_the_in_graph_tokenizers(casing):
 
 # Around a capital sigma: cased letters, digits, case-ignorable punctuation, marks (U+0301, U+0345) and a
 # modifier letter (U+02B0), deleted characters (U+00AD, U+0001), a CJK ideograph, a symbol, spaces.
-_SIGMA_CONTEXTS = ["Α", "Σ", "σ", "ς", "a", "1", "'", ".", " ", "\u0301", "\u0345", "\u02b0", "\u00ad", "\x01", "一", "€"]
+_SIGMA_CONTEXTS = [
+    "Α",
+    "Σ",
+    "σ",
+    "ς",
+    "a",
+    "1",
+    "'",
+    ".",
+    " ",
+    "\u0301",
+    "\u0345",
+    "\u02b0",
+    "\u00ad",
+    "\x01",
+    "一",
+    "€",
+]
 
 
 def test_capital_sigmas_are_spelled_as_in_graph(tmp_path):

@@ -16,9 +16,9 @@ listed in `required_ops.txt` beside it, never the Flex (TF Select) delegate. Run
 which registers TF Text's ops in the `ai-edge-litert` interpreter.
 
 Forms (`FORMS`): "float32"; "dynamic_int8" (int8 weights, float activations, and the word-embedding table, most
-of a small model's bytes, at 4 bits a value with a scale per row: `Int4WordEmbedding`); "full_int8" (int8 weights and activations, calibrated on training texts; the tokenizer, the
-softmax and the inputs and outputs stay as they are). The tokenizer's tables are the same in every form (about
-2 MB for a 30,522-token vocabulary).
+of a small model's bytes, at 4 bits a value with a scale per row: `Int4WordEmbedding`); "full_int8" (int8
+weights and activations, calibrated on training texts; the tokenizer, the softmax and the inputs and outputs stay
+as they are). The tokenizer's tables are the same in every form (about 2 MB for a 30,522-token vocabulary).
 
 It gives the in-graph tokenizer's ids (`bert_tf.tokenization.BertTokenizer`) but in the cases
 `litert_tokenizer.CONTEXT_DIFFERENCES` lists (NFC composing a letter and a mark, invalid UTF-8).
