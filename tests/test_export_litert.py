@@ -123,13 +123,52 @@ def test_pairs_in_full_int8_and_regression_in_dynamic_int8(tmp_path):
     task_config = json.loads(open(os.path.join(regression_dir, "task_config.json")).read())
     vocab_file = os.path.join(regression_dir, "vocab.txt")
     path = str(tmp_path / "regression_litert")
+    expected = _keras_outputs(regression_model, regression_dir, None, TEXTS)["scores"]
     litert.export_litert(regression_model, task_config, vocab_file, True, path, litert.LiteRTConfig("dynamic_int8"))
     model = open(os.path.join(path, "classifier.tflite"), "rb").read()
     assert "QUANTIZE" not in litert.required_ops(model)  # float activations, int8 weights
+    # The word embeddings are stored packed at 4 bits (uint8 [vocab, hidden / 2]), never whole.
+    vocab_size, hidden = regression_model.encoder.token_embedding.embeddings.shape
+    tensors = _constant_tensors(model)
+    assert ("UINT8", [vocab_size, hidden // 2]) in tensors
+    assert not [t for t in tensors if t[1] == [vocab_size, hidden]]
     got = litert.run(litert.interpreter(model).get_signature_runner(), TEXTS)
     assert set(got) == {"scores", "input_word_ids"} and got["scores"].shape == (len(TEXTS), 1)
-    expected = _keras_outputs(regression_model, regression_dir, None, TEXTS)["scores"]
     assert np.max(np.abs(got["scores"] - expected)) < 0.05 * np.max(np.abs(expected))
+    # The Keras model is as it was (its word-embedding layer was only borrowed while the graph was traced).
+    np.testing.assert_array_equal(_keras_outputs(regression_model, regression_dir, None, TEXTS)["scores"], expected)
+
+
+def _constant_tensors(model: bytes) -> list:
+    """(type name, shape) of each tensor of `model`'s main graph that holds data."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    types = {code: name for name, code in vars(schema.TensorType).items() if not name.startswith("_")}
+    parsed = schema.Model.GetRootAsModel(model, 0)
+    graph = parsed.Subgraphs(0)
+    tensors = [graph.Tensors(i) for i in range(graph.TensorsLength())]
+    return [
+        (types[t.Type()], t.ShapeAsNumpy().tolist())
+        for t in tensors
+        if t.ShapeLength() and parsed.Buffers(t.Buffer()).DataLength()
+    ]
+
+
+def test_int4_word_embeddings_keep_each_value_within_half_its_rows_step():
+    """Each row on its own 4-bit grid (15 steps of its largest |value| / 7): an outlier coarsens only its row,
+    a zero row stays zero, an odd width is padded and cut again."""
+    table = np.random.default_rng(0).normal(0.0, 0.05, (50, 7)).astype(np.float32)
+    table[3] = 0.0
+    table[4, 2] = 1.0
+    embedding = litert.Int4WordEmbedding(table)
+    assert embedding.packed.dtype == np.uint8 and embedding.packed.shape == (50, 4)
+    got = embedding.dequantized()
+    step = np.maximum(np.abs(table).max(axis=1, keepdims=True), 1e-30) / 7
+    assert np.all(np.abs(got - table) <= step / 2 + 1e-6 * step)
+    levels = got / step
+    assert np.allclose(levels, np.round(levels), atol=1e-3)
+    assert np.round(levels).min() >= -8 and np.round(levels).max() <= 7
+    assert not got[3].any() and got[4, 2] == pytest.approx(1.0, rel=1e-6)
 
 
 def test_calibration_texts_are_drawn_from_the_recorded_columns(tmp_path):

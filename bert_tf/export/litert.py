@@ -9,19 +9,19 @@
              input_word_ids int32 [batch, seq_length] the packed WordPiece ids, for checking the tokenizer
 
 The text is tokenized by `bert_tf.export.litert_tokenizer.LiteRTTokenizer` (TF Text's `FastBertNormalize` with
-the in-graph tokenizer's normalization table, then `FastWordpieceTokenizeWithOffsets`: two TF Text ops that LiteRT
-runs as custom ops) and packed with built-in ops, so the file needs LiteRT's built-in ops and the TF Text ops
+the in-graph tokenizer's normalization table, then `FastWordpieceTokenizeWithOffsets`, with TF Text's byte
+splitter and, uncased, its WordPiece detokenizer for the capital sigmas: TF Text ops that LiteRT runs as custom
+ops) and packed with built-in ops, so the file needs LiteRT's built-in ops and the TF Text ops
 listed in `required_ops.txt` beside it, never the Flex (TF Select) delegate. Run it with `interpreter(path)`,
 which registers TF Text's ops in the `ai-edge-litert` interpreter.
 
-Forms (`FORMS`): "float32"; "dynamic_int8" (int8 weights, float activations: the weights take a quarter of
-their float32 bytes); "full_int8" (int8 weights and activations, calibrated on training texts; the tokenizer, the
-softmax and the inputs and outputs stay as they are). The tokenizer's tables are the same in every form (about
-2 MB for a 30,522-token vocabulary).
+Forms (`FORMS`): "float32"; "dynamic_int8" (int8 weights, float activations, and the word-embedding table, most
+of a small model's bytes, at 4 bits a value with a scale per row: `Int4WordEmbedding`); "full_int8" (int8
+weights and activations, calibrated on training texts; the tokenizer, the softmax and the inputs and outputs stay
+as they are). The tokenizer's tables are the same in every form (about 2 MB for a 30,522-token vocabulary).
 
 It gives the in-graph tokenizer's ids (`bert_tf.tokenization.BertTokenizer`) but in the cases
-`litert_tokenizer.CONTEXT_DIFFERENCES` lists (a final capital sigma, NFC composing a letter and a mark, invalid
-UTF-8).
+`litert_tokenizer.CONTEXT_DIFFERENCES` lists (NFC composing a letter and a mark, invalid UTF-8).
 
     >>> from bert_tf.export import litert  # doctest: +SKIP
     >>> runner = litert.interpreter("export/litert/classifier.tflite").get_signature_runner()  # doctest: +SKIP
@@ -30,6 +30,7 @@ UTF-8).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import warnings
@@ -170,6 +171,56 @@ class LiteRTClassifierModule(tf.Module):
         return serve.get_concrete_function()
 
 
+class Int4WordEmbedding:
+    """A word-embedding table at 4 bits a value, looked up in LiteRT built-in ops (dynamic_int8's table).
+
+    Each row is scaled to its largest |value| / 7 and rounded to -8..7; two values share a byte (uint8
+    [vocab, ceil(hidden / 2)]: the even column + 8 in the low half, the odd one + 8 in the high half), and the
+    row's scale is kept in fixed point (int32, 2**-`SCALE_BITS` units: the converter's int8 weights would cost
+    small rows their precision). Only the looked-up rows are unpacked, so LiteRT holds the table packed.
+
+    Args:
+      table: float32 [vocab, hidden].
+
+    Call: int ids [...] -> float32 [..., hidden].
+    """
+
+    SCALE_BITS = 30
+
+    def __init__(self, table):
+        table = np.asarray(table, np.float32)
+        self.hidden = table.shape[1]
+        peak = np.max(np.abs(table), axis=1)
+        scale = np.where(peak > 0, peak / 7, 1.0)
+        values = np.clip(np.round(table / scale[:, None]), -8, 7).astype(np.int32) + 8
+        values = np.pad(values, [(0, 0), (0, self.hidden % 2)], constant_values=8)
+        self.packed = (values[:, 0::2] | values[:, 1::2] << 4).astype(np.uint8)
+        self.fixed_scale = np.round(scale * 2.0**self.SCALE_BITS).astype(np.int32)
+
+    def dequantized(self) -> np.ndarray:
+        """float32 [vocab, hidden]: the values the lookup gives (for checks)."""
+        return self(np.arange(self.packed.shape[0])).numpy()
+
+    def __call__(self, ids):
+        ids = tf.cast(ids, tf.int32)
+        rows = tf.cast(tf.gather(tf.constant(self.packed), ids), tf.int32)
+        values = tf.stack([rows % 16, rows // 16], axis=-1)
+        values = tf.reshape(values, tf.concat([tf.shape(ids), [-1]], axis=0))[..., : self.hidden]
+        scale = tf.cast(tf.gather(tf.constant(self.fixed_scale), ids), tf.float32) * 2.0**-self.SCALE_BITS
+        return (tf.cast(values, tf.float32) - 8.0) * scale[..., tf.newaxis]
+
+
+@contextlib.contextmanager
+def _word_embeddings_looked_up_by(classifier, lookup):
+    """Within: `classifier`'s word-embedding layer returns `lookup(ids)` (while the serving function is traced)."""
+    layer = classifier.encoder.token_embedding
+    layer.call = lookup
+    try:
+        yield
+    finally:
+        del layer.call
+
+
 def convert(module: LiteRTClassifierModule, config: LiteRTConfig) -> bytes:
     """The flatbuffer of `module` in `config.form`: built-in ops and TF Text's custom ops, variables frozen."""
     import tempfile
@@ -177,7 +228,13 @@ def convert(module: LiteRTClassifierModule, config: LiteRTConfig) -> bytes:
     with tempfile.TemporaryDirectory() as saved_model_dir:
         # Through a SavedModel: the converter then freezes the variables into constants (converting the Keras
         # model directly can keep them as resource variables that the interpreter never initialises).
-        tf.saved_model.save(module, saved_model_dir, signatures={"serving_default": module.serving_function()})
+        lookup = contextlib.nullcontext()
+        if config.form == "dynamic_int8":
+            table = Int4WordEmbedding(module._classifier.encoder.token_embedding.embeddings.numpy())
+            lookup = _word_embeddings_looked_up_by(module._classifier, table)
+        with lookup:
+            serving = module.serving_function()
+        tf.saved_model.save(module, saved_model_dir, signatures={"serving_default": serving})
         converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
         converter.allow_custom_ops = True  # TF Text's, registered at run time by `interpreter`

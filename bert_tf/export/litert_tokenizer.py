@@ -11,9 +11,14 @@ that survives (checked by the tests), so the table changes nothing else.
 Words of more than `MAX_CHARS_PER_WORD` characters become one [UNK]; the fast tokenizer limits bytes, so the
 characters of each word are counted from the normalized text's bytes.
 
-What a table of single code points cannot do (`CONTEXT_DIFFERENCES`): BERT's lower case of a capital sigma
-depends on the letters around it, NFC composes a letter with a combining mark that follows it, and the
-in-graph tokenizer drops the bytes of invalid UTF-8 before anything else.
+Uncased, a capital sigma's lower case depends on its neighbours (Unicode's Final_Sigma, as Python's `str.lower`:
+'ς' after a cased letter and not before one, case-ignorable characters skipped), so `FinalSigma` spells each
+one 'σ' or 'ς' before the table runs: a second table gives every character's class as one byte, built-in ops
+find the final sigmas in those bytes, and TF Text's WordPiece detokenizer, with one token per byte, joins the
+rewritten bytes of the text back into a string.
+
+What the tables cannot do (`CONTEXT_DIFFERENCES`): NFC composes a letter with a combining mark that follows it,
+and the in-graph tokenizer drops the bytes of invalid UTF-8 before anything else.
 """
 
 from __future__ import annotations
@@ -24,13 +29,11 @@ import unicodedata
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.tokenization import char_classes
+from bert_tf.tokenization import char_classes, lowercase
 from bert_tf.tokenization import vocab as vocab_lib
 from bert_tf.tokenization.bert_tokenizer import MAX_CHARS_PER_WORD
 
 CONTEXT_DIFFERENCES = (
-    "uncased: a Greek capital sigma becomes 'σ' everywhere (the in-graph tokenizer, like Python's str.lower, "
-    "writes a final 'ς' after a cased letter at the end of a word)",
     "cased: a letter and a combining mark after it are not composed into one character (NFC of the whole "
     "text); single characters are (U+212B -> 'Å', U+037E -> ';')",
     "bytes that are not valid UTF-8 are kept (and make their word [UNK]) instead of being dropped",
@@ -66,9 +69,41 @@ def _is_mn(char):
 @functools.cache
 def normalizer_model(lower_case: bool) -> bytes:
     """The `FastBertNormalizerModel` flatbuffer (TF Text's format) of `normalization_table`."""
+    return _table_model(normalization_table(lower_case), lower_case)
+
+
+# The sigma step's class bytes: what a character is to a capital sigma's context (`sigma_class_table`).
+_CASED, _IGNORABLE, _SIGMA = 1, 2, 3
+_CAPITAL_SIGMA = 0x3A3  # UTF-8 CE A3; 'σ' is CF 83, final 'ς' CF 82
+
+
+@functools.cache
+def sigma_class_table() -> dict:
+    """{code point: class byte} for the sigma step's pass over the raw text (`lowercase.sigma_context_classes`).
+
+    Cased letters give b"\x01", the capital sigma b"\x03" (cased too); case-ignorable and deleted characters
+    (NUL included) give b"\x02", skipped alike, as the in-graph tokenizer deletes the latter before lower-casing.
+    Any other character stays itself: a byte >= 0x20 or a multi-byte character, which ends a sigma's context.
+    """
+    table = dict.fromkeys(np.flatnonzero(char_classes._masks()["removed"]).tolist(), chr(_IGNORABLE))
+    leading, ignorable = lowercase.sigma_context_classes()
+    table.update(dict.fromkeys(ignorable, chr(_IGNORABLE)))
+    table.update(dict.fromkeys(leading, chr(_CASED)))
+    table[_CAPITAL_SIGMA] = chr(_SIGMA)
+    return table
+
+
+@functools.cache
+def sigma_class_model() -> bytes:
+    """The `FastBertNormalizerModel` flatbuffer of `sigma_class_table`."""
+    return _table_model(sigma_class_table(), True)
+
+
+def _table_model(table: dict, lower_case: bool) -> bytes:
+    """The `FastBertNormalizerModel` flatbuffer mapping each code point of `table` to its string."""
     data = np.zeros(_NUM_CODE_POINTS, np.uint32)  # 0: the code point stays itself
     pool, offsets = bytearray(), {}
-    for cp, normalized in normalization_table(lower_case).items():
+    for cp, normalized in table.items():
         encoded = normalized.encode("utf-8")
         if len(encoded) >= 1 << _LENGTH_BITS:
             raise ValueError(f"The normalized form of U+{cp:04X} is too long for TF Text's table.")
@@ -76,7 +111,7 @@ def normalizer_model(lower_case: bool) -> bytes:
             offsets[encoded] = len(pool)
             pool += encoded
         data[cp] = _DIFFERENT | (len(encoded) | offsets[encoded] << _LENGTH_BITS if encoded else 0)
-    return _flatbuffer(lower_case, utf8_trie(data), int(data[0]), bytes(pool) or b"\0")
+    return _flatbuffer(bool(lower_case), utf8_trie(data), int(data[0]), bytes(pool) or b"\0")
 
 
 def _flatbuffer(lower_case, trie, data_for_zero, pool) -> bytes:
@@ -186,6 +221,102 @@ def _utf8_blocks(data):
     return blocks, {byte: entry for byte, entry in root.items() if entry[1] != -1}
 
 
+def _row_ids(row_splits):
+    """int32 [values]: the row of each value of a ragged tensor with `row_splits` (int32).
+
+    The rows' inner starts counted and summed up: a few LiteRT ops (`tf.repeat` lowers to many more)."""
+    size, starts = row_splits[-1], row_splits[1:-1]
+    counts = tf.math.unsorted_segment_sum(tf.ones_like(starts), starts, size + 1)
+    return tf.cumsum(counts[:size])
+
+
+class FinalSigma(tf.Module):
+    """Raw text -> the same text with each capital sigma spelled 'σ' or final 'ς', as the in-graph tokenizer's
+    lower case spells it (see the module docstring), in built-in ops and three TF Text ops LiteRT runs.
+
+    Call: tf.string [batch] -> tf.string [batch]: the texts themselves if none has a capital sigma, else each one
+    space longer (a space first; it changes no word) with a NUL byte as U+0001 (the normalization that follows
+    deletes both).
+    """
+
+    def __init__(self, name=None):
+        super().__init__(name=name)
+        import tensorflow_text as tf_text
+
+        self._classes = tf_text.FastBertNormalizer(model_buffer=sigma_class_model())
+        # One token a byte: a space to start each string, then "##" + byte b (id b + 1) glued to it.
+        self._joiner = tf_text.FastWordpieceTokenizer(
+            ["[UNK]", " "] + [b"##" + bytes([b]) for b in range(1, 256)],
+            token_out_type=tf.int32,
+            unknown_token="[UNK]",
+            no_pretokenization=True,  # (a smaller model; only its vocabulary is used)
+            support_detokenization=True,
+        )
+
+    def __call__(self, texts):
+        import tensorflow_text as tf_text
+
+        values = tf.cast(tf_text.ByteSplitter().split(texts).flat_values, tf.int32)
+        # Texts without a capital sigma (nearly all) skip the step: a LiteRT IF. Its branches take only `texts`,
+        # whose shape a one-text call keeps (LiteRT prepares both branches again when an input's shape changes).
+        return tf.cond(tf.reduce_any(_sigma_starts(values)), lambda: self._spelled(texts), lambda: texts)
+
+    def _spelled(self, texts):
+        import tensorflow_text as tf_text
+
+        raw = tf_text.ByteSplitter().split(texts)
+        values, splits = tf.cast(raw.flat_values, tf.int32), tf.cast(raw.row_splits, tf.int32)
+        final = _sigma_is_final(tf_text.ByteSplitter().split(self._classes.normalize(texts)))
+        spelled = _spell_sigmas(values, splits, final)
+        # Token ids: the space (1) first in each row, then byte b as b + 1 (NUL as U+0001: no empty token).
+        rows = tf.shape(splits)[0] - 1
+        joined_splits = splits + tf.range(rows + 1)
+        row = _row_ids(joined_splits)
+        position = tf.range(tf.shape(row)[0])
+        source = tf.maximum(position - row - 1, 0)
+        ids = tf.gather(tf.concat([tf.maximum(spelled, 1) + 1, [1]], axis=0), source)
+        ids = tf.where(position == tf.gather(joined_splits[:-1], row), 1, ids)
+        return self._joiner.detokenize(tf.RaggedTensor.from_row_splits(ids, tf.cast(joined_splits, tf.int64)))
+
+
+def _sigma_is_final(classes):
+    """bool [sigmas + 1]: whether each capital sigma in the class bytes `classes` (ragged uint8, one row a text)
+    is final, in order, and a last False (read for any index past the last sigma)."""
+    values = tf.cast(classes.flat_values, tf.int32)
+    # A multi-byte character's continuation bytes are skipped like case-ignorable characters.
+    ignorable = (values == _IGNORABLE) | ((values >= 0x80) & (values < 0xC0))
+    deciding = tf.boolean_mask(tf.range(tf.shape(values)[0]), tf.logical_not(ignorable))
+    kind = tf.gather(values, deciding)
+    row = tf.gather(_row_ids(tf.cast(classes.row_splits, tf.int32)), deciding)
+    cased = (kind == _CASED) | (kind == _SIGMA)
+    count = tf.shape(kind)[0]
+    sigma = tf.boolean_mask(tf.range(count), kind == _SIGMA)
+
+    def cased_neighbour(step):  # the nearest deciding character before (-1) or after (+1) is cased, same text
+        index = tf.clip_by_value(sigma + step, 0, count - 1)
+        inside = (sigma + step >= 0) & (sigma + step < count)
+        return inside & tf.equal(tf.gather(row, index), tf.gather(row, sigma)) & tf.gather(cased, index)
+
+    return tf.concat([cased_neighbour(-1) & tf.logical_not(cased_neighbour(1)), [False]], axis=0)
+
+
+def _sigma_starts(values):
+    """bool [bytes]: where a capital sigma (CE A3) may start in the raw bytes `values` (int32, rows end to end:
+    a row's last byte is no sigma's start, checked by the caller). CE never continues a character, so each is a
+    sigma the class pass sees too."""
+    return (values == 0xCE) & (tf.concat([values[1:], [0]], axis=0) == 0xA3)
+
+
+def _spell_sigmas(values, splits, final):
+    """The raw bytes `values` (int32, rows `splits`) with the n-th capital sigma made CF 82 'ς' if `final[n]`,
+    else CF 83 'σ'."""
+    first = _sigma_starts(values) & (tf.range(tf.shape(values)[0]) + 1 < tf.gather(splits[1:], _row_ids(splits)))
+    second = tf.concat([[False], first[:-1]], axis=0)
+    index = tf.clip_by_value(tf.cumsum(tf.cast(first, tf.int32)) - 1, 0, tf.shape(final)[0] - 1)
+    last = tf.where(tf.gather(final, index), 0x82, 0x83)
+    return tf.where(first, 0xCF, tf.where(second, last, values))
+
+
 class LiteRTTokenizer(tf.Module):
     """Text -> the in-graph tokenizer's WordPiece ids, in TF Text ops LiteRT runs (see the module docstring).
 
@@ -201,6 +332,7 @@ class LiteRTTokenizer(tf.Module):
         import tensorflow_text as tf_text
 
         vocab = list(vocab)
+        self._final_sigma = FinalSigma() if lower_case else None
         self._normalizer = tf_text.FastBertNormalizer(model_buffer=normalizer_model(bool(lower_case)))
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             vocab,
@@ -217,6 +349,8 @@ class LiteRTTokenizer(tf.Module):
     def __call__(self, texts):
         import tensorflow_text as tf_text
 
+        if self._final_sigma is not None:
+            texts = self._final_sigma(texts)
         normalized = self._normalizer.normalize(texts)
         tokens, starts, ends = self._wordpiece.tokenize_with_offsets(normalized)
         ids = tf.cast(tokens.flat_values, tf.int32)
@@ -226,7 +360,7 @@ class LiteRTTokenizer(tf.Module):
         byte = tf.cast(text_bytes.flat_values, tf.int32)
         lead = tf.logical_or(byte < 0x80, byte >= 0xC0)
         chars_before = tf.concat([[0], tf.cumsum(tf.cast(lead, tf.int32))], axis=0)
-        token_row = tf.repeat(tf.range(tf.shape(splits)[0] - 1), splits[1:] - splits[:-1])
+        token_row = _row_ids(splits)
         row_start = tf.gather(tf.cast(text_bytes.row_splits, tf.int32), token_row)
         start_chars = tf.gather(chars_before, row_start + tf.cast(starts.flat_values, tf.int32))
         end_chars = tf.gather(chars_before, row_start + tf.cast(ends.flat_values, tf.int32))

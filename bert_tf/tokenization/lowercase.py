@@ -64,15 +64,15 @@ _CAPITAL_SIGMA = "\u03a3"
 
 
 @functools.cache
-def final_sigma_pattern():
-    """RE2 pattern matching a capital sigma Python lower-cases to final 'ς'.
+def sigma_context_classes():
+    """(leading, ignorable): the code points that decide whether a capital sigma is final.
 
     Python's rule: skipping case-ignorable characters, the nearest character
     before the sigma is cased and the nearest one after it is not cased (or
-    there is none). Groups 1, 2, 3, 4 are the context around the sigma.
-    Which characters are cased / case-ignorable is read off `str.lower`:
-      c + "Σ"       ends in "ς"  <=> c is cased and not case-ignorable;
+    there is none). Read off `str.lower` on every kept code point:
+      c + "Σ"       ends in "ς"  <=> c is cased and not case-ignorable (leading);
       "A" + c + "Σ" ends in "ς"  <=> c is cased or case-ignorable.
+    Characters in neither list end the context. Sorted int lists.
     """
     leading, ignorable = [], []
     for cp in char_classes.kept_code_points():
@@ -81,6 +81,16 @@ def final_sigma_pattern():
             leading.append(cp)
         elif ("A" + char + _CAPITAL_SIGMA).lower()[-1] == "ς":
             ignorable.append(cp)
+    return leading, ignorable
+
+
+@functools.cache
+def final_sigma_pattern():
+    """RE2 pattern matching a capital sigma Python lower-cases to final 'ς'.
+
+    Groups 1, 2, 3, 4 are the context around the sigma (`sigma_context_classes`).
+    """
+    leading, ignorable = sigma_context_classes()
     lead = char_classes.code_point_class(leading)
     ign = char_classes.code_point_class(ignorable)
     # Deleted characters never reach lower-casing, so "neither" may be the
