@@ -203,14 +203,16 @@ def test_one_layer_student_learns_what_its_teacher_knows_and_is_a_fine_tuned_mod
     assert os.path.exists(os.path.join(output_dir, "weights.safetensors"))
 
 
-def _four_layer_teacher(tmp_path, train_file) -> str:
-    """A 4-layer teacher fine-tuned on the keyword task, for routes of intermediate students."""
-    teacher_dir = str(tmp_path / "teacher")
+@pytest.fixture(scope="module")
+def deep_teacher(teacher, tmp_path_factory) -> str:
+    """A 4-layer teacher fine-tuned on the keyword task, for routes of intermediate students (read only: shared)."""
+    tmp = tmp_path_factory.mktemp("deep_teacher")
+    teacher_dir = str(tmp / "teacher")
     finetune(
         "classification",
         teacher_dir,
-        model_dir=synthetic.make_model_dir(str(tmp_path / "model"), num_hidden_layers=4),
-        train_file=train_file,
+        model_dir=synthetic.make_model_dir(str(tmp / "model"), num_hidden_layers=4),
+        train_file=teacher["train_file"],
         text_a_column="sentence",
         num_train_steps=60,
         do_train=True,
@@ -244,10 +246,9 @@ def _holds_trained_kernel(model_dir, kernel) -> bool:
 
 
 def test_student_through_an_intermediate_student_starts_from_its_trained_layers_and_resumes(
-    teacher, tmp_path, monkeypatch
+    teacher, deep_teacher, tmp_path, monkeypatch
 ):
     """4-layer teacher -> 3-layer intermediate -> 2-layer student; each starts from the model before it."""
-    deep_teacher = _four_layer_teacher(tmp_path, teacher["train_file"])
     copies = _record_layer_copies(monkeypatch)
     output_dir = tmp_path / "student"
     arguments = dict(
@@ -720,12 +721,13 @@ def test_frontier_reports_every_model_and_form_with_interleaved_speeds(teacher, 
     assert report["distillation"] == {"temperature": 2.0, "alpha": 0.5, "intermediate_num_layers": []}
 
 
-def test_frontier_trains_each_model_of_a_seeds_route_once_for_all_its_students(teacher, tmp_path, monkeypatch):
+def test_frontier_trains_each_model_of_a_seeds_route_once_for_all_its_students(
+    teacher, deep_teacher, tmp_path, monkeypatch
+):
     """Students of 2 and 1 layers through 3 and 2 on a 4-layer teacher: the 1-layer student's route restores the
     2-layer student's intermediate and the 2-layer student itself, which start it the same way."""
     from experiments import distill_frontier
 
-    deep_teacher = _four_layer_teacher(tmp_path, teacher["train_file"])
     copies = _record_layer_copies(monkeypatch)
     output_dir = tmp_path / "frontier"
     argv = [

@@ -6,9 +6,13 @@ themselves inside a training step drawn at random (seeded) and wait there until 
 so the step they stop after does not depend on the machine's speed. All of them start together in one module
 fixture:
 
-* pretraining and fine-tuning in one process, each beside the same run uninterrupted in this process;
+* pretraining in one process, beside the same run uninterrupted in this process;
 * pretraining and fine-tuning under multi_worker_mirrored, two workers on 127.0.0.1, only the second one
   signalled, beside the same two workers uninterrupted: both must stop after the same step.
+
+Fine-tuning is not also preempted in one process: the loop's one-process stop is the pretraining run's, the
+fine-tuning command's exit 143 and its resumption are its workers', and a fine-tuning run killed in one process
+resumes bit for bit in tests/test_finetune_distributed.py.
 
 Each preempted run must exit with status 143 and one line naming the step and the checkpoint, leave that
 step's checkpoint as the latest, and, run again, end with the uninterrupted run's weights bit for bit
@@ -41,13 +45,11 @@ TIMEOUT = 900  # up to ten TensorFlow processes share the CI machine's two cores
 STEPS = 12
 # The training step inside which each run is sent its SIGTERM (1-based, counted from the run's start).
 PRETRAIN_STEP = random.Random(55).randint(1, STEPS - 1)
-FINETUNE_STEP = random.Random(56).randint(1, STEPS - 1)
 WORKERS_STEPS = {
     "pretrain": random.Random(57).randint(1, STEPS - 1),
     "finetune": random.Random(58).randint(1, STEPS - 1),
 }
 MODULES = {"pretrain": "experiments.pretrain", "finetune": "experiments.finetune"}
-STEPS_OF = {"pretrain": PRETRAIN_STEP, "finetune": FINETUNE_STEP}
 
 
 # --- the watcher in this process ----------------------------------------------------
@@ -251,35 +253,48 @@ def _in_process(job, arguments, output_dir):
     run(**dict(arguments, output_dir=str(output_dir)))
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """Every run's exit status and log, the latest checkpoints after the SIGTERMs, and the resumed workers'."""
-    tmp = tmp_path_factory.mktemp("preemption")
-    arguments = _arguments(tmp)
-    dirs = {}
-    for job in MODULES:
-        for run in ("", "_reference", "_workers", "_workers_reference"):
-            dirs[job + run] = tmp / (job + run)
-    processes = {}  # the subprocesses: one process each, preempted; two workers each, preempted and not
-    for job in MODULES:
-        processes[job] = [
-            _launch(MODULES[job], dict(arguments[job], output_dir=dirs[job]), tmp / f"{job}.log", STEPS_OF[job])
+def _preempt(tmp, arguments, dirs):
+    """Every run that gets a SIGTERM, beside the uninterrupted workers and (here) the one-process reference.
+
+    Returns {run: (exit status, log)}: "pretrain", "<job>_worker<i>" (preempted), "<job>_ref<i>" (not).
+    """
+    processes = {
+        "pretrain": [
+            _launch(
+                MODULES["pretrain"],
+                dict(arguments["pretrain"], output_dir=dirs["pretrain"]),
+                tmp / "pretrain.log",
+                PRETRAIN_STEP,
+            )
         ]
+    }
+    for job in MODULES:  # two workers each, preempted and not
         processes[f"{job}_worker"] = _workers(
             job, dict(arguments[job], output_dir=dirs[f"{job}_workers"]), tmp / job, WORKERS_STEPS[job]
         )
         processes[f"{job}_ref"] = _workers(
             job, dict(arguments[job], output_dir=dirs[f"{job}_workers_reference"]), tmp / f"{job}_ref"
         )
-    try:
-        for job in MODULES:  # meanwhile, the uninterrupted single-process runs
-            _in_process(job, arguments[job], dirs[f"{job}_reference"])
+    try:  # meanwhile, the uninterrupted one-process run
+        _in_process("pretrain", arguments["pretrain"], dirs["pretrain_reference"])
     finally:
         results = _wait([process for group in processes.values() for process in group])
     preempted = {}
     for name, group in processes.items():
         for i in range(len(group)):
             preempted[name if len(group) == 1 else f"{name}{i}"] = results.pop(0)
+    return preempted
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Every run's exit status and log, the latest checkpoints after the SIGTERMs, and the resumed workers'."""
+    tmp = tmp_path_factory.mktemp("preemption")
+    arguments = _arguments(tmp)
+    names = ["pretrain", "pretrain_reference"]
+    names += [job + run for job in MODULES for run in ("_workers", "_workers_reference")]
+    dirs = {name: tmp / name for name in names}
+    preempted = _preempt(tmp, arguments, dirs)
     checkpoints = {name: tf.train.latest_checkpoint(str(path)) for name, path in dirs.items()}
     for job in MODULES:
         checkpoints[f"{job}_worker-1"] = tf.train.latest_checkpoint(
@@ -291,8 +306,7 @@ def runs(tmp_path_factory):
         for job in MODULES
     }
     try:
-        for job in MODULES:
-            _in_process(job, arguments[job], dirs[job])
+        _in_process("pretrain", arguments["pretrain"], dirs["pretrain"])
     finally:
         results = _wait([process for group in resumed.values() for process in group])
     resumed_workers = {job: results[2 * i : 2 * i + 2] for i, job in enumerate(MODULES)}
@@ -318,13 +332,12 @@ def _saved_step(checkpoint):
     return int(tf.train.load_checkpoint(checkpoint).get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE"))
 
 
-@pytest.mark.parametrize("job", list(MODULES))
-def test_sigterm_in_a_step_saves_that_step_exits_143_and_resumes_exactly(runs, job):
-    out, step = runs["dirs"][job], STEPS_OF[job]
+def test_sigterm_in_a_step_saves_that_step_exits_143_and_resumes_exactly(runs):
+    out, step = runs["dirs"]["pretrain"], PRETRAIN_STEP
     checkpoint = str(out / f"ckpt-{step}")
-    _assert_preempted(runs["preempted"][job], job, step, checkpoint)
-    assert runs["checkpoints_after_preemption"][job] == checkpoint and _saved_step(checkpoint) == step
-    _assert_same_weights(str(out / f"ckpt-{STEPS}"), str(runs["dirs"][f"{job}_reference"] / f"ckpt-{STEPS}"))
+    _assert_preempted(runs["preempted"]["pretrain"], "pretrain", step, checkpoint)
+    assert runs["checkpoints_after_preemption"]["pretrain"] == checkpoint and _saved_step(checkpoint) == step
+    _assert_same_weights(str(out / f"ckpt-{STEPS}"), str(runs["dirs"]["pretrain_reference"] / f"ckpt-{STEPS}"))
 
 
 @pytest.mark.parametrize("job", list(MODULES))

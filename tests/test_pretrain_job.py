@@ -397,9 +397,11 @@ def test_special_tokens_are_checked_without_dynamic_masking(setup, tmp_path):
 
 @pytest.fixture(scope="module")
 def dynamic_runs(setup):
-    """Dynamic masking: uninterrupted here; in a subprocess killed inside step 13, resumed here."""
+    """Dynamic masking: uninterrupted here; in a subprocess killed inside step 13, resumed here.
+
+    Without the held-out records: only the weights are compared (`runs` checks the evaluation)."""
     tmp, _, arguments = setup
-    arguments = dict(arguments, dynamic_masking=True, steps_per_loop=5)
+    arguments = dict(arguments, dynamic_masking=True, steps_per_loop=5, eval_input_file=None)
     killed_dir = tmp / "dynamic_killed"
     # Inside the inner loop of steps 11-15, in step 13 itself (after its forward pass, before its update),
     # whatever the machine's speed: the helper's kill point is part of the step.

@@ -218,14 +218,23 @@ def test_command_line_writes_the_report(probe_inputs, capsys):
     assert "probe_layers: 1/10 parts (10%), " in err and "probe_layers: 10/10 parts (100%)" in err
 
 
-def test_a_rerun_reuses_the_cached_features(probe_inputs, capsys, monkeypatch):
+@pytest.fixture(scope="module")
+def token_cache(probe_inputs):
+    """The --cache_dir flag of a first token-level run (no fine-tuning), which filled it; that run's report."""
+    from experiments import probe_layers as tool
+
+    root, flags, _ = probe_inputs
+    cache, first_dir = f"--cache_dir={root / 'cache'}", root / "first"
+    assert run_main(tool, flags + [f"--output_dir={first_dir}", "--nofinetune", "--tasks=token", cache]) == 0
+    return cache, json.loads((first_dir / "report.json").read_text())
+
+
+def test_a_rerun_reuses_the_cached_features(probe_inputs, token_cache, capsys, monkeypatch):
     from bert_tf.probing import layer_features
     from experiments import probe_layers as tool
 
     root, flags, _ = probe_inputs
-    cache = f"--cache_dir={root / 'cache'}"
-    first_dir = root / "first"
-    assert run_main(tool, flags + [f"--output_dir={first_dir}", "--nofinetune", "--tasks=token", cache]) == 0
+    cache, first_report = token_cache
     assert len(os.listdir(root / "cache")) == 4  # pretrained and random init, train and test
 
     def no_forward_pass(*args, **kwargs):
@@ -235,11 +244,11 @@ def test_a_rerun_reuses_the_cached_features(probe_inputs, capsys, monkeypatch):
     second_dir = root / "second"
     code = run_main(tool, flags + [f"--output_dir={second_dir}", "--nofinetune", "--tasks=token", cache])
     assert code == 0, capsys.readouterr().err[-3000:]
-    first = json.loads((first_dir / "report.json").read_text())["token"]["rows"]
-    assert json.loads((second_dir / "report.json").read_text())["token"]["rows"] == first
+    assert json.loads((second_dir / "report.json").read_text())["token"]["rows"] == first_report["token"]["rows"]
 
 
-def test_a_stopped_run_keeps_the_parts_it_finished(probe_inputs, capsys, monkeypatch):
+def test_a_stopped_run_keeps_the_parts_it_finished(probe_inputs, token_cache, capsys, monkeypatch):
+    """Stopped in the scalar mixes, after the linear probes (its features read from the token cache)."""
     from bert_tf import child_process
     from experiments import probe_layers as tool
 
@@ -253,7 +262,7 @@ def test_a_stopped_run_keeps_the_parts_it_finished(probe_inputs, capsys, monkeyp
 
     monkeypatch.setattr(child_process, "run_in_child_process", stopped_at_the_mixes)
     output_dir = root / "stopped"
-    code = run_main(tool, flags + [f"--output_dir={output_dir}", "--nofinetune", "--tasks=token"])
+    code = run_main(tool, flags + [f"--output_dir={output_dir}", "--nofinetune", "--tasks=token", token_cache[0]])
     assert code == 130
     assert capsys.readouterr().err.endswith("probe_layers: error: interrupted\n")
     assert not (output_dir / "report.json").exists()
