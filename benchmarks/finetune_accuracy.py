@@ -62,6 +62,7 @@ OURS = {
         "bert_tf, --noadam_bias_correction --adam_epsilon=1e-6",
         ["--noadam_bias_correction", "--adam_epsilon=1e-6"],
     ),
+    "bfloat16": ("bert_tf, default with --mixed_precision=mixed_bfloat16", ["--mixed_precision=mixed_bfloat16"]),
 }
 CONTENDERS = list(OURS) + ["hf"]
 RECIPE = dict(learning_rate=5e-5, epochs=3, batch_size=32, warmup_proportion=0.1, weight_decay=0.01, clip_norm=1.0)
