@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
+from tests.helpers.absl_flags import temporary_flags
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 import finetune_accuracy  # noqa: E402
-from tests.helpers.absl_flags import temporary_flags  # noqa: E402
 
 
 @pytest.mark.parametrize("name", list(finetune_accuracy.OURS))
