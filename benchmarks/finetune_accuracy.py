@@ -369,8 +369,8 @@ def write_results(args, command, load_before, versions, commit, lines, seeds_don
     recipe = (
         f"Recipe: all-MiniLM-L6-v2, first {args.train_examples:,} training reviews / sentences, sequence length "
         f"{args.max_seq_length}, batch 32, 3 epochs, AdamW peak 5e-5, 10% warm-up then linear decay, weight "
-        "decay 0.01, clipping 1.0, dropout 0.1, float32 (but the bfloat16 contender); each contender and seed a fresh process, interleaved "
-        "seed by seed."
+        "decay 0.01, clipping 1.0, dropout 0.1, float32 (but the bfloat16 contender); each contender and seed a "
+        "fresh process, interleaved seed by seed."
     )
     if len(seeds_done) < len(seeds):
         recipe += f" Seeds finished so far: {len(seeds_done)} of {len(seeds)}."
