@@ -271,3 +271,44 @@ def test_packed_tagging_teacher_labels_each_token_as_unpacked(tmp_path):
     real = masks[True].astype(bool)  # the soft loss reads real tokens only (padding: 0 packed, anything unpacked)
     assert logits[True].shape == logits[False].shape and np.abs(logits[False][real]).max() > 0.1
     np.testing.assert_allclose(logits[True][real], logits[False][real], atol=1e-5, rtol=0)
+
+
+def test_distillation_in_mixed_bfloat16_computes_in_bfloat16_and_writes_float32_weights(teacher, tmp_path, monkeypatch):
+    """`--mixed_precision=mixed_bfloat16`: the teacher labels and the student trains in bfloat16 (packed rows, the
+    default), with float32 variables; the teacher scores what float32 fine-tuning measured, to one of 40 sentences."""
+    import keras
+
+    from bert_tf.checkpoints import weights_file
+    from bert_tf.jobs.finetuning import phases as finetuning_phases
+
+    compute_dtypes = []
+    build_model = finetuning_phases.build_model
+
+    def recording_build_model(task_object, config):
+        model = build_model(task_object, config)
+        compute_dtypes.append(model.encoder.dtype_policy.compute_dtype)
+        return model
+
+    monkeypatch.setattr(finetuning_phases, "build_model", recording_build_model)
+    policy = keras.mixed_precision.global_policy().name
+    output_dir = str(tmp_path / "student")
+    results = distill(
+        output_dir,
+        teacher_dir=teacher["teacher_dir"],
+        student_num_layers=1,
+        train_file=teacher["train_file"],
+        eval_file=teacher["eval_file"],
+        text_a_column="sentence",
+        num_train_steps=12,
+        train_batch_size=16,
+        learning_rate=1e-3,
+        steps_per_loop=6,
+        seed=1,
+        mixed_precision="mixed_bfloat16",
+    )
+    assert compute_dtypes and set(compute_dtypes) == {"bfloat16"}
+    assert results["teacher"]["accuracy"] == pytest.approx(teacher["teacher_eval"]["accuracy"], abs=1 / 40 + 1e-6)
+    assert results["student"]["global_step"] == 12
+    tensors, _ = weights_file.read_weights_file(output_dir)
+    assert tensors and {str(t.dtype) for t in tensors.values()} == {"float32"}
+    assert keras.mixed_precision.global_policy().name == policy
