@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tests.fixtures.finetune import synthetic
-from tests.helpers.jobs import finetune
+from tests.helpers.jobs import finetune, record_compute_dtypes
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -83,20 +83,11 @@ def test_mirrored_strategy_over_two_replicas(tmp_path):
 def test_mixed_bfloat16_computes_in_bfloat16_learns_and_saves_float32(tmp_path, monkeypatch, jit_compile):
     """Packed rows (the default) in mixed_bfloat16, with and without XLA (`--jit_compile`, off by default)."""
     from bert_tf.checkpoints import weights_file
-    from bert_tf.jobs.finetuning import phases as finetuning_phases
 
     model_dir = synthetic.make_model_dir(str(tmp_path / "model"))
     train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["text_a", "label"], synthetic.sentiment_rows(320, 1))
     dev = synthetic.write_tsv(str(tmp_path / "dev.tsv"), ["text_a", "label"], synthetic.sentiment_rows(50, 2))
-    compute_dtypes = []
-    build_model = finetuning_phases.build_model
-
-    def recording_build_model(task_object, config):
-        model = build_model(task_object, config)
-        compute_dtypes.append(model.encoder.dtype_policy.compute_dtype)
-        return model
-
-    monkeypatch.setattr(finetuning_phases, "build_model", recording_build_model)
+    compute_dtypes = record_compute_dtypes(monkeypatch)
     policy = keras.mixed_precision.global_policy().name
     results = finetune(
         "classification",
