@@ -22,6 +22,9 @@ Contenders, each seed a fresh process:
   of 16);
 - ours, grouped: the same with `--group_by_length` (batches of one example a row, of near-equal lengths);
 - ours, original: the same as ours with the original BERT's update, `--noadam_bias_correction --adam_epsilon=1e-6`;
+- ours, bfloat16: the same as ours with `--mixed_precision=mixed_bfloat16` (Keras' mixed policy: bfloat16
+  matmuls, float32 variables, LayerNorm, softmax, logits and loss); its speed needs a CPU with AVX-512 BF16 or
+  AMX (elsewhere bfloat16 is emulated), its accuracy does not;
 - hf: transformers' `BertForSequenceClassification` / `BertForTokenClassification.from_pretrained` on the
   same files, PyTorch eager, in its own virtual environment under --peer_dir (created from PyPI on first use):
   random batches padded to their longest row (`DataCollatorWithPadding` / `...ForTokenClassification`),
@@ -62,6 +65,7 @@ OURS = {
         "bert_tf, --noadam_bias_correction --adam_epsilon=1e-6",
         ["--noadam_bias_correction", "--adam_epsilon=1e-6"],
     ),
+    "bfloat16": ("bert_tf, default with --mixed_precision=mixed_bfloat16", ["--mixed_precision=mixed_bfloat16"]),
 }
 CONTENDERS = list(OURS) + ["hf"]
 RECIPE = dict(learning_rate=5e-5, epochs=3, batch_size=32, warmup_proportion=0.1, weight_decay=0.01, clip_norm=1.0)
@@ -365,8 +369,8 @@ def write_results(args, command, load_before, versions, commit, lines, seeds_don
     recipe = (
         f"Recipe: all-MiniLM-L6-v2, first {args.train_examples:,} training reviews / sentences, sequence length "
         f"{args.max_seq_length}, batch 32, 3 epochs, AdamW peak 5e-5, 10% warm-up then linear decay, weight "
-        "decay 0.01, clipping 1.0, dropout 0.1, float32; each contender and seed a fresh process, interleaved "
-        "seed by seed."
+        "decay 0.01, clipping 1.0, dropout 0.1, float32 (but the bfloat16 contender); each contender and seed a "
+        "fresh process, interleaved seed by seed."
     )
     if len(seeds_done) < len(seeds):
         recipe += f" Seeds finished so far: {len(seeds_done)} of {len(seeds)}."

@@ -52,6 +52,35 @@ def test_form_cost_warning_names_the_form_the_level_and_what_it_needs(flags, slo
             assert ("VNNI" if form == "int8" else "BF16") in warning and "\n" not in warning
 
 
+@pytest.mark.parametrize(
+    "flags, policy, said",
+    [
+        (AVX2, "float32", "(AVX2) has no native bfloat16 (AVX-512 BF16 or AMX), so float32 is its fast choice."),
+        (AVX512_VNNI, "mixed_bfloat16", "(AVX-512 VNNI) emulates bfloat16 (no AVX-512 BF16 or AMX): slower than"),
+        (ZEN4, "float32", "(AVX-512 VNNI/BF16) computes bfloat16 natively: --mixed_precision=mixed_bfloat16 may be"),
+        (SAPPHIRE_RAPIDS, "float32", "(AMX) computes bfloat16 natively: --mixed_precision=mixed_bfloat16 may be"),
+        (SAPPHIRE_RAPIDS, "mixed_bfloat16", "(AMX) computes bfloat16 natively."),
+    ],
+)
+def test_the_precision_note_suggests_bfloat16_only_on_a_cpu_that_computes_it_natively(flags, policy, said):
+    from bert_tf.training import precision
+
+    note = precision.precision_note(policy, flags=flags)
+    assert note.startswith(f"Precision {policy} (--mixed_precision); this CPU {said}"), note
+    assert ("may be faster" in note) == (flags in (ZEN4, SAPPHIRE_RAPIDS) and policy == "float32")
+    assert "\n" not in note
+
+
+def test_the_precision_note_off_a_cpu_or_without_its_features_says_only_the_policy(monkeypatch):
+    from bert_tf.training import precision
+
+    assert precision.precision_note("mixed_bfloat16", on_cpu=False) == "Precision mixed_bfloat16 (--mixed_precision)."
+    monkeypatch.setattr(cpu_features, "cpu_flags", lambda: None)
+    assert precision.precision_note("float32").endswith("(--mixed_precision); this CPU's features are unknown.")
+    result = doctest.testmod(precision, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 1 and result.failed == 0
+
+
 def test_reported_flags_and_this_machines_answers_agree_with_proc_cpuinfo():
     assert cpu_features.reported_flags(SAPPHIRE_RAPIDS).split() == [
         "avx2",

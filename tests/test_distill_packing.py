@@ -13,7 +13,7 @@ import pytest
 
 from tests.fixtures.finetune import synthetic
 from tests.helpers.absl_flags import run_main, temporary_flags
-from tests.helpers.jobs import distill, finetune
+from tests.helpers.jobs import distill, finetune, record_compute_dtypes
 
 SEQ_LENGTH = 16
 
@@ -122,8 +122,9 @@ def test_per_example_distillation_losses_of_a_packed_batch_equal_the_unpacked_on
     assert len(set(np.round(list(packed[0].values()), 4))) > 3  # examples with losses of their own
 
 
-def test_default_distillation_packs_end_to_end_and_its_teacher_scores_as_unpacked(teacher, tmp_path):
-    arguments = dict(
+def _one_layer_student(teacher) -> dict:
+    """The distillation's arguments for a 1-layer student of the fixture's teacher, 12 steps."""
+    return dict(
         teacher_dir=teacher["teacher_dir"],
         student_num_layers=1,
         train_file=teacher["train_file"],
@@ -135,6 +136,10 @@ def test_default_distillation_packs_end_to_end_and_its_teacher_scores_as_unpacke
         steps_per_loop=6,
         seed=1,
     )
+
+
+def test_default_distillation_packs_end_to_end_and_its_teacher_scores_as_unpacked(teacher, tmp_path):
+    arguments = _one_layer_student(teacher)
     packed_dir = str(tmp_path / "student")
     results = distill(packed_dir, **arguments)  # packing left to its default
     # The teacher, evaluated on packed rows, scores what fine-tuning's (unpacked) evaluation measured; its
@@ -271,3 +276,22 @@ def test_packed_tagging_teacher_labels_each_token_as_unpacked(tmp_path):
     real = masks[True].astype(bool)  # the soft loss reads real tokens only (padding: 0 packed, anything unpacked)
     assert logits[True].shape == logits[False].shape and np.abs(logits[False][real]).max() > 0.1
     np.testing.assert_allclose(logits[True][real], logits[False][real], atol=1e-5, rtol=0)
+
+
+def test_distillation_in_mixed_bfloat16_computes_in_bfloat16_and_writes_float32_weights(teacher, tmp_path, monkeypatch):
+    """`--mixed_precision=mixed_bfloat16`: the teacher labels and the student trains in bfloat16 (packed rows, the
+    default), with float32 variables; the teacher scores what float32 fine-tuning measured, to one of 40 sentences."""
+    import keras
+
+    from bert_tf.checkpoints import weights_file
+
+    compute_dtypes = record_compute_dtypes(monkeypatch)
+    policy = keras.mixed_precision.global_policy().name
+    output_dir = str(tmp_path / "student")
+    results = distill(output_dir, **_one_layer_student(teacher), mixed_precision="mixed_bfloat16")
+    assert compute_dtypes and set(compute_dtypes) == {"bfloat16"}
+    assert results["teacher"]["accuracy"] == pytest.approx(teacher["teacher_eval"]["accuracy"], abs=1 / 40 + 1e-6)
+    assert results["student"]["global_step"] == 12
+    tensors, _ = weights_file.read_weights_file(output_dir)
+    assert tensors and {str(t.dtype) for t in tensors.values()} == {"float32"}
+    assert keras.mixed_precision.global_policy().name == policy

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tests.fixtures.finetune import synthetic
-from tests.helpers.jobs import finetune
+from tests.helpers.jobs import finetune, record_compute_dtypes
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -79,21 +79,15 @@ def test_mirrored_strategy_over_two_replicas(tmp_path):
     assert results["max_difference"] < 1e-5
 
 
-def test_mixed_bfloat16_and_xla(tmp_path, monkeypatch):
-    from bert_tf.jobs.finetuning import phases as finetuning_phases
+@pytest.mark.parametrize("jit_compile", [True, False], ids=["xla", "eager_graph"])
+def test_mixed_bfloat16_computes_in_bfloat16_learns_and_saves_float32(tmp_path, monkeypatch, jit_compile):
+    """Packed rows (the default) in mixed_bfloat16, with and without XLA (`--jit_compile`, off by default)."""
+    from bert_tf.checkpoints import weights_file
 
     model_dir = synthetic.make_model_dir(str(tmp_path / "model"))
     train = synthetic.write_tsv(str(tmp_path / "train.tsv"), ["text_a", "label"], synthetic.sentiment_rows(320, 1))
     dev = synthetic.write_tsv(str(tmp_path / "dev.tsv"), ["text_a", "label"], synthetic.sentiment_rows(50, 2))
-    compute_dtypes = []
-    build_model = finetuning_phases.build_model
-
-    def recording_build_model(task_object, config):
-        model = build_model(task_object, config)
-        compute_dtypes.append(model.encoder.dtype_policy.compute_dtype)
-        return model
-
-    monkeypatch.setattr(finetuning_phases, "build_model", recording_build_model)
+    compute_dtypes = record_compute_dtypes(monkeypatch)
     policy = keras.mixed_precision.global_policy().name
     results = finetune(
         "classification",
@@ -110,12 +104,17 @@ def test_mixed_bfloat16_and_xla(tmp_path, monkeypatch):
         do_eval=True,
         seed=1,
         mixed_precision="mixed_bfloat16",
-        jit_compile=True,
+        jit_compile=jit_compile,
     )
     # The encoder computed in bfloat16, and it learned the task (chance is 0.5 accuracy, 0 MCC).
     assert compute_dtypes and set(compute_dtypes) == {"bfloat16"}
     assert results["num_examples"] == 50
     assert results["accuracy"] >= 0.9 and results["matthews_corrcoef"] >= 0.8
+    # Variables stay float32: the weights file and the checkpoint hold no bfloat16 copy.
+    tensors, _ = weights_file.read_weights_file(str(tmp_path / "out"))
+    assert tensors and {str(t.dtype) for t in tensors.values()} == {"float32"}
+    checkpoint = _checkpoint_values(str(tmp_path / "out" / "ckpt-60"))
+    assert {str(v.dtype) for v in checkpoint.values() if str(v.dtype).startswith(("float", "bfloat"))} == {"float32"}
     # The job restores the global dtype policy it changed.
     assert keras.mixed_precision.global_policy().name == policy
 

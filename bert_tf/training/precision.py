@@ -38,14 +38,25 @@ def precision_note(name: str, on_cpu: bool = True, flags: frozenset[str] | None 
     if not on_cpu:
         return note + "."
     flags = cpu_features.cpu_flags() if flags is None else flags
-    level = cpu_features.instruction_set_level(flags)
     if flags is None:
         return note + "; this CPU's features are unknown."
+    return f"{note}; this CPU ({cpu_features.instruction_set_level(flags)}) {_cpu_bfloat16(name, flags)}"
+
+
+def _cpu_bfloat16(name: str, flags: frozenset[str]) -> str:
+    """What a CPU with `flags` does with bfloat16, and the policy to try where `name` is not its fast one."""
+    from bert_tf import cpu_features
+
     if any(flag in flags for flag in cpu_features.FAST_BFLOAT16_FLAGS):
-        return note + f"; this CPU ({level}) computes bfloat16 natively: mixed_bfloat16 may be faster."
+        if name == "mixed_bfloat16":
+            return "computes bfloat16 natively."
+        return (
+            "computes bfloat16 natively: --mixed_precision=mixed_bfloat16 may be faster (its fine-tuning "
+            "accuracy against float32: docs/finetuning.md, 'Scaling up')."
+        )
     if name == "mixed_bfloat16":
-        return note + f"; this CPU ({level}) emulates bfloat16 (no AVX-512 BF16 or AMX): slower than float32."
-    return note + f"; this CPU ({level}) has no native bfloat16 (AVX-512 BF16 or AMX), so float32 is its fast choice."
+        return "emulates bfloat16 (no AVX-512 BF16 or AMX): slower than float32."
+    return "has no native bfloat16 (AVX-512 BF16 or AMX), so float32 is its fast choice."
 
 
 def needs_loss_scaling(model: keras.Model) -> bool:

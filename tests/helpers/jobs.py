@@ -85,3 +85,20 @@ def extract_features(input_file, output_file, **arguments):
     model = _take(ModelSource, arguments)
     config = _take(job.FeatureExtractionConfig, arguments, input_file=input_file, model=model)
     return job.run_feature_extraction(output_file, config, **arguments)
+
+
+def record_compute_dtypes(monkeypatch) -> list:
+    """The compute dtype of every task model's encoder the jobs build from now on (fine-tuning, distillation's
+    teacher and students), appended to the returned list."""
+    from bert_tf.jobs.finetuning import phases as finetuning_phases
+
+    compute_dtypes = []
+    build_model = finetuning_phases.build_model
+
+    def recording_build_model(task_object, config):
+        model = build_model(task_object, config)
+        compute_dtypes.append(model.encoder.dtype_policy.compute_dtype)
+        return model
+
+    monkeypatch.setattr(finetuning_phases, "build_model", recording_build_model)
+    return compute_dtypes
