@@ -313,7 +313,9 @@ def _run(tmp_path, model_dir, long_data, name, **options):
     return output_dir, results
 
 
-def test_label_in_the_last_window_is_learned_with_windows_and_missed_with_truncate(tmp_path, model_dir, long_data):
+def test_label_in_the_last_window_is_learned_with_windows_and_missed_with_truncate(
+    tmp_path, model_dir, long_data, capfd
+):
     truncate = long_text.LongTextConfig("truncate")
     _, truncated = _run(tmp_path, model_dir, long_data, "truncate", long_text_config=truncate)
     # Every document is longer than the window; truncation reads 14 of about 50 pieces, never the label's.
@@ -337,6 +339,26 @@ def test_label_in_the_last_window_is_learned_with_windows_and_missed_with_trunca
     assert run_main(job, again) == 0
     with open(os.path.join(output_dir, "eval_results.json")) as f:
         assert json.load(f)["accuracy"] == pytest.approx(windowed["accuracy"])
+    # Attention pooling is learned: weights fine-tuned with mean pooling lack it, refused naming the flag.
+    assert run_main(job, [*again, "--window_pooling=attention"]) == 2
+    err = capfd.readouterr().err
+    assert "--window_pooling=attention: weights fine-tuned with it" in err, err
+
+
+def test_label_in_the_last_window_is_learned_with_attention_pooling(tmp_path, model_dir, long_data):
+    """A learned softmax over the windows' [CLS] vectors, the head on their weighted mean, learns the label of the
+    last window too; the directory records the pooling and reads again with it (its learned weights restored)."""
+    attention = long_text.LongTextConfig("windows", window_pooling="attention")
+    output_dir, results = _run(tmp_path, model_dir, long_data, "attention", long_text_config=attention)
+    assert results["accuracy"] >= 0.95
+    with open(os.path.join(output_dir, "task_config.json")) as f:
+        assert json.load(f)["long_text"] == attention.recorded()
+    import experiments.finetune as job
+
+    again = [f"--output_dir={output_dir}", f"--eval_file={long_data['eval_file']}", "--do_eval"]
+    assert run_main(job, again) == 0
+    with open(os.path.join(output_dir, "eval_results.json")) as f:
+        assert json.load(f)["accuracy"] == pytest.approx(results["accuracy"])
 
 
 def test_flags_exit_2_naming_the_flag(tmp_path, capfd, model_dir, long_data):
