@@ -23,9 +23,13 @@ WORDS = synthetic.FILLER + synthetic.POSITIVE + synthetic.NEGATIVE
 # 27 pieces need 4 windows (slots 0, 1.5 -> 2, 3) and 37 need 6 (slots 0, 2.5 -> 2 rounded half to even, 5).
 LENGTHS = (0, 1, 5, 14, 15, 27, 37, 120, 400)
 # The exported directories: (name, --long_text settings). Max pooling serves through the same graph and the
-# model's own WindowPooling layer (tests/test_long_text.py covers both poolings' padding slots).
+# model's own WindowPooling layer (tests/test_long_text.py covers both poolings' padding slots); attention pools
+# the windows' [CLS] vectors before the head, with its learned weights.
 MODES = {
     "windows_mean": long_text.LongTextConfig("windows", window_stride=5, window_pooling="mean", max_windows=3),
+    "windows_attention": long_text.LongTextConfig(
+        "windows", window_stride=5, window_pooling="attention", max_windows=3
+    ),
     "head_tail": long_text.LongTextConfig("head_tail"),
 }
 

@@ -84,11 +84,12 @@ class DocumentClassifier(TaskModel):
             dtype=encoder.dtype_policy,
             name="classifier",
         )
+        pooling_layer = window_pooling_layer(pooling, packed=examples_per_row is not None)
         if examples_per_row is None:
             inputs = {name: keras.Input(shape=(None, None), dtype="int32", name=name) for name in ENCODER_INPUT_NAMES}
             to_rows = WindowRows(name="window_rows")
             pooled = encoder({name: to_rows(value) for name, value in inputs.items()})["pooled_output"]
-            logits = document_logits(window_pooling_layer(pooling, False), head, pooled, inputs["input_mask"])
+            logits = document_logits(pooling_layer, head, pooled, inputs["input_mask"])
         else:
             inputs = encoder_inputs(packed=True)
             inputs[WINDOW_DOCUMENT_IDS_KEY] = keras.Input(
@@ -97,10 +98,12 @@ class DocumentClassifier(TaskModel):
             inputs[DOCUMENT_IDS_KEY] = keras.Input((), dtype="int32", name=DOCUMENT_IDS_KEY)
             pooled = encoder.packed_outputs(inputs, examples_per_row)["pooled_output"]
             owners = (inputs[WINDOW_DOCUMENT_IDS_KEY], inputs[DOCUMENT_IDS_KEY])
-            logits = document_logits(window_pooling_layer(pooling, True), head, pooled, *owners)
+            logits = document_logits(pooling_layer, head, pooled, *owners)
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
         self.encoder = encoder
         self.classifier = head
+        # Tracked by name, as `classifier`: attention's learned weights are checkpointed under it.
+        self.window_pooling = pooling_layer
         self.num_classes = num_classes
         self.dropout_rate = dropout_rate
         self.pooling = pooling
