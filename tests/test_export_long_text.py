@@ -128,6 +128,10 @@ def test_servable_scores_equal_do_predicts_on_texts_of_any_length(mode, finetune
     assert np.ptp(probabilities[:, 1]) > 0.05
     alone = serve(text=tf.constant(texts[-2:-1]))["scores"].numpy()
     np.testing.assert_allclose(alone[0], got["scores"].numpy()[-2], atol=1e-6, rtol=0)
+    if mode == "windows_attention":  # learned scores of the windows: not the plain mean the untrained one gives
+        checkpoint = tf.train.load_checkpoint(tf.train.latest_checkpoint(finetuned[mode]))
+        kernel = checkpoint.get_tensor("task_model/window_pooling/score/_kernel/.ATTRIBUTES/VARIABLE_VALUE")
+        assert np.abs(kernel).sum() > 0.05  # [CLS] vectors in [-1, 1]: window scores differ by up to 0.1
 
     config = {name: value.numpy() for name, value in loaded.long_text_config().items()}
     expected = MODES[mode]
