@@ -1,6 +1,6 @@
-"""Distillation from a teacher fine-tuned with --long_text: its soft targets are per document (its windows'
-pooled as `experiments.finetune --do_predict` pools them, here by learned attention), the student inherits the teacher's cut and
-learns a label that sits only in a document's last window; a conflicting flag exits 2 naming it."""
+"""Distillation from a teacher fine-tuned with --long_text: its soft targets are per document (its windows pooled
+as `experiments.finetune --do_predict` pools them, here by learned attention), the student inherits the teacher's
+cut and learns a label that sits only in a document's last window; a conflicting flag exits 2 naming it."""
 
 import json
 import os
