@@ -375,6 +375,7 @@ def test_flags_exit_2_naming_the_flag(tmp_path, capfd, model_dir, long_data):
     for extra, named in [
         (["--long_text=windows", "--window_stride=0"], "--window_stride"),
         (["--long_text=windows", "--window_stride=15"], "--window_stride=15"),
+        (["--long_text=windows", "--window_pooling=softmax"], "--window_pooling=softmax"),
     ]:
         status = run_main(job, [*common, f"--output_dir={tmp_path / 'out'}", *extra])
         err = capfd.readouterr().err
