@@ -53,22 +53,16 @@ class WindowAttentionPooling(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class PackedWindowAttentionPooling(WindowAttentionPooling):
-    """`WindowAttentionPooling` for windows packed into rows (`PackedWindowPooling`'s layout), each document's
-    softmax over its own windows' slots.
+    """`WindowAttentionPooling` for windows packed into rows, each document's softmax over its own windows' slots.
 
-    Call args:
-      slot_vectors: [rows, slots, hidden], a packed encoder's [CLS] vector of each slot's window.
-      window_document_ids: int [rows, slots]: the document of each slot's window; -1 for an empty slot.
-      document_ids: int [documents]: the batch's documents, in order; -1 for a missing one (zeros).
-
-    Returns:
-      float32 [documents, hidden].
+    Call args: `PackedWindowPooling`'s, with `slot_vectors` [rows, slots, hidden] (a packed encoder's [CLS]
+    vector of each slot's window) for its logits; returns float32 [documents, hidden], zeros for document -1.
 
     >>> import numpy as np
-    >>> vectors = np.array([[[1.0], [3.0]], [[5.0], [0.0]]], "float32")  # 2 rows of 2 slots
-    >>> owners = np.array([[7, 4], [7, -1]], "int32")  # document 7: slots (0, 0) and (1, 0)
-    >>> np.asarray(PackedWindowAttentionPooling()(vectors, owners, np.array([7, 4, -1], "int32"))).tolist()
-    [[3.0], [3.0], [0.0]]
+    >>> vectors = np.array([[[2.0, 0.0], [4.0, 1.0]], [[6.0, 2.0], [8.0, 3.0]]], "float32")
+    >>> owners = np.array([[0, 1], [0, -1]], "int32")  # document 0: slots (0, 0) and (1, 0)
+    >>> np.asarray(PackedWindowAttentionPooling()(vectors, owners, np.array([1, 0], "int32"))).tolist()
+    [[4.0, 1.0], [4.0, 1.0]]
     """
 
     def call(self, slot_vectors, window_document_ids, document_ids):
