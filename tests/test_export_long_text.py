@@ -23,9 +23,13 @@ WORDS = synthetic.FILLER + synthetic.POSITIVE + synthetic.NEGATIVE
 # 27 pieces need 4 windows (slots 0, 1.5 -> 2, 3) and 37 need 6 (slots 0, 2.5 -> 2 rounded half to even, 5).
 LENGTHS = (0, 1, 5, 14, 15, 27, 37, 120, 400)
 # The exported directories: (name, --long_text settings). Max pooling serves through the same graph and the
-# model's own WindowPooling layer (tests/test_long_text.py covers both poolings' padding slots).
+# model's own WindowPooling layer (tests/test_long_text.py covers both poolings' padding slots); attention pools
+# the windows' [CLS] vectors before the head, with its learned weights.
 MODES = {
     "windows_mean": long_text.LongTextConfig("windows", window_stride=5, window_pooling="mean", max_windows=3),
+    "windows_attention": long_text.LongTextConfig(
+        "windows", window_stride=5, window_pooling="attention", max_windows=3
+    ),
     "head_tail": long_text.LongTextConfig("head_tail"),
 }
 
@@ -124,6 +128,10 @@ def test_servable_scores_equal_do_predicts_on_texts_of_any_length(mode, finetune
     assert np.ptp(probabilities[:, 1]) > 0.05
     alone = serve(text=tf.constant(texts[-2:-1]))["scores"].numpy()
     np.testing.assert_allclose(alone[0], got["scores"].numpy()[-2], atol=1e-6, rtol=0)
+    if mode == "windows_attention":  # learned scores of the windows: not the plain mean the untrained one gives
+        checkpoint = tf.train.load_checkpoint(tf.train.latest_checkpoint(finetuned[mode]))
+        kernel = checkpoint.get_tensor("task_model/window_pooling/score/_kernel/.ATTRIBUTES/VARIABLE_VALUE")
+        assert np.abs(kernel).sum() > 0.05  # [CLS] vectors in [-1, 1]: window scores differ by up to 0.1
 
     config = {name: value.numpy() for name, value in loaded.long_text_config().items()}
     expected = MODES[mode]

@@ -48,6 +48,9 @@ WINDOW_LOGITS = _RNG.normal(size=(2, 3)).astype("float32")
 SLOT_LOGITS = _RNG.normal(size=(2, 3, 4)).astype("float32")
 WINDOW_DOCUMENTS = np.array([[5, 8, 5], [-1, -1, -1]], "int32")
 DOCUMENT_IDS = np.array([5, 8, -1], "int32")
+# The [CLS] vectors of DOCUMENT's two windows, and of the packed slots above (attention pools vectors).
+WINDOW_VECTORS = _RNG.normal(size=(2, HIDDEN)).astype("float32")
+SLOT_VECTORS = _RNG.normal(size=(2, 3, HIDDEN)).astype("float32")
 
 
 def _embedding():
@@ -92,6 +95,18 @@ CASES = [
         (SLOT_LOGITS, WINDOW_DOCUMENTS, DOCUMENT_IDS),
         "float32",
     ),
+    Case(
+        "WindowAttentionPooling",
+        lambda: layers.WindowAttentionPooling(),
+        (WINDOW_VECTORS, DOCUMENT["input_mask"]),
+        "float32",
+    ),
+    Case(
+        "PackedWindowAttentionPooling",
+        lambda: layers.PackedWindowAttentionPooling(),
+        (SLOT_VECTORS, WINDOW_DOCUMENTS, DOCUMENT_IDS),
+        "float32",
+    ),
     # Its output matrix is the encoder's embedding, which get_config leaves out: saved within BertPretrainer.
     Case(
         "MaskedLMHead",
@@ -133,6 +148,12 @@ CONFIG_VARIANT_CASES = [
         "BertSpanLabeler[packed]",
         lambda: models.BertSpanLabeler(models.BertEncoder(CONFIG), packed=True),
         (dict(BATCH, input_example_ids=np.array([[1, 1, 2, 2, 2], [1, 2, 2, 0, 0]], "int32")),),
+        "float32",
+    ),
+    Case(
+        "DocumentClassifier[attention]",
+        lambda: models.DocumentClassifier(models.BertEncoder(CONFIG), num_classes=3, pooling="attention"),
+        (DOCUMENT,),
         "float32",
     ),
     Case("BertEncoder[albert]", lambda: models.BertEncoder(ALBERT_CONFIG), (BATCH,), "bfloat16"),

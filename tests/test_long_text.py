@@ -75,7 +75,7 @@ def test_config_refuses_bad_values_naming_the_flag():
     # Windows pack (`test_packed_windows_give_the_unpacked_document_logits`): the default packs them.
     windows = long_text.LongTextConfig("windows")
     assert FinetuningTaskConfig("classification", 16, long_text_config=windows).resolve_packing().packing
-    with pytest.raises(JobArgumentError, match="--window_pooling"):
+    with pytest.raises(JobArgumentError, match="--window_pooling must be one of mean, max, attention"):
         long_text.LongTextConfig(window_pooling="median")
 
 
@@ -125,6 +125,36 @@ def test_window_pooling_ignores_padding_slots(pooling):
     assert WindowPooling.from_config(WindowPooling(pooling).get_config()).pooling == pooling
 
 
+@pytest.mark.parametrize("packed", [False, True])
+def test_window_attention_pooling_weights_real_windows_by_a_learned_softmax(packed):
+    """The document's vector is its real windows' vectors weighted by softmax(vector . kernel + bias); padding
+    slots (and a document without windows) get no weight, whatever their vectors."""
+    from bert_tf.layers import PackedWindowAttentionPooling, WindowAttentionPooling
+
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(3, 4, 5)).astype("float32")  # 3 documents (or rows), 4 windows (slots), hidden 5
+    real = np.array([[1, 1, 1, 1], [1, 0, 0, 0], [0, 0, 0, 0]], bool)
+    if packed:
+        layer = PackedWindowAttentionPooling()
+        owners = np.where(real, np.arange(3)[:, None] + 10, -1).astype("int32")  # row d: document 10 + d's windows
+        args = (vectors, owners, np.array([10, 11, 12], "int32"))
+    else:
+        layer = WindowAttentionPooling()
+        mask = np.repeat(real[:, :, None], 2, axis=2).astype("int32")
+        args = (vectors.reshape(12, 5), mask)
+    layer(*args)
+    kernel, bias = rng.normal(size=(5, 1)).astype("float32"), np.array([0.3], "float32")
+    layer.score.set_weights([kernel, bias])
+    pooled = np.asarray(layer(*args))
+    scores = np.exp(vectors @ kernel[:, 0] + bias) * real
+    expected = (scores[:, :, None] * vectors).sum(axis=1) / np.maximum(scores.sum(axis=1, keepdims=True), 1e-30)
+    np.testing.assert_allclose(pooled, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(pooled[1], vectors[1, 0], rtol=1e-6)  # one window: its vector
+    assert not pooled[2].any()  # no windows: zeros
+    assert np.abs(pooled[0] - vectors[0].mean(axis=0)).max() > 0.05  # not the plain mean: the scores count
+    assert type(layer).from_config(layer.get_config()).name == layer.name
+
+
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     return synthetic.make_model_dir(str(tmp_path_factory.mktemp("long_text") / "model"))
@@ -160,7 +190,7 @@ def test_windows_features_and_cut_report(model_dir):
     assert report["dropped_piece_share_of_long_texts"] == round((16 + 186) / 230, 4)
 
 
-@pytest.mark.parametrize("pooling", ["mean", "max"])
+@pytest.mark.parametrize("pooling", ["mean", "max", "attention"])
 def test_packed_windows_give_the_unpacked_document_logits(model_dir, pooling):
     """A batch's documents' windows fill packed rows (short documents share a row, a long one spans rows) and are
     pooled per document after the encoder: the same logits as each document's windows as rows of their own."""
@@ -188,7 +218,12 @@ def test_packed_windows_give_the_unpacked_document_logits(model_dir, pooling):
         model = task.build_model(encoder)
         if head is None:  # weights of scale 1: documents differ by far more than the tolerance
             head = [np.random.default_rng(1).normal(size=w.shape).astype("float32") for w in model.classifier.weights]
+            scorer = [
+                np.random.default_rng(2).normal(size=w.shape).astype("float32")
+                for w in model.get_layer("window_pooling").weights
+            ]
         model.classifier.set_weights(head)
+        model.get_layer("window_pooling").set_weights(scorer)  # attention: scores of scale 1 (mean, max: none)
         features = task.featurize(examples, training=False)
         logits[packing] = predict_outputs(model, task.dataset(features, 4, training=False), num_features=21)["logits"]
     np.testing.assert_allclose(logits[True], logits[False], atol=1e-5)
@@ -278,7 +313,9 @@ def _run(tmp_path, model_dir, long_data, name, **options):
     return output_dir, results
 
 
-def test_label_in_the_last_window_is_learned_with_windows_and_missed_with_truncate(tmp_path, model_dir, long_data):
+def test_label_in_the_last_window_is_learned_with_windows_and_missed_with_truncate(
+    tmp_path, model_dir, long_data, capfd
+):
     truncate = long_text.LongTextConfig("truncate")
     _, truncated = _run(tmp_path, model_dir, long_data, "truncate", long_text_config=truncate)
     # Every document is longer than the window; truncation reads 14 of about 50 pieces, never the label's.
@@ -302,6 +339,26 @@ def test_label_in_the_last_window_is_learned_with_windows_and_missed_with_trunca
     assert run_main(job, again) == 0
     with open(os.path.join(output_dir, "eval_results.json")) as f:
         assert json.load(f)["accuracy"] == pytest.approx(windowed["accuracy"])
+    # Attention pooling is learned: weights fine-tuned with mean pooling lack it, refused naming the flag.
+    assert run_main(job, [*again, "--window_pooling=attention"]) == 2
+    err = capfd.readouterr().err
+    assert "--window_pooling=attention: weights fine-tuned with it" in err, err
+
+
+def test_label_in_the_last_window_is_learned_with_attention_pooling(tmp_path, model_dir, long_data):
+    """A learned softmax over the windows' [CLS] vectors, the head on their weighted mean, learns the label of the
+    last window too; the directory records the pooling and reads again with it (its learned weights restored)."""
+    attention = long_text.LongTextConfig("windows", window_pooling="attention")
+    output_dir, results = _run(tmp_path, model_dir, long_data, "attention", long_text_config=attention)
+    assert results["accuracy"] >= 0.95
+    with open(os.path.join(output_dir, "task_config.json")) as f:
+        assert json.load(f)["long_text"] == attention.recorded()
+    import experiments.finetune as job
+
+    again = [f"--output_dir={output_dir}", f"--eval_file={long_data['eval_file']}", "--do_eval"]
+    assert run_main(job, again) == 0
+    with open(os.path.join(output_dir, "eval_results.json")) as f:
+        assert json.load(f)["accuracy"] == pytest.approx(results["accuracy"])
 
 
 def test_flags_exit_2_naming_the_flag(tmp_path, capfd, model_dir, long_data):

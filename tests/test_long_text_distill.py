@@ -1,6 +1,6 @@
-"""Distillation from a teacher fine-tuned with --long_text: its soft targets are per document (its windows'
-logits pooled as `experiments.finetune --do_predict` pools them), the student inherits the teacher's cut and
-learns a label that sits only in a document's last window; a conflicting flag exits 2 naming it."""
+"""Distillation from a teacher fine-tuned with --long_text: its soft targets are per document (its windows pooled
+as `experiments.finetune --do_predict` pools them, here by learned attention), the student inherits the teacher's
+cut and learns a label that sits only in a document's last window; a conflicting flag exits 2 naming it."""
 
 import json
 import os
@@ -14,6 +14,10 @@ from tests.fixtures.finetune import synthetic
 from tests.helpers.absl_flags import listening_to_absl, run_main
 from tests.helpers.jobs import distill, finetune
 from tests.test_long_text import COMMON, last_window_rows
+
+# The teacher pools its windows by learned attention: its soft targets come from that pooling (as its own
+# --do_predict's), and the student, which reads long texts as the teacher was trained, learns one of its own.
+TEACHER_LONG_TEXT = long_text.LongTextConfig("windows", window_pooling="attention")
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +46,7 @@ def teacher(tmp_path_factory):
         do_train=True,
         do_eval=True,
         do_predict=True,
-        long_text_config=long_text.LongTextConfig("windows"),
+        long_text_config=TEACHER_LONG_TEXT,
         **files,
         **COMMON,
     )
@@ -78,7 +82,7 @@ def test_student_learns_the_last_window_from_per_document_soft_targets(teacher, 
     assert "one example a row, not packed rows: the teacher's --long_text=windows" in caplog.text
     assert results["teacher"]["accuracy"] >= 0.95 and results["student"]["accuracy"] >= 0.9
     with open(os.path.join(output_dir, "task_config.json")) as f:
-        assert json.load(f)["long_text"] == long_text.LongTextConfig("windows").recorded()
+        assert json.load(f)["long_text"] == TEACHER_LONG_TEXT.recorded()
 
     # The soft targets: one row per document (192 labelled, 8 only the teacher reads), the teacher's windows pooled
     # as its own --do_predict pooled them (predictions.tsv's probabilities, 6 decimals).
@@ -121,7 +125,7 @@ def test_flags_that_conflict_with_the_teachers_windows_exit_2_naming_them(teache
     for extra, named in [
         (["--long_text=truncate"], "--long_text=truncate differs from the teacher's --long_text=windows"),
         (["--long_text=windows", "--window_stride=7"], "--window_stride=7 differs from the teacher's"),
-        (["--window_pooling=max"], "--window_pooling=max differs"),
+        (["--window_pooling=mean"], "--window_pooling=mean differs from the teacher's --window_pooling=attention"),
         (["--packing"], "--packing does not combine with the teacher's --long_text=windows"),
         (["--hidden_loss_weight=1"], "--hidden_loss_weight does not combine with the teacher's --long_text=windows"),
     ]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from bert_tf.export.encoder_module import _tf_variables
+from bert_tf.models.document_classifier import document_logits
 from bert_tf.tasks import long_text_ops
 from bert_tf.tasks.long_text import LongTextConfig, truncate_unless_given
 
@@ -98,21 +99,21 @@ class ClassifierModule(tf.Module):
         return tf.cast(self._classifier(self._pack(segments), training=False), tf.float32)
 
     def _window_logits(self, pieces):
-        """Each document's windows encoded as rows of one batch (only real windows), their logits pooled by the
-        `DocumentClassifier`'s `WindowPooling` over [documents, windows] with the padding slots masked."""
+        """Each document's windows encoded as rows of one batch (only real windows), their [CLS] vectors padded to
+        [documents, windows] and pooled into logits as `DocumentClassifier` does (`document_logits`), the
+        padding slots masked."""
         config = self.long_text
         windows = long_text_ops.document_windows(
             pieces, self.window, config.stride(self.window), config.max_windows
         )  # [documents, (windows), (pieces)]
         model = self._classifier
-        pooled = model.encoder(self._pack([windows.values]), training=False)["pooled_output"]
-        per_window = tf.cast(model.classifier(pooled, training=False), tf.float32)  # [all windows, labels]
-        per_document = tf.RaggedTensor.from_row_splits(per_window, windows.row_splits, validate=False).to_tensor()
+        pooled = model.encoder(self._pack([windows.values]), training=False)["pooled_output"]  # [all windows, hidden]
+        per_document = tf.RaggedTensor.from_row_splits(pooled, windows.row_splits, validate=False).to_tensor()
         real = windows.with_values(tf.ones_like(windows.values.row_lengths(), tf.int32))
         real = real.to_tensor()[:, :, tf.newaxis]  # [documents, windows, 1]: 1 at a real window's [CLS]
-        labels = tf.shape(per_window)[-1]
+        vectors = tf.reshape(per_document, [-1, pooled.shape[-1]])
         pooling = model.get_layer("window_pooling")
-        return tf.cast(pooling(tf.reshape(per_document, [-1, labels]), real), tf.float32)
+        return tf.cast(document_logits(pooling, model.classifier, vectors, real, training=False), tf.float32)
 
     def _scores(self, texts):
         logits = self._logits(texts)

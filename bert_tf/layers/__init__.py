@@ -10,3 +10,4 @@ from bert_tf.layers.heads import ClassificationHead, NextSentenceHead, SpanHead,
 from bert_tf.layers.masked_lm_head import MaskedLMHead
 from bert_tf.layers.scalar_mix import ScalarMix
 from bert_tf.layers.transformer_encoder_block import TransformerEncoderBlock
+from bert_tf.layers.window_attention import PackedWindowAttentionPooling, WindowAttentionPooling

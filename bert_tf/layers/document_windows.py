@@ -3,7 +3,27 @@
 import keras
 from keras import ops
 
-WINDOW_POOLINGS = ("mean", "max")
+#: Poolings of the windows' logits (`WindowPooling`); `bert_tf.layers.window_attention` pools their vectors.
+LOGIT_POOLINGS = ("mean", "max")
+
+
+def real_windows(input_mask):
+    """float32 [documents, windows]: 1 for a window whose first position ([CLS]) is unmasked, 0 for a padding slot."""
+    return ops.cast(input_mask[:, :, 0] > 0, "float32")
+
+
+def window_members(window_document_ids, document_ids):
+    """float32 [documents, rows * slots]: 1 where a packed slot's window belongs to the document (-1: none)."""
+    owners = ops.reshape(ops.cast(window_document_ids, "int32"), (-1,))
+    documents = ops.cast(document_ids, "int32")
+    member = ops.logical_and(ops.equal(documents[:, None], owners[None, :]), documents[:, None] >= 0)
+    return ops.cast(member, "float32")
+
+
+def _check_pooling(pooling: str) -> str:
+    if pooling not in LOGIT_POOLINGS:
+        raise ValueError(f"pooling must be one of {LOGIT_POOLINGS}, got {pooling!r}.")
+    return pooling
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -50,15 +70,13 @@ class WindowPooling(keras.layers.Layer):
 
     def __init__(self, pooling: str = "mean", **kwargs):
         super().__init__(**kwargs)
-        if pooling not in WINDOW_POOLINGS:
-            raise ValueError(f"pooling must be one of {WINDOW_POOLINGS}, got {pooling!r}.")
-        self.pooling = pooling
+        self.pooling = _check_pooling(pooling)
 
     def call(self, window_logits, input_mask):
         shape = ops.shape(input_mask)
         classes = window_logits.shape[-1] or -1  # static where known: [documents, classes] keeps it
         logits = ops.reshape(ops.cast(window_logits, "float32"), (shape[0], shape[1], classes))
-        real = ops.cast(input_mask[:, :, 0] > 0, "float32")[:, :, None]  # [documents, windows, 1]
+        real = real_windows(input_mask)[:, :, None]  # [documents, windows, 1]
         count = ops.sum(real, axis=1)
         if self.pooling == "mean":
             return ops.sum(logits * real, axis=1) / ops.maximum(count, 1.0)
@@ -98,17 +116,12 @@ class PackedWindowPooling(keras.layers.Layer):
 
     def __init__(self, pooling: str = "mean", **kwargs):
         super().__init__(**kwargs)
-        if pooling not in WINDOW_POOLINGS:
-            raise ValueError(f"pooling must be one of {WINDOW_POOLINGS}, got {pooling!r}.")
-        self.pooling = pooling
+        self.pooling = _check_pooling(pooling)
 
     def call(self, slot_logits, window_document_ids, document_ids):
         logits = ops.cast(slot_logits, "float32")
         logits = ops.reshape(logits, (-1, ops.shape(logits)[-1]))  # [rows * slots, classes]
-        owners = ops.reshape(ops.cast(window_document_ids, "int32"), (-1,))
-        documents = ops.cast(document_ids, "int32")
-        member = ops.logical_and(ops.equal(documents[:, None], owners[None, :]), documents[:, None] >= 0)
-        member = ops.cast(member, "float32")  # [documents, rows * slots]
+        member = window_members(window_document_ids, document_ids)  # [documents, rows * slots]
         count = ops.sum(member, axis=1, keepdims=True)
         if self.pooling == "mean":
             return ops.matmul(member, logits) / ops.maximum(count, 1.0)

@@ -4,6 +4,7 @@ import keras
 
 from bert_tf.layers.document_windows import PackedWindowPooling, WindowPooling, WindowRows
 from bert_tf.layers.heads import ClassificationHead
+from bert_tf.layers.window_attention import PackedWindowAttentionPooling, WindowAttentionPooling
 from bert_tf.models.bert_encoder import ENCODER_INPUT_NAMES, BertEncoder, encoder_inputs
 from bert_tf.models.task_model import TaskModel
 
@@ -12,20 +13,38 @@ WINDOW_DOCUMENT_IDS_KEY = "window_document_ids"
 DOCUMENT_IDS_KEY = "document_ids"
 
 
+def window_pooling_layer(pooling: str, packed: bool) -> keras.layers.Layer:
+    """The layer named "window_pooling" of a `DocumentClassifier`: of the windows' logits (mean, max) or of their
+    [CLS] vectors (attention), over [documents, windows] or packed slots."""
+    if pooling == "attention":
+        layer = PackedWindowAttentionPooling if packed else WindowAttentionPooling
+        return layer(name="window_pooling")
+    return (PackedWindowPooling if packed else WindowPooling)(pooling, name="window_pooling")
+
+
+def document_logits(pooling_layer, head, window_vectors, *owners, training=None):
+    """A document's logits from its windows' [CLS] vectors: pooled, then classified (attention), or each window
+    classified, then its logits pooled (mean, max). `owners`: the pooling layer's arguments after the first."""
+    if isinstance(pooling_layer, WindowAttentionPooling):
+        return head(pooling_layer(window_vectors, *owners), training=training)
+    return pooling_layer(head(window_vectors, training=training), *owners)
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class DocumentClassifier(TaskModel):
-    """`BertClassifier`'s head on each window of a document, the windows' logits pooled into the document's.
+    """`BertClassifier`'s head on a document's windows, pooled into the document's logits.
 
-    Every window is encoded as its own sequence (`[CLS] pieces [SEP]`), gets logits from the same
-    classification layer as `BertClassifier`'s (the same weights: the attributes `encoder` and `classifier`),
-    and `WindowPooling` takes their mean or maximum over the document's real windows, so the loss is the
-    document's (`bert_tf.tasks.long_text`).
+    Every window is encoded as its own sequence (`[CLS] pieces [SEP]`). Mean or max: each window gets logits from
+    the same classification layer as `BertClassifier`'s (the same weights: the attributes `encoder` and
+    `classifier`), and `WindowPooling` takes their mean or maximum over the document's real windows. Attention:
+    `WindowAttentionPooling` weights the windows' [CLS] vectors by a learned softmax into one, which the
+    classification layer reads. Either way the loss is the document's (`bert_tf.tasks.long_text`).
 
     Args:
       encoder: a `BertEncoder`.
       num_classes: number of classes; 1 for regression.
       dropout_rate: dropout before the output layer; defaults to the encoder's hidden dropout.
-      pooling: "mean" or "max" of the windows' logits.
+      pooling: "mean" or "max" of the windows' logits, or "attention" over their [CLS] vectors.
       examples_per_row: None: a document's windows are rows of their own. A number k: windows packed k slots a
         row (`bert_tf.data.packed_rows.document_row_batches`), pooled per document by `PackedWindowPooling`.
 
@@ -65,11 +84,12 @@ class DocumentClassifier(TaskModel):
             dtype=encoder.dtype_policy,
             name="classifier",
         )
+        pooling_layer = window_pooling_layer(pooling, packed=examples_per_row is not None)
         if examples_per_row is None:
             inputs = {name: keras.Input(shape=(None, None), dtype="int32", name=name) for name in ENCODER_INPUT_NAMES}
             to_rows = WindowRows(name="window_rows")
             pooled = encoder({name: to_rows(value) for name, value in inputs.items()})["pooled_output"]
-            logits = WindowPooling(pooling, name="window_pooling")(head(pooled), inputs["input_mask"])
+            logits = document_logits(pooling_layer, head, pooled, inputs["input_mask"])
         else:
             inputs = encoder_inputs(packed=True)
             inputs[WINDOW_DOCUMENT_IDS_KEY] = keras.Input(
@@ -77,12 +97,13 @@ class DocumentClassifier(TaskModel):
             )
             inputs[DOCUMENT_IDS_KEY] = keras.Input((), dtype="int32", name=DOCUMENT_IDS_KEY)
             pooled = encoder.packed_outputs(inputs, examples_per_row)["pooled_output"]
-            logits = PackedWindowPooling(pooling, name="window_pooling")(
-                head(pooled), inputs[WINDOW_DOCUMENT_IDS_KEY], inputs[DOCUMENT_IDS_KEY]
-            )
+            owners = (inputs[WINDOW_DOCUMENT_IDS_KEY], inputs[DOCUMENT_IDS_KEY])
+            logits = document_logits(pooling_layer, head, pooled, *owners)
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
         self.encoder = encoder
         self.classifier = head
+        # Tracked by name, as `classifier`: attention's learned weights are checkpointed under it.
+        self.window_pooling = pooling_layer
         self.num_classes = num_classes
         self.dropout_rate = dropout_rate
         self.pooling = pooling

@@ -171,6 +171,12 @@ class ClassificationTask(FinetuningTask):
         """The pieces of text one sequence holds: max_seq_length less [CLS] and the [SEP](s)."""
         return self.seq_length - (3 if self.sentence_pair else 2)
 
+    @property
+    def pools_by_attention(self) -> bool:
+        """Whether the model learns how to pool a document's windows (--window_pooling=attention), weights a
+        checkpoint fine-tuned with another pooling lacks."""
+        return self.long_text.windows and self.long_text.window_pooling == "attention"
+
     def build_model(self, encoder):
         slots = packed_rows.max_examples_per_row(self.seq_length) if self.packing else None
         if self.long_text.windows:

@@ -32,7 +32,7 @@ import numpy as np
 from bert_tf.errors import JobArgumentError, check_int
 
 LONG_TEXT_MODES = ("truncate", "head_tail", "windows")
-WINDOW_POOLINGS = ("mean", "max")
+WINDOW_POOLINGS = ("mean", "max", "attention")
 # Sun et al. (2019): 128 head + 382 tail pieces of a 510-piece budget was their best on IMDb.
 HEAD_SHARE = (128, 510)
 
@@ -47,8 +47,9 @@ FLAG_HELP = {
     "documents'), else truncate; an --output_dir's recorded setting.",
     "window_stride": "--long_text=windows: pieces between the starts of a document's windows, 1 to the window "
     "(--max_seq_length - 2); default: the window (windows that touch, no overlap).",
-    "window_pooling": "--long_text=windows: how a document's window logits become its logits: mean or max "
-    "(classification and regression).",
+    "window_pooling": "--long_text=windows: how a document's windows become its logits: the mean or max of the "
+    "windows' logits, or attention: a learned softmax over the windows weights their [CLS] vectors into one "
+    "before the classifier (weights trained with it; classification and regression).",
     "max_windows": "--long_text=windows: windows per document (a static shape); a longer document keeps this "
     "many, spread evenly over it, and the cut report counts it (classification and regression; tagging reads "
     "every window).",
@@ -64,7 +65,7 @@ class LongTextConfig:
         fine-tuning job reads single texts of classification and regression in windows when one is longer than
         the window (benchmarks/RESULTS.md, `long_documents`), every other job and task truncates.
       window_stride: pieces between window starts; None: the window's length (no overlap).
-      window_pooling: mean or max of the windows' logits.
+      window_pooling: mean or max of the windows' logits, or attention over their [CLS] vectors (learned).
       max_windows: the most windows a document is read in.
     """
 

@@ -136,6 +136,13 @@ def _periodic_eval_fn(inputs: FinetuningInputs, strategy, eval_batch_size: int, 
     return eval_fn
 
 
+def _settings(task_object) -> str:
+    """What a fine-tuned model's weights depend on, for the message of a checkpoint that lacks some."""
+    if getattr(task_object, "pools_by_attention", False):  # classification's and regression's windows
+        return "labels, config, --window_pooling=attention: weights fine-tuned with it"
+    return "labels, config"
+
+
 def restore_finetuned(task_object, source: ResolvedModel, strategy, output_dir: str):
     """The fine-tuned model of `output_dir`'s latest checkpoint; returns (model, its step)."""
     from bert_tf.checkpoints.model_dir import restore
@@ -150,7 +157,9 @@ def restore_finetuned(task_object, source: ResolvedModel, strategy, output_dir: 
     try:
         restore(model, latest)
     except ValueError as e:
-        raise JobArgumentError(f"{e} (a {task_object.name} model with these settings: labels, config)") from None
+        raise JobArgumentError(
+            f"{e} (a {task_object.name} model with these settings: {_settings(task_object)})"
+        ) from None
     step = int(latest.rsplit("-", 1)[-1]) if latest.rsplit("-", 1)[-1].isdigit() else 0
     logging.info("Restored the fine-tuned model from %s.", latest)
     return model, step
